@@ -1,0 +1,67 @@
+// The delegate interface: a backend turns a delegate payload into a handle at load and runs it on each
+// DelegateCall. Backends register by the id the program names (e.g. "XnnpackBackend").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "etnp/error.h"
+#include "etnp/named_data.h"
+#include "etnp/value.h"
+
+namespace etnp {
+
+/// A backend option value: bool, int or string.
+using BackendOptionValue = std::variant<bool, int64_t, std::string>;
+using BackendOptions = std::map<std::string, BackendOptionValue, std::less<>>;
+
+struct CompileSpec {
+  std::string_view key;
+  std::span<const uint8_t> value;
+};
+
+struct BackendInitContext {
+  std::string_view method_name;
+  int delegate_index = -1;
+  /// Data the payload may refer to by key: the caller's .ptd files first, then the program's named data.
+  /// nullptr when the program has neither.
+  const NamedDataMap* named_data = nullptr;
+  /// Options given for this backend when the program was loaded (override the global ones).
+  const BackendOptions* load_options = nullptr;
+};
+
+/// What a backend builds for one delegate entry; destroyed with the method.
+struct DelegateHandle {
+  virtual ~DelegateHandle() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// The id programs use, e.g. "XnnpackBackend".
+  virtual std::string_view name() const = 0;
+  virtual bool is_available() const = 0;
+  /// Builds the delegate from its payload. Throw etnp::Error(ProgramLoadError, ...) for a bad payload.
+  virtual std::unique_ptr<DelegateHandle> init(const BackendInitContext& ctx, std::span<const uint8_t> payload,
+                                               std::span<const CompileSpec> compile_specs) = 0;
+  /// Runs the delegate. `args` are the DelegateCall's values: inputs, then outputs (resize outputs).
+  virtual void execute(DelegateHandle& handle, std::span<EValue* const> args) = 0;
+  /// Process-wide options. Unknown keys or bad values throw InvalidArgument.
+  virtual void set_option(std::string_view key, const BackendOptionValue& value);
+  virtual BackendOptionValue get_option(std::string_view key) const;
+  virtual std::vector<std::string> option_names() const { return {}; }
+};
+
+/// Registers a backend under backend->name(). Throws InvalidArgument if the name is taken.
+void register_backend(std::shared_ptr<Backend> backend);
+/// The backend registered under `name`, or nullptr.
+std::shared_ptr<Backend> find_backend(std::string_view name);
+std::vector<std::string> registered_backend_names();
+
+}  // namespace etnp

@@ -1,0 +1,89 @@
+// The interface between the runtime and operator kernels, for the built-in kernels and for kernels that
+// users compile in themselves (see docs/custom-kernels.md and examples/custom_kernel).
+//
+// A kernel is resolved once, when a method is loaded; calling it is one indirect call. Arguments follow the
+// ExecuTorch boxed convention: every schema argument in order (out tensors included), then one slot for the
+// return value (the out tensor again for out-variants).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "etnp/error.h"
+#include "etnp/value.h"
+
+namespace etnp {
+
+using KernelArgs = std::span<EValue* const>;
+
+/// Per-instruction state a kernel builds once at load time (pre-packed weights, chosen fast path, ...).
+struct KernelState {
+  virtual ~KernelState() = default;
+};
+
+class ThreadPool;
+
+/// What a kernel may use while it runs.
+class KernelContext {
+ public:
+  KernelContext(ThreadPool* pool, KernelState* state) : pool_(pool), state_(state) {}
+  /// Scratch memory valid until the kernel returns; 64-byte aligned. Reused across calls.
+  void* scratch(size_t bytes);
+  /// The thread pool for parallel loops (never null while a method runs).
+  ThreadPool* pool() const { return pool_; }
+  /// State built by the kernel's prepare function at load, or nullptr.
+  KernelState* state() const { return state_; }
+
+ private:
+  ThreadPool* pool_;
+  KernelState* state_;
+  std::vector<unsigned char> scratch_;
+  friend class MethodExecutor;
+};
+
+using KernelFn = void (*)(KernelContext& ctx, KernelArgs args);
+/// Optional load-time hook: sees the instruction's arguments (constants already bound, shapes are the
+/// serialized ones) and returns state for KernelContext::state(), or nullptr.
+using KernelPrepareFn = std::unique_ptr<KernelState> (*)(KernelArgs args);
+
+struct KernelEntry {
+  std::string name;       ///< "namespace::op.overload", e.g. "aten::add.out".
+  KernelFn fn = nullptr;
+  int num_args = -1;      ///< Exact argument count (schema args + 1 return slot); -1 = not checked.
+  KernelPrepareFn prepare = nullptr;
+};
+
+/// Adds a kernel to the process-wide registry. Throws InvalidArgument if the name is already registered.
+/// Registering must happen before the programs that use the kernel are loaded.
+void register_kernel(KernelEntry entry);
+
+/// Registers `entry` at static-initialization time: `static etnp::KernelRegistrar r({"my::op.out", fn, 3});`
+struct KernelRegistrar {
+  explicit KernelRegistrar(KernelEntry entry) { register_kernel(std::move(entry)); }
+};
+
+/// Names of every registered kernel, sorted.
+std::vector<std::string> registered_kernel_names();
+
+/// Throws etnp::Error(ExecutionError, message) — the way kernels report a failure; the runtime adds the
+/// method, instruction and operator to the message.
+[[noreturn]] void kernel_fail(std::string message);
+
+/// `ETNP_KERNEL_CHECK(cond, "message " << value)` fails the kernel with a formatted message.
+#define ETNP_KERNEL_CHECK(cond, msg_stream)                       \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      ::std::ostringstream etnp_kernel_check_os_;                 \
+      etnp_kernel_check_os_ << msg_stream;                        \
+      ::etnp::kernel_fail(etnp_kernel_check_os_.str());           \
+    }                                                             \
+  } while (0)
+
+}  // namespace etnp
+
+#include <sstream>

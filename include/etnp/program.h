@@ -1,0 +1,194 @@
+// Loading and running ExecuTorch programs.
+//
+//   auto program = etnp::Program::load_file("model.pte");
+//   auto method = program.load_method("forward");
+//   std::vector<etnp::Value> outputs = method->execute({etnp::TensorRef::of(input)});
+//
+// Thread safety: a Program is immutable after load and may be shared by any number of threads; each Method
+// owns its planned memory and must be used by one thread at a time (load one Method per thread, or lock).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "etnp/backend.h"
+#include "etnp/error.h"
+#include "etnp/scalar_type.h"
+#include "etnp/value.h"
+
+namespace etnp {
+
+namespace detail {
+struct ProgramImpl;
+struct MethodImpl;
+}  // namespace detail
+
+enum class Verification : uint8_t {
+  Minimal,              ///< Header, identifier and FlatBuffers structure.
+  InternalConsistency,  ///< Also every index, offset, size and tensor in every method (the default).
+};
+
+struct LoadOptions {
+  Verification verification = Verification::InternalConsistency;
+  /// External data files (.ptd) whose tensors and delegate constants the program refers to by key.
+  std::vector<std::string> data_files;
+  /// External data already in memory; the caller keeps the bytes alive as long as the Program.
+  std::vector<std::span<const uint8_t>> data_buffers;
+  /// Per-backend options for this program's delegates, e.g. {"XnnpackBackend", {{"num_threads", 2}}}.
+  std::map<std::string, BackendOptions, std::less<>> backend_options;
+  /// Record a timed event per instruction and delegate call (Method::profile_events()).
+  bool enable_profiling = false;
+};
+
+/// A tensor passed in or handed back. Inputs point at the caller's memory; outputs at the method's memory,
+/// valid until the next execute() of that method or its destruction.
+struct TensorRef {
+  ScalarType dtype = ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::vector<uint8_t> dim_order;  ///< Empty means contiguous (row-major).
+  const void* data = nullptr;
+
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype); }
+};
+
+/// A method input or output: None, a tensor, or a scalar/string.
+using Value = std::variant<std::monostate, TensorRef, int64_t, double, bool, std::string>;
+
+struct TensorInfo {
+  ScalarType dtype = ScalarType::Float;
+  std::vector<int64_t> sizes;      ///< Upper bounds for a dynamic tensor.
+  std::vector<uint8_t> dim_order;
+  ShapeDynamism dynamism = ShapeDynamism::Static;
+  bool memory_planned = false;
+  size_t nbytes = 0;
+  std::string name;                ///< Fully qualified name, when the program records one.
+};
+
+struct ValueInfo {
+  Tag tag = Tag::None;
+  TensorInfo tensor;  ///< When tag == Tensor.
+  Value value;        ///< For Int/Double/Bool/String inputs: the value recorded at export.
+};
+
+struct MethodMeta {
+  std::string name;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+  std::vector<int64_t> planned_buffer_sizes;  ///< One per arena (the file's entry 0 placeholder dropped).
+  std::vector<std::string> backends;          ///< One per delegate entry, in order.
+  std::vector<std::string> operators;         ///< Operator names in the method's operator table.
+  size_t num_instructions = 0;
+  size_t num_values = 0;
+};
+
+struct SegmentInfo {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+/// What `etnp inspect` shows about the container.
+struct ProgramInfo {
+  std::string identifier;  ///< "ET12"
+  uint32_t version = 0;
+  bool has_extended_header = false;
+  uint64_t file_size = 0;
+  uint64_t program_size = 0;
+  uint64_t segment_base_offset = 0;
+  uint64_t segment_data_size = 0;
+  std::vector<SegmentInfo> segments;
+  uint64_t constant_bytes = 0;
+  bool legacy_constant_buffer = false;
+  size_t num_named_data = 0;
+  size_t num_mutable_segments = 0;
+};
+
+/// Operators and backends a program needs that this build lacks.
+struct MissingDependencies {
+  std::vector<std::string> operators;
+  std::vector<std::string> backends;
+  bool empty() const { return operators.empty() && backends.empty(); }
+};
+
+struct ProfileEvent {
+  std::string name;          ///< Operator name, "DELEGATE_CALL <backend>", "MOVE_CALL", ...
+  int64_t chain = 0;
+  int64_t instruction = -1;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+class Method;
+
+class Program {
+ public:
+  /// Loads a .pte file (memory-mapped, not copied). Throws etnp::Error(ProgramLoadError) on a bad file.
+  static Program load_file(const std::string& path, const LoadOptions& options = {});
+  /// Loads from memory. `keep_alive` owns the bytes (may be null if the caller guarantees their lifetime);
+  /// unaligned bytes are copied once.
+  static Program load_buffer(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive = nullptr,
+                             const LoadOptions& options = {});
+  /// Loads from an open file descriptor (memory-mapped; the descriptor may be closed afterwards).
+  static Program load_fd(int fd, const LoadOptions& options = {});
+
+  std::vector<std::string> method_names() const;
+  bool has_method(std::string_view name) const;
+  /// Throws InvalidArgument naming the methods that exist when `name` is not one of them.
+  MethodMeta method_meta(std::string_view name) const;
+  /// Builds a runnable method: plans its memory, resolves kernels, initializes delegates.
+  std::unique_ptr<Method> load_method(std::string_view name) const;
+
+  ProgramInfo info() const;
+  MissingDependencies missing_dependencies() const;
+  /// The pytree spec strings of a method (empty when absent).
+  std::string input_spec(std::string_view method) const;
+  std::string output_spec(std::string_view method) const;
+
+  Program(std::shared_ptr<detail::ProgramImpl> impl);
+  const std::shared_ptr<detail::ProgramImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::ProgramImpl> impl_;
+};
+
+class Method {
+ public:
+  ~Method();
+  const MethodMeta& meta() const;
+  const std::string& name() const;
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+
+  /// Sets every input, runs, and returns the outputs (see TensorRef for their lifetime).
+  std::vector<Value> execute(std::span<const Value> inputs);
+
+  /// Step-wise use: set inputs, run, read outputs.
+  void set_input(size_t index, const Value& value);
+  void run();
+  Value output(size_t index) const;
+  /// Makes output `index` be written to caller memory. Only for tensor outputs that are not memory-planned.
+  void set_output_buffer(size_t index, void* data, size_t nbytes);
+
+  /// Events recorded since load (or the last clear) when the program was loaded with enable_profiling.
+  const std::vector<ProfileEvent>& profile_events() const;
+  void clear_profile_events();
+
+  explicit Method(std::unique_ptr<detail::MethodImpl> impl);
+  detail::MethodImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<detail::MethodImpl> impl_;
+};
+
+/// Library version, e.g. "0.1.0".
+const char* version();
+/// The .pte schema identifier this runtime reads ("ET12").
+const char* schema_identifier();
+
+}  // namespace etnp

@@ -1,0 +1,218 @@
+#include "kernels/kernel_util.h"
+
+#include <algorithm>
+
+namespace etnp::kernels {
+
+uint16_t Half::from_float(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (x >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow -> inf (rounding included)
+  if (x < 0x38800000u) {                                   // subnormal or zero in half
+    if (x < 0x33000000u) return uint16_t(sign);            // rounds to zero
+    const uint32_t exp = x >> 23;
+    uint32_t mant = (x & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exp;                      // 14 + (113 - exp) - 1 ... align to 2^-24 units
+    uint32_t half_mant = mant >> (shift + 0);
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1))) ++half_mant;
+    return uint16_t(sign | half_mant);
+  }
+  // normal: rebias exponent 127 -> 15 and round the mantissa to 10 bits, ties to even
+  uint32_t h = ((x - 0x38000000u) >> 13);
+  const uint32_t rem = x & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
+  return uint16_t(sign | h);
+}
+
+float Half::to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 113;
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void unsupported_dtype(const char* op, ScalarType t) {
+  kernel_fail(std::string(op) + ": unsupported dtype " + std::string(scalar_type_name(t)));
+}
+
+double load_as_double(ScalarType t, const void* base, int64_t offset) {
+  double r = 0;
+  dispatch(t, "load", [&](auto tag) {
+    using T = decltype(tag);
+    r = static_cast<double>(static_cast<OpMath<T>>(static_cast<const T*>(base)[offset]));
+  });
+  return r;
+}
+
+int64_t load_as_int(ScalarType t, const void* base, int64_t offset) {
+  int64_t r = 0;
+  dispatch(t, "load", [&](auto tag) {
+    using T = decltype(tag);
+    r = static_cast<int64_t>(static_cast<OpMath<T>>(static_cast<const T*>(base)[offset]));
+  });
+  return r;
+}
+
+void store_from_double(ScalarType t, void* base, int64_t offset, double v) {
+  dispatch(t, "store", [&](auto tag) {
+    using T = decltype(tag);
+    static_cast<T*>(base)[offset] = convert<T>(v);
+  });
+}
+
+namespace {
+
+int category(ScalarType t) {
+  if (t == ScalarType::Bool) return 0;
+  if (is_floating_type(t)) return 2;
+  return 1;
+}
+
+bool is_unsigned(ScalarType t) {
+  return t == ScalarType::Byte || t == ScalarType::UInt16 || t == ScalarType::UInt32 || t == ScalarType::UInt64;
+}
+
+ScalarType signed_of_size(size_t bytes) {
+  switch (bytes) {
+    case 1: return ScalarType::Char;
+    case 2: return ScalarType::Short;
+    case 4: return ScalarType::Int;
+    default: return ScalarType::Long;
+  }
+}
+
+}  // namespace
+
+ScalarType promote_types(ScalarType a, ScalarType b) {
+  if (a == b) return a;
+  const int ca = category(a), cb = category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    // Half + BFloat16 -> Float; otherwise the wider type.
+    if ((a == ScalarType::Half && b == ScalarType::BFloat16) || (a == ScalarType::BFloat16 && b == ScalarType::Half)) {
+      return ScalarType::Float;
+    }
+    return element_size(a) >= element_size(b) ? a : b;
+  }
+  // Both integral.
+  const bool ua = is_unsigned(a), ub = is_unsigned(b);
+  const size_t sa = element_size(a), sb = element_size(b);
+  if (ua == ub) return sa >= sb ? a : b;
+  const ScalarType u = ua ? a : b, s = ua ? b : a;
+  const size_t su = element_size(u), ss = element_size(s);
+  if (ss > su) return s;
+  return signed_of_size(std::min<size_t>(su * 2, 8));
+}
+
+ScalarType promote_with_scalar(ScalarType tensor_type, const Scalar& s) {
+  const int ct = category(tensor_type);
+  const int cs = s.is_floating() ? 2 : s.is_integral() ? 1 : 0;
+  if (cs <= ct) return tensor_type;
+  return cs == 2 ? ScalarType::Float : ScalarType::Long;
+}
+
+ScalarType result_type(const Tensor& a, const Tensor& b) {
+  const bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  const Tensor& zero_dim = za ? a : b;
+  const Tensor& dimmed = za ? b : a;
+  if (category(zero_dim.dtype()) > category(dimmed.dtype())) return zero_dim.dtype();
+  return dimmed.dtype();
+}
+
+bool can_cast(ScalarType from, ScalarType to) {
+  const int cf = category(from), ct = category(to);
+  if (cf == 2 && ct < 2) return false;
+  if (cf != 0 && ct == 0) return false;
+  return true;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
+  const int64_t r = rank == 0 ? 1 : rank;
+  if (dim < -r || dim >= r) {
+    kernel_fail(std::string(op) + ": dim " + std::to_string(dim) + " is out of range for a rank-" +
+                std::to_string(rank) + " tensor");
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+std::string shape_str(std::span<const int64_t> shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
+std::vector<int64_t> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      kernel_fail(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+void resize_output(Tensor& out, std::span<const int64_t> shape, const char* op) {
+  if (!out.try_resize(shape)) {
+    kernel_fail(std::string(op) + ": output of shape " + shape_str(out.sizes()) + " (" +
+                (out.dynamism() == ShapeDynamism::Static ? "static" : "bound " + shape_str(out.bound_sizes())) +
+                ") cannot be resized to " + shape_str(shape));
+  }
+}
+
+std::array<int64_t, kMaxTensorRank> broadcast_strides(const Tensor& t, std::span<const int64_t> out_shape) {
+  std::array<int64_t, kMaxTensorRank> s{};
+  const int rank = static_cast<int>(out_shape.size());
+  const int lead = rank - t.dim();
+  for (int i = 0; i < rank; ++i) {
+    if (i < lead) continue;
+    const int d = i - lead;
+    s[i] = t.size(d) == 1 ? 0 : t.stride(d);
+  }
+  return s;
+}
+
+void check_num_args(KernelArgs args, size_t expected, const char* op) {
+  if (args.size() != expected) {
+    kernel_fail(std::string(op) + ": expected " + std::to_string(expected) + " arguments, got " +
+                std::to_string(args.size()));
+  }
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype()) {
+    kernel_fail(std::string(op) + ": dtype mismatch, " + std::string(scalar_type_name(a.dtype())) + " vs " +
+                std::string(scalar_type_name(b.dtype())));
+  }
+}
+
+}  // namespace etnp::kernels

@@ -1,0 +1,52 @@
+#include "etnp/error.h"
+
+namespace etnp {
+
+const char* error_kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::ProgramLoadError: return "ProgramLoadError";
+    case ErrorKind::BackendNotAvailable: return "BackendNotAvailable";
+    case ErrorKind::OperatorNotFound: return "OperatorNotFound";
+    case ErrorKind::ExecutionError: return "ExecutionError";
+    case ErrorKind::InvalidArgument: return "InvalidArgument";
+  }
+  return "Error";
+}
+
+std::string format_error_message(const std::string& detail, const ErrorContext& c) {
+  std::string where;
+  auto add = [&](const std::string& part) {
+    if (!where.empty()) where += ", ";
+    where += part;
+  };
+  if (!c.method.empty()) add("method '" + c.method + "'");
+  if (c.instruction >= 0) {
+    std::string s = "instruction " + std::to_string(c.instruction);
+    if (!c.op.empty()) s += " (" + c.op + ")";
+    else if (!c.backend.empty()) s += " (delegate " + c.backend + ")";
+    add(s);
+  } else {
+    if (!c.op.empty()) add("operator " + c.op);
+    if (!c.backend.empty()) add("backend " + c.backend);
+  }
+  if (c.input_index >= 0) add("input " + std::to_string(c.input_index));
+  return where.empty() ? detail : where + ": " + detail;
+}
+
+Error::Error(ErrorKind kind, std::string detail, ErrorContext context)
+    : std::runtime_error(format_error_message(detail, context)),
+      kind_(kind),
+      detail_(std::move(detail)),
+      context_(std::move(context)) {}
+
+Error Error::with_context(const ErrorContext& outer) const {
+  ErrorContext c = context_;
+  if (c.method.empty()) c.method = outer.method;
+  if (c.instruction < 0) c.instruction = outer.instruction;
+  if (c.op.empty()) c.op = outer.op;
+  if (c.backend.empty()) c.backend = outer.backend;
+  if (c.input_index < 0) c.input_index = outer.input_index;
+  return Error(kind_, detail_, std::move(c));
+}
+
+}  // namespace etnp

@@ -1,0 +1,58 @@
+#include "etnp/threadpool.h"
+
+#include <pthreadpool.h>
+
+#include <thread>
+
+namespace etnp {
+namespace {
+
+struct ChunkTask {
+  const std::function<void(size_t, size_t)>* fn;
+  size_t n;
+  size_t chunk;
+};
+
+void run_chunk(void* ctx, size_t index) {
+  auto* t = static_cast<ChunkTask*>(ctx);
+  size_t begin = index * t->chunk;
+  size_t end = begin + t->chunk < t->n ? begin + t->chunk : t->n;
+  (*t->fn)(begin, end);
+}
+
+}  // namespace
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool;
+  return pool;
+}
+
+ThreadPool::ThreadPool() { pool_ = pthreadpool_create(0); }
+
+ThreadPool::~ThreadPool() {
+  if (pool_ != nullptr) pthreadpool_destroy(pool_);
+}
+
+size_t ThreadPool::num_threads() const { return pool_ == nullptr ? 1 : pthreadpool_get_threads_count(pool_); }
+
+void ThreadPool::set_num_threads(size_t n) {
+  if (pool_ != nullptr) pthreadpool_destroy(pool_);
+  pool_ = pthreadpool_create(n);
+}
+
+void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  const size_t threads = num_threads();
+  if (grain == 0) grain = 1;
+  if (threads <= 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  size_t chunks = (n + grain - 1) / grain;
+  if (chunks > threads * 4) chunks = threads * 4;
+  ChunkTask task{&fn, n, (n + chunks - 1) / chunks};
+  const size_t count = (n + task.chunk - 1) / task.chunk;
+  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, 0);
+}
+
+}  // namespace etnp
