@@ -38,12 +38,13 @@ class KernelContext {
   ThreadPool* pool() const { return pool_; }
   /// State built by the kernel's prepare function at load, or nullptr.
   KernelState* state() const { return state_; }
+  /// The runtime points the context at each instruction's state before calling its kernel.
+  void set_state(KernelState* state) { state_ = state; }
 
  private:
   ThreadPool* pool_;
   KernelState* state_;
   std::vector<unsigned char> scratch_;
-  friend class MethodExecutor;
 };
 
 using KernelFn = void (*)(KernelContext& ctx, KernelArgs args);

@@ -1,0 +1,175 @@
+#include "format/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "etnp/error.h"
+
+namespace etnp::format {
+namespace {
+
+struct DescrRow {
+  const char* descr;  // without the byte-order character
+  ScalarType type;
+};
+
+constexpr DescrRow kDescrs[] = {
+    {"f4", ScalarType::Float},  {"f8", ScalarType::Double}, {"f2", ScalarType::Half},   {"i8", ScalarType::Long},
+    {"i4", ScalarType::Int},    {"i2", ScalarType::Short},  {"i1", ScalarType::Char},   {"u1", ScalarType::Byte},
+    {"b1", ScalarType::Bool},   {"u2", ScalarType::UInt16}, {"u4", ScalarType::UInt32}, {"u8", ScalarType::UInt64},
+};
+
+[[noreturn]] void fail(const std::string& name, const std::string& what) {
+  throw Error(ErrorKind::InvalidArgument, "'" + name + "' is not a usable .npy file: " + what);
+}
+
+std::string dict_value(const std::string& header, const std::string& key) {
+  const size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos) return {};
+  size_t p = header.find(':', k);
+  if (p == std::string::npos) return {};
+  ++p;
+  while (p < header.size() && header[p] == ' ') ++p;
+  if (p >= header.size()) return {};
+  if (header[p] == '\'') {
+    const size_t e = header.find('\'', p + 1);
+    return e == std::string::npos ? std::string() : header.substr(p + 1, e - p - 1);
+  }
+  if (header[p] == '(') {
+    const size_t e = header.find(')', p);
+    return e == std::string::npos ? std::string() : header.substr(p, e - p + 1);
+  }
+  size_t e = p;
+  while (e < header.size() && header[e] != ',' && header[e] != '}') ++e;
+  return header.substr(p, e - p);
+}
+
+}  // namespace
+
+int64_t NpyArray::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) fail(name, "missing the \\x93NUMPY magic");
+  const uint8_t major = bytes[6];
+  size_t header_len = 0, offset = 0;
+  if (major == 1) {
+    header_len = bytes[8] | (size_t(bytes[9]) << 8);
+    offset = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) fail(name, "truncated header");
+    header_len = bytes[8] | (size_t(bytes[9]) << 8) | (size_t(bytes[10]) << 16) | (size_t(bytes[11]) << 24);
+    offset = 12;
+  } else {
+    fail(name, "unknown format version " + std::to_string(major));
+  }
+  if (offset + header_len > bytes.size()) fail(name, "truncated header");
+  const std::string header(reinterpret_cast<const char*>(bytes.data() + offset), header_len);
+  const std::string descr = dict_value(header, "descr");
+  const std::string fortran = dict_value(header, "fortran_order");
+  const std::string shape_text = dict_value(header, "shape");
+  if (descr.size() < 3 || shape_text.empty()) fail(name, "cannot read the header '" + header + "'");
+  if (descr[0] == '>') fail(name, "big-endian data ('" + descr + "') is not supported; use little-endian");
+  NpyArray a;
+  bool found = false;
+  for (const auto& row : kDescrs) {
+    if (descr.substr(1) == row.descr) {
+      a.dtype = row.type;
+      found = true;
+    }
+  }
+  if (!found) fail(name, "unsupported dtype '" + descr + "'");
+  // shape like (2, 3) or (4,) or ()
+  size_t p = 1;
+  while (p < shape_text.size()) {
+    while (p < shape_text.size() && (shape_text[p] == ' ' || shape_text[p] == ',')) ++p;
+    if (p >= shape_text.size() || shape_text[p] == ')') break;
+    size_t e = p;
+    while (e < shape_text.size() && std::isdigit(static_cast<unsigned char>(shape_text[e]))) ++e;
+    if (e == p) fail(name, "bad shape '" + shape_text + "'");
+    a.shape.push_back(std::stoll(shape_text.substr(p, e - p)));
+    p = e;
+  }
+  const size_t elem = element_size(a.dtype);
+  uint64_t nbytes = elem;
+  for (int64_t s : a.shape) {
+    if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(s), &nbytes)) fail(name, "shape overflows");
+  }
+  const size_t data_offset = offset + header_len;
+  if (bytes.size() - data_offset < nbytes) {
+    fail(name, "truncated data: " + std::to_string(nbytes) + " bytes expected, " +
+                   std::to_string(bytes.size() - data_offset) + " present");
+  }
+  a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_offset),
+                bytes.begin() + static_cast<std::ptrdiff_t>(data_offset + nbytes));
+  if (fortran.find("True") != std::string::npos && a.shape.size() > 1) {
+    // Column-major -> row-major.
+    std::vector<uint8_t> c(a.data.size());
+    const size_t rank = a.shape.size();
+    const int64_t n = a.numel();
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t linear_c = 0; linear_c < n; ++linear_c) {
+      int64_t f = 0, stride = 1;
+      for (size_t d = 0; d < rank; ++d) {
+        f += idx[d] * stride;
+        stride *= a.shape[d];
+      }
+      std::memcpy(c.data() + linear_c * elem, a.data.data() + f * elem, elem);
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < a.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    a.data.swap(c);
+  }
+  return a;
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::InvalidArgument, "cannot open input file '" + path + "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_npy(bytes, path);
+}
+
+std::vector<uint8_t> encode_npy(ScalarType dtype, const std::vector<int64_t>& shape, const void* data) {
+  const char* descr = nullptr;
+  ScalarType stored = dtype == ScalarType::BFloat16 ? ScalarType::UInt16 : dtype;
+  for (const auto& row : kDescrs) {
+    if (row.type == stored) descr = row.descr;
+  }
+  if (descr == nullptr) {
+    throw Error(ErrorKind::InvalidArgument, "cannot write dtype " + std::string(scalar_type_name(dtype)) + " to .npy");
+  }
+  const char order = element_size(stored) == 1 ? '|' : '<';
+  std::string shape_text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) shape_text += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  shape_text += ")";
+  std::string header = "{'descr': '" + std::string(1, order) + descr + "', 'fortran_order': False, 'shape': " + shape_text + ", }";
+  // Pad so that the data starts on a 64-byte boundary; the header ends with '\n'.
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(static_cast<uint8_t>(header.size() & 0xff));
+  out.push_back(static_cast<uint8_t>(header.size() >> 8));
+  out.insert(out.end(), header.begin(), header.end());
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (n > 0) out.insert(out.end(), p, p + n * static_cast<int64_t>(element_size(dtype)));
+  return out;
+}
+
+void write_npy(const std::string& path, ScalarType dtype, const std::vector<int64_t>& shape, const void* data) {
+  const auto bytes = encode_npy(dtype, shape, data);
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw Error(ErrorKind::InvalidArgument, "cannot write '" + path + "'");
+}
+
+}  // namespace etnp::format

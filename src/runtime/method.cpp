@@ -1,0 +1,712 @@
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "etnp/program.h"
+#include "etnp/threadpool.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/program_impl.h"
+
+namespace etnp {
+
+namespace fb = format::fb;
+
+namespace detail {
+
+std::string operator_name(const fb::Operator& op);  // program.cpp
+
+namespace {
+
+constexpr int64_t kMaxInstructionsPerRun = 10'000'000;
+
+std::string shape_string(std::span<const int64_t> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string dims_string(std::span<const uint8_t> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(int(s[i]));
+  return r + "]";
+}
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+uint8_t* allocate_zeroed(size_t nbytes, const std::string& what) {
+  void* p = std::calloc(nbytes == 0 ? 1 : nbytes, 1);
+  if (p == nullptr) {
+    throw Error(ErrorKind::ProgramLoadError, "cannot allocate " + std::to_string(nbytes) + " bytes for " + what);
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+/// Two memory orders describe the same bytes when every dimension of size > 1 gets the same stride.
+bool same_physical_layout(std::span<const int64_t> sizes, std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) return false;
+  int64_t sa[kMaxTensorRank], sb[kMaxTensorRank];
+  strides_from_dim_order(sizes, a, std::span<int64_t>(sa, sizes.size()));
+  strides_from_dim_order(sizes, b, std::span<int64_t>(sb, sizes.size()));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] > 1 && sa[i] != sb[i]) return false;
+  }
+  return true;
+}
+
+bool doubles_match(double expected, double given) {
+  if (std::isnan(expected) && std::isnan(given)) return true;
+  if (std::isinf(expected) || std::isinf(given)) return expected == given;
+  return std::fabs(expected - given) <= 1e-4 + 1e-5 * std::fabs(expected);
+}
+
+std::string value_string(const Value& v) {
+  if (std::holds_alternative<int64_t>(v)) return std::to_string(std::get<int64_t>(v));
+  if (std::holds_alternative<double>(v)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", std::get<double>(v));
+    return buf;
+  }
+  if (std::holds_alternative<bool>(v)) return std::get<bool>(v) ? "true" : "false";
+  if (std::holds_alternative<std::string>(v)) return "'" + std::get<std::string>(v) + "'";
+  if (std::holds_alternative<TensorRef>(v)) return "a tensor";
+  return "None";
+}
+
+const char* value_kind(const Value& v) {
+  switch (v.index()) {
+    case 0: return "None";
+    case 1: return "Tensor";
+    case 2: return "Int";
+    case 3: return "Double";
+    case 4: return "Bool";
+    default: return "String";
+  }
+}
+
+}  // namespace
+
+ErrorContext MethodImpl::context() const {
+  ErrorContext c;
+  c.method = meta.name;
+  return c;
+}
+
+void MethodImpl::load() {
+  try {
+    build_values();
+    build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
+    build_delegates();
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::ProgramLoadError, "out of memory while loading the method", context());
+  }
+  input_set.assign(meta.inputs.size(), false);
+  for (size_t i = 0; i < meta.inputs.size(); ++i) {
+    if (meta.inputs[i].tag == Tag::None) input_set[i] = true;
+  }
+  kernel_context = KernelContext(&ThreadPool::global(), nullptr);
+}
+
+void MethodImpl::build_values() {
+  const auto* fvalues = plan->values();
+  const size_t n = fvalues->size();
+  values.assign(n, EValue());
+  tensor_of_value.assign(n, -1);
+
+  // Planned arenas, zero-filled: mutable buffers without initial data (e.g. a KV cache) start at zero.
+  if (const auto* sizes = plan->non_const_buffer_sizes(); sizes != nullptr) {
+    for (size_t i = 1; i < sizes->size(); ++i) {
+      arenas.emplace_back(allocate_zeroed(static_cast<size_t>(sizes->Get(i)), "planned buffer " + std::to_string(i)));
+    }
+  }
+
+  // Outputs of et_view alias their input and need no storage of their own.
+  std::set<int32_t> view_outputs;
+  if (const auto* ops = plan->operators()) {
+    for (const auto* chain : *plan->chains()) {
+      for (const auto* instr : *chain->instructions()) {
+        if (instr->instr_args_type() != fb::InstructionArguments::KernelCall) continue;
+        const auto* k = instr->instr_args_as_KernelCall();
+        const auto* op = ops->Get(k->op_index());
+        if (op->name()->string_view() == "executorch_prim::et_view" && k->args()->size() >= 3) {
+          view_outputs.insert(k->args()->Get(2));
+        }
+      }
+    }
+  }
+  std::set<int32_t> inputs(plan->inputs()->begin(), plan->inputs()->end());
+
+  size_t num_tensors = 0, num_list_items = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto* v = fvalues->Get(i);
+    if (v->val_type() == fb::KernelTypes::Tensor) ++num_tensors;
+    if (v->val_type() == fb::KernelTypes::IntList) num_list_items += v->val_as_IntList()->items()->size();
+    if (v->val_type() == fb::KernelTypes::TensorList) num_list_items += v->val_as_TensorList()->items()->size();
+    if (v->val_type() == fb::KernelTypes::OptionalTensorList) num_list_items += v->val_as_OptionalTensorList()->items()->size();
+  }
+  tensors.reserve(num_tensors);
+  list_items.reserve(num_list_items);
+
+  const NamedDataMap* external = program->external_data.get();
+  for (size_t i = 0; i < n; ++i) {
+    const auto* v = fvalues->Get(i);
+    const std::string where = "value " + std::to_string(i);
+    switch (v->val_type()) {
+      case fb::KernelTypes::Null: break;
+      case fb::KernelTypes::Int: values[i] = EValue::from_int(v->val_as_Int()->int_val()); break;
+      case fb::KernelTypes::Double: values[i] = EValue::from_double(v->val_as_Double()->double_val()); break;
+      case fb::KernelTypes::Bool: values[i] = EValue::from_bool(v->val_as_Bool()->bool_val()); break;
+      case fb::KernelTypes::String: values[i] = EValue::from_string(v->val_as_String()->string_val()->string_view()); break;
+      case fb::KernelTypes::DoubleList: {
+        const auto* items = v->val_as_DoubleList()->items();
+        values[i] = EValue::from_double_list({items->data(), items->size()});
+        break;
+      }
+      case fb::KernelTypes::BoolList: {
+        const auto* items = v->val_as_BoolList()->items();
+        values[i] = EValue::from_bool_list({reinterpret_cast<const uint8_t*>(items->data()), items->size()});
+        break;
+      }
+      case fb::KernelTypes::IntList:
+      case fb::KernelTypes::TensorList:
+      case fb::KernelTypes::OptionalTensorList: {
+        const size_t start = list_items.size();
+        if (v->val_type() == fb::KernelTypes::IntList) {
+          for (int64_t item : *v->val_as_IntList()->items()) list_items.push_back(&values[item]);
+          values[i] = EValue::from_int_list(std::span<EValue* const>(list_items).subspan(start));
+        } else if (v->val_type() == fb::KernelTypes::TensorList) {
+          for (int32_t item : *v->val_as_TensorList()->items()) list_items.push_back(&values[item]);
+          values[i] = EValue::from_tensor_list(std::span<EValue* const>(list_items).subspan(start));
+        } else {
+          for (int32_t item : *v->val_as_OptionalTensorList()->items()) {
+            list_items.push_back(item < 0 ? nullptr : &values[item]);
+          }
+          values[i] = EValue::from_optional_tensor_list(std::span<EValue* const>(list_items).subspan(start));
+        }
+        break;
+      }
+      case fb::KernelTypes::Tensor: {
+        const auto* t = v->val_as_Tensor();
+        const size_t nbytes = format::serialized_tensor_nbytes(*t);
+        std::vector<int64_t> sizes(t->sizes()->begin(), t->sizes()->end());
+        std::span<const uint8_t> dim_order(t->dim_order()->data(), t->dim_order()->size());
+        const auto dtype = static_cast<ScalarType>(t->scalar_type());
+        tensors.emplace_back(dtype, sizes, dim_order, nullptr, static_cast<ShapeDynamism>(t->shape_dynamism()));
+        Tensor& tensor = tensors.back();
+        tensor_of_value[i] = static_cast<int32_t>(tensors.size() - 1);
+        const auto* extra = t->extra_tensor_info();
+        const bool is_external = extra != nullptr && extra->location() == fb::TensorDataLocation::EXTERNAL;
+        std::span<const uint8_t> external_bytes;
+        if (is_external) {
+          const std::string key = extra->fully_qualified_name()->str();
+          if (external == nullptr) {
+            throw Error(ErrorKind::ProgramLoadError,
+                        "tensor '" + key + "' is stored in external data, but no external data (.ptd) was provided; "
+                        "load the program with its .ptd file");
+          }
+          auto bytes = external->get(key);
+          if (!bytes) {
+            throw Error(ErrorKind::ProgramLoadError,
+                        "tensor '" + key + "' is not in the external data (" + external->describe() + ")");
+          }
+          if (auto layout = external->layout(key)) {
+            const bool same_order = layout->dim_order.empty() ||
+                                    std::equal(layout->dim_order.begin(), layout->dim_order.end(), dim_order.begin(),
+                                               dim_order.end());
+            if (layout->dtype != dtype || layout->sizes != sizes || !same_order) {
+              throw Error(ErrorKind::ProgramLoadError,
+                          "external tensor '" + key + "' is " + std::string(scalar_type_name(layout->dtype)) +
+                              shape_string(layout->sizes) + " in " + external->describe() + ", the program expects " +
+                              std::string(scalar_type_name(dtype)) + shape_string(sizes));
+            }
+          }
+          if (bytes->size() < nbytes) {
+            throw Error(ErrorKind::ProgramLoadError, "external tensor '" + key + "' holds " +
+                                                         std::to_string(bytes->size()) + " bytes, the program needs " +
+                                                         std::to_string(nbytes));
+          }
+          external_bytes = bytes->first(nbytes);
+        }
+        if (const auto* a = t->allocation_info(); a != nullptr) {
+          const uint64_t offset = uint64_t(a->memory_offset_low()) | (uint64_t(a->memory_offset_high()) << 32);
+          uint8_t* data = arenas[a->memory_id() - 1].get() + offset;
+          tensor.set_data(data);
+          if (is_external) {
+            std::memcpy(data, external_bytes.data(), nbytes);
+          } else if (t->data_buffer_idx() > 0) {
+            auto init = program->file->mutable_initial_data(t->data_buffer_idx(), nbytes);
+            std::memcpy(data, init.data(), nbytes);
+          }
+        } else if (is_external) {
+          tensor.set_data(const_cast<uint8_t*>(external_bytes.data()));
+        } else if (t->data_buffer_idx() > 0) {
+          // Constants are read in place from the file; kernels never write their inputs.
+          tensor.set_data(const_cast<uint8_t*>(program->file->constant(t->data_buffer_idx(), nbytes).data()));
+        } else if (!inputs.count(static_cast<int32_t>(i)) && !view_outputs.count(static_cast<int32_t>(i))) {
+          // Unplanned and not bound by the caller: the method keeps storage for it.
+          owned_buffers.emplace_back(allocate_zeroed(nbytes, where));
+          tensor.set_data(owned_buffers.back().get());
+        }
+        values[i] = EValue::from_tensor(&tensor);
+        break;
+      }
+      default:
+        throw Error(ErrorKind::ProgramLoadError, where + " has an unsupported type");
+    }
+  }
+
+  planned_input.assign(plan->inputs()->size(), false);
+  for (size_t k = 0; k < plan->inputs()->size(); ++k) {
+    const auto* v = fvalues->Get(plan->inputs()->Get(k));
+    if (v->val_type() == fb::KernelTypes::Tensor) {
+      const auto* t = v->val_as_Tensor();
+      planned_input[k] = t->allocation_info() != nullptr || t->data_buffer_idx() != 0;
+    }
+  }
+}
+
+void MethodImpl::build_instructions() {
+  const auto* chains = plan->chains();
+  const auto* ops = plan->operators();
+  const auto& registry = KernelRegistry::global();
+
+  // Resolve every operator once; report all missing ones together.
+  std::vector<const KernelEntry*> entries;
+  std::vector<std::string> op_names;
+  std::vector<std::string> missing;
+  if (ops != nullptr) {
+    for (const auto* op : *ops) {
+      op_names.push_back(operator_name(*op));
+      entries.push_back(registry.find(op_names.back()));
+    }
+  }
+  // Only operators that instructions call count as missing.
+  std::vector<bool> used(entries.size(), false);
+  size_t num_args = 0;
+  for (const auto* chain : *chains) {
+    for (const auto* instr : *chain->instructions()) {
+      if (instr->instr_args_type() == fb::InstructionArguments::KernelCall) {
+        used[instr->instr_args_as_KernelCall()->op_index()] = true;
+        num_args += instr->instr_args_as_KernelCall()->args()->size();
+      } else if (instr->instr_args_type() == fb::InstructionArguments::DelegateCall) {
+        num_args += instr->instr_args_as_DelegateCall()->args()->size();
+      }
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (used[i] && entries[i] == nullptr &&
+        std::find(missing.begin(), missing.end(), op_names[i]) == missing.end()) {
+      missing.push_back(op_names[i]);
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    ErrorContext c = context();
+    c.op = missing.front();
+    throw Error(ErrorKind::OperatorNotFound,
+                std::to_string(missing.size()) + " operator" + (missing.size() == 1 ? " is" : "s are") +
+                    " not available in this runtime: " + list,
+                c);
+  }
+  for (const auto& name : op_names) names.push_back(name);
+
+  if (chains->size() != 1) {
+    throw Error(ErrorKind::ProgramLoadError,
+                "the method has " + std::to_string(chains->size()) + " chains; only single-chain methods are supported");
+  }
+  arg_storage.reserve(num_args);
+  const auto* fdelegates = plan->delegates();
+  int64_t pc = 0;
+  for (const auto* instr : *chains->Get(0)->instructions()) {
+    Instruction ins;
+    ErrorContext where = context();
+    where.instruction = pc;
+    auto bind_args = [&](const flatbuffers::Vector<int32_t>* args) {
+      const size_t start = arg_storage.size();
+      for (int32_t a : *args) arg_storage.push_back(&values[a]);
+      return std::span<EValue* const>(arg_storage).subspan(start, args->size());
+    };
+    switch (instr->instr_args_type()) {
+      case fb::InstructionArguments::KernelCall: {
+        const auto* k = instr->instr_args_as_KernelCall();
+        const KernelEntry* entry = entries[k->op_index()];
+        ins.kind = Instruction::Kind::Kernel;
+        ins.fn = entry->fn;
+        ins.name = &names[k->op_index()];
+        ins.args = bind_args(k->args());
+        where.op = *ins.name;
+        if (entry->num_args >= 0 && static_cast<size_t>(entry->num_args) != ins.args.size()) {
+          throw Error(ErrorKind::ProgramLoadError,
+                      "the kernel takes " + std::to_string(entry->num_args) + " arguments, the instruction passes " +
+                          std::to_string(ins.args.size()),
+                      where);
+        }
+        if (entry->prepare != nullptr) {
+          try {
+            kernel_states.push_back(entry->prepare(ins.args));
+          } catch (const Error& e) {
+            throw Error(ErrorKind::ProgramLoadError, e.detail(), where);
+          }
+          ins.state = kernel_states.back().get();
+        }
+        break;
+      }
+      case fb::InstructionArguments::DelegateCall: {
+        const auto* d = instr->instr_args_as_DelegateCall();
+        ins.kind = Instruction::Kind::Delegate;
+        ins.a = d->delegate_index();
+        ins.args = bind_args(d->args());
+        names.push_back(fdelegates->Get(d->delegate_index())->id()->str());
+        ins.name = &names.back();
+        break;
+      }
+      case fb::InstructionArguments::MoveCall: {
+        const auto* m = instr->instr_args_as_MoveCall();
+        ins.kind = Instruction::Kind::Move;
+        ins.a = m->move_from();
+        ins.b = m->move_to();
+        break;
+      }
+      case fb::InstructionArguments::JumpFalseCall: {
+        const auto* j = instr->instr_args_as_JumpFalseCall();
+        ins.kind = Instruction::Kind::JumpFalse;
+        ins.a = j->cond_value_index();
+        ins.b = j->destination_instruction();
+        break;
+      }
+      case fb::InstructionArguments::FreeCall: {
+        ins.kind = Instruction::Kind::Free;
+        ins.a = instr->instr_args_as_FreeCall()->value_index();
+        break;
+      }
+      default:
+        throw Error(ErrorKind::ProgramLoadError, "unknown instruction type", where);
+    }
+    instructions.push_back(ins);
+    ++pc;
+  }
+}
+
+void MethodImpl::build_delegates() {
+  const auto* fdelegates = plan->delegates();
+  if (fdelegates == nullptr) return;
+  for (size_t i = 0; i < fdelegates->size(); ++i) {
+    const auto* d = fdelegates->Get(i);
+    const std::string id = d->id()->str();
+    ErrorContext where = context();
+    where.backend = id;
+    std::shared_ptr<Backend> backend = find_backend(id);
+    if (!backend || !backend->is_available()) {
+      std::string available;
+      for (const auto& name : registered_backend_names()) {
+        auto b = find_backend(name);
+        if (b && b->is_available()) available += (available.empty() ? "" : ", ") + name;
+      }
+      throw Error(ErrorKind::BackendNotAvailable,
+                  "the program delegates to backend '" + id + "', which is not available in this runtime (available: " +
+                      (available.empty() ? "none" : available) + ")",
+                  where);
+    }
+    std::vector<CompileSpec> specs;
+    if (const auto* fs = d->compile_specs()) {
+      for (const auto* s : *fs) {
+        specs.push_back({s->key()->string_view(),
+                         s->value() ? std::span<const uint8_t>(s->value()->data(), s->value()->size())
+                                    : std::span<const uint8_t>()});
+      }
+    }
+    BackendInitContext ctx;
+    ctx.method_name = meta.name;
+    ctx.delegate_index = static_cast<int>(i);
+    ctx.named_data = program->delegate_data.get();
+    auto opts = program->options.backend_options.find(id);
+    if (opts != program->options.backend_options.end()) ctx.load_options = &opts->second;
+    try {
+      delegates.push_back(backend->init(ctx, program->file->delegate_payload(*d), specs));
+    } catch (const Error& e) {
+      throw Error(e.kind(), "delegate " + std::to_string(i) + ": " + e.detail(), e.context()).with_context(where);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorKind::ProgramLoadError, "delegate " + std::to_string(i) + ": out of memory", where);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::ProgramLoadError, "delegate " + std::to_string(i) + ": " + e.what(), where);
+    }
+    backends.push_back(std::move(backend));
+  }
+  for (auto& ins : instructions) {
+    if (ins.kind == Instruction::Kind::Delegate) {
+      ins.backend = backends[ins.a].get();
+      ins.delegate = delegates[ins.a].get();
+    }
+  }
+}
+
+void MethodImpl::set_input(size_t index, const Value& value) {
+  ErrorContext where = context();
+  where.input_index = static_cast<int64_t>(index);
+  if (index >= meta.inputs.size()) {
+    throw Error(ErrorKind::InvalidArgument,
+                "the method takes " + std::to_string(meta.inputs.size()) + " inputs, there is no input " + std::to_string(index),
+                context());
+  }
+  const ValueInfo& info = meta.inputs[index];
+  EValue& slot = values[plan->inputs()->Get(index)];
+  auto mismatch = [&](const std::string& what) { throw Error(ErrorKind::InvalidArgument, what, where); };
+  switch (info.tag) {
+    case Tag::None:
+      if (!std::holds_alternative<std::monostate>(value)) mismatch(std::string("expected None, got ") + value_kind(value));
+      break;
+    case Tag::Int: {
+      if (!std::holds_alternative<int64_t>(value)) mismatch(std::string("expected an Int, got ") + value_kind(value));
+      if (std::get<int64_t>(value) != std::get<int64_t>(info.value)) {
+        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
+                 value_string(value));
+      }
+      break;
+    }
+    case Tag::Bool: {
+      if (!std::holds_alternative<bool>(value)) mismatch(std::string("expected a Bool, got ") + value_kind(value));
+      if (std::get<bool>(value) != std::get<bool>(info.value)) {
+        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
+                 value_string(value));
+      }
+      break;
+    }
+    case Tag::Double: {
+      double given = 0;
+      if (std::holds_alternative<double>(value)) given = std::get<double>(value);
+      else if (std::holds_alternative<int64_t>(value)) given = static_cast<double>(std::get<int64_t>(value));
+      else mismatch(std::string("expected a Double, got ") + value_kind(value));
+      if (!doubles_match(std::get<double>(info.value), given)) {
+        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
+                 value_string(Value(given)));
+      }
+      break;
+    }
+    case Tag::String:
+      if (!std::holds_alternative<std::string>(value)) mismatch(std::string("expected a String, got ") + value_kind(value));
+      if (std::get<std::string>(value) != std::get<std::string>(info.value)) {
+        mismatch("the program only accepts " + value_string(info.value) + " for this input; got " + value_string(value));
+      }
+      break;
+    case Tag::Tensor: {
+      if (!std::holds_alternative<TensorRef>(value)) mismatch(std::string("expected a tensor, got ") + value_kind(value));
+      const TensorRef& ref = std::get<TensorRef>(value);
+      Tensor& t = slot.to_tensor();
+      const TensorInfo& ti = info.tensor;
+      if (ref.dtype != ti.dtype) {
+        mismatch("expected dtype " + std::string(scalar_type_name(ti.dtype)) + ", got " + std::string(scalar_type_name(ref.dtype)));
+      }
+      if (ref.sizes.size() != ti.sizes.size()) {
+        mismatch("expected a rank-" + std::to_string(ti.sizes.size()) + " tensor of shape " + shape_string(ti.sizes) +
+                 ", got rank " + std::to_string(ref.sizes.size()) + " shape " + shape_string(ref.sizes));
+      }
+      for (size_t d = 0; d < ref.sizes.size(); ++d) {
+        if (ref.sizes[d] < 0) mismatch("negative size in shape " + shape_string(ref.sizes));
+        if (ti.dynamism == ShapeDynamism::Static && ref.sizes[d] != ti.sizes[d]) {
+          mismatch("expected shape " + shape_string(ti.sizes) + ", got " + shape_string(ref.sizes) + " (dimension " +
+                   std::to_string(d) + " is " + std::to_string(ref.sizes[d]) + ", the program needs exactly " +
+                   std::to_string(ti.sizes[d]) + ")");
+        }
+        if (ti.dynamism != ShapeDynamism::Static && ref.sizes[d] > ti.sizes[d]) {
+          mismatch("dimension " + std::to_string(d) + " is " + std::to_string(ref.sizes[d]) +
+                   ", above its upper bound " + std::to_string(ti.sizes[d]) + " (shape " + shape_string(ref.sizes) +
+                   ", bound " + shape_string(ti.sizes) + ")");
+        }
+      }
+      if (!ref.dim_order.empty() && !same_physical_layout(ref.sizes, ref.dim_order, ti.dim_order)) {
+        mismatch("expected memory order " + dims_string(ti.dim_order) + ", got " + dims_string(ref.dim_order));
+      }
+      if (ref.dim_order.empty() && !same_physical_layout(ref.sizes, std::vector<uint8_t>(), ti.dim_order) &&
+          !t.is_contiguous_order()) {
+        std::vector<uint8_t> contiguous(ref.sizes.size());
+        for (size_t d = 0; d < contiguous.size(); ++d) contiguous[d] = static_cast<uint8_t>(d);
+        if (!same_physical_layout(ref.sizes, contiguous, ti.dim_order)) {
+          mismatch("expected memory order " + dims_string(ti.dim_order) + " (e.g. channels-last), got a contiguous tensor");
+        }
+      }
+      if (!t.try_resize(ref.sizes)) mismatch("cannot take shape " + shape_string(ref.sizes));
+      const size_t nbytes = t.nbytes();
+      if (ref.data == nullptr && nbytes != 0) mismatch("tensor data is null");
+      if (planned_input[index]) {
+        if (nbytes != 0 && t.data() != ref.data) std::memmove(t.data(), ref.data, nbytes);
+      } else {
+        t.set_data(const_cast<void*>(ref.data));
+      }
+      break;
+    }
+    default:
+      mismatch(std::string("inputs of type ") + tag_name(info.tag) + " are not supported");
+  }
+  input_set[index] = true;
+}
+
+void MethodImpl::run() {
+  for (size_t i = 0; i < input_set.size(); ++i) {
+    if (!input_set[i]) {
+      ErrorContext c = context();
+      c.input_index = static_cast<int64_t>(i);
+      throw Error(ErrorKind::InvalidArgument, "input " + std::to_string(i) + " was not set", c);
+    }
+  }
+  const size_t n = instructions.size();
+  size_t pc = 0;
+  int64_t executed = 0;
+  try {
+    while (pc < n) {
+      if (++executed > kMaxInstructionsPerRun) {
+        throw Error(ErrorKind::ExecutionError, "more than 10,000,000 instructions executed; the program loops");
+      }
+      const Instruction& ins = instructions[pc];
+      const uint64_t start = profiling ? now_ns() : 0;
+      size_t next = pc + 1;
+      switch (ins.kind) {
+        case Instruction::Kind::Kernel:
+          kernel_context.set_state(ins.state);
+          ins.fn(kernel_context, ins.args);
+          break;
+        case Instruction::Kind::Delegate:
+          ins.backend->execute(*ins.delegate, ins.args);
+          break;
+        case Instruction::Kind::Move:
+          values[ins.b] = values[ins.a];
+          break;
+        case Instruction::Kind::JumpFalse: {
+          const EValue& cond = values[ins.a];
+          bool truth = false;
+          if (cond.is_bool()) {
+            truth = cond.to_bool();
+          } else if (cond.is_tensor()) {
+            const Tensor& t = cond.to_tensor();
+            if (t.dtype() != ScalarType::Bool) {
+              throw Error(ErrorKind::ExecutionError, "jump condition is a " +
+                                                         std::string(scalar_type_name(t.dtype())) + " tensor, not bool");
+            }
+            truth = true;
+            const auto* p = t.data_as<const uint8_t>();
+            for (int64_t k = 0; k < t.numel() && truth; ++k) truth = p[k] != 0;
+          } else {
+            throw Error(ErrorKind::ExecutionError, std::string("jump condition is a ") + tag_name(cond.tag()));
+          }
+          if (!truth) next = static_cast<size_t>(ins.b);
+          break;
+        }
+        case Instruction::Kind::Free:
+          values[ins.a].to_tensor().set_data(nullptr);
+          break;
+      }
+      if (profiling) {
+        ProfileEvent ev;
+        switch (ins.kind) {
+          case Instruction::Kind::Kernel: ev.name = *ins.name; break;
+          case Instruction::Kind::Delegate: ev.name = "DELEGATE_CALL " + *ins.name; break;
+          case Instruction::Kind::Move: ev.name = "MOVE_CALL"; break;
+          case Instruction::Kind::JumpFalse: ev.name = "JF_CALL"; break;
+          case Instruction::Kind::Free: ev.name = "FREE_CALL"; break;
+        }
+        ev.instruction = static_cast<int64_t>(pc);
+        ev.start_ns = start;
+        ev.end_ns = now_ns();
+        events.push_back(std::move(ev));
+      }
+      pc = next;
+    }
+  } catch (const Error& e) {
+    ErrorContext c = context();
+    c.instruction = static_cast<int64_t>(pc);
+    if (pc < n) {
+      const Instruction& ins = instructions[pc];
+      if (ins.kind == Instruction::Kind::Kernel) c.op = *ins.name;
+      if (ins.kind == Instruction::Kind::Delegate) c.backend = *ins.name;
+    }
+    throw Error(ErrorKind::ExecutionError, e.detail(), e.context()).with_context(c);
+  } catch (const std::bad_alloc&) {
+    ErrorContext c = context();
+    c.instruction = static_cast<int64_t>(pc);
+    throw Error(ErrorKind::ExecutionError, "out of memory", c);
+  }
+}
+
+Value MethodImpl::output(size_t index) const {
+  if (index >= meta.outputs.size()) {
+    throw Error(ErrorKind::InvalidArgument,
+                "the method has " + std::to_string(meta.outputs.size()) + " outputs, there is no output " + std::to_string(index),
+                context());
+  }
+  const EValue& v = values[plan->outputs()->Get(index)];
+  switch (v.tag()) {
+    case Tag::None: return std::monostate{};
+    case Tag::Int: return v.to_int();
+    case Tag::Double: return v.to_double();
+    case Tag::Bool: return v.to_bool();
+    case Tag::String: return std::string(v.to_string());
+    case Tag::Tensor: {
+      const Tensor& t = v.to_tensor();
+      TensorRef r;
+      r.dtype = t.dtype();
+      r.sizes.assign(t.sizes().begin(), t.sizes().end());
+      r.dim_order.assign(t.dim_order().begin(), t.dim_order().end());
+      r.data = t.data();
+      return r;
+    }
+    default:
+      throw Error(ErrorKind::ExecutionError,
+                  std::string("output ") + std::to_string(index) + " is a " + tag_name(v.tag()) + ", which cannot be returned",
+                  context());
+  }
+}
+
+}  // namespace detail
+
+Method::Method(std::unique_ptr<detail::MethodImpl> impl) : impl_(std::move(impl)) {}
+Method::~Method() = default;
+const MethodMeta& Method::meta() const { return impl_->meta; }
+const std::string& Method::name() const { return impl_->meta.name; }
+size_t Method::num_inputs() const { return impl_->meta.inputs.size(); }
+size_t Method::num_outputs() const { return impl_->meta.outputs.size(); }
+
+std::vector<Value> Method::execute(std::span<const Value> inputs) {
+  if (inputs.size() != impl_->meta.inputs.size()) {
+    ErrorContext c;
+    c.method = impl_->meta.name;
+    throw Error(ErrorKind::InvalidArgument,
+                "expected " + std::to_string(impl_->meta.inputs.size()) + " inputs, got " + std::to_string(inputs.size()), c);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) impl_->set_input(i, inputs[i]);
+  impl_->run();
+  std::vector<Value> outputs;
+  outputs.reserve(impl_->meta.outputs.size());
+  for (size_t i = 0; i < impl_->meta.outputs.size(); ++i) outputs.push_back(impl_->output(i));
+  return outputs;
+}
+
+void Method::set_input(size_t index, const Value& value) { impl_->set_input(index, value); }
+void Method::run() { impl_->run(); }
+Value Method::output(size_t index) const { return impl_->output(index); }
+
+void Method::set_output_buffer(size_t index, void* data, size_t nbytes) {
+  ErrorContext c;
+  c.method = impl_->meta.name;
+  if (index >= impl_->meta.outputs.size()) throw Error(ErrorKind::InvalidArgument, "no output " + std::to_string(index), c);
+  const ValueInfo& info = impl_->meta.outputs[index];
+  if (info.tag != Tag::Tensor) throw Error(ErrorKind::InvalidArgument, "output " + std::to_string(index) + " is not a tensor", c);
+  if (info.tensor.memory_planned) {
+    throw Error(ErrorKind::InvalidArgument,
+                "output " + std::to_string(index) + " is memory-planned; only unplanned outputs can be bound to caller memory", c);
+  }
+  if (nbytes < info.tensor.nbytes) {
+    throw Error(ErrorKind::InvalidArgument, "output " + std::to_string(index) + " needs " + std::to_string(info.tensor.nbytes) +
+                                                " bytes, the buffer has " + std::to_string(nbytes), c);
+  }
+  impl_->values[impl_->plan->outputs()->Get(index)].to_tensor().set_data(data);
+}
+
+const std::vector<ProfileEvent>& Method::profile_events() const { return impl_->events; }
+void Method::clear_profile_events() { impl_->events.clear(); }
+
+}  // namespace etnp

@@ -1,0 +1,202 @@
+#include <algorithm>
+#include <set>
+
+#include "etnp/program.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/program_impl.h"
+
+namespace etnp {
+
+namespace fb = format::fb;
+
+namespace detail {
+namespace {
+
+TensorInfo tensor_info(const fb::Tensor& t) {
+  TensorInfo info;
+  info.dtype = static_cast<ScalarType>(t.scalar_type());
+  info.sizes.assign(t.sizes()->begin(), t.sizes()->end());
+  info.dim_order.assign(t.dim_order()->begin(), t.dim_order()->end());
+  info.dynamism = static_cast<ShapeDynamism>(t.shape_dynamism());
+  info.memory_planned = t.allocation_info() != nullptr || t.data_buffer_idx() != 0;
+  info.nbytes = format::serialized_tensor_nbytes(t);
+  if (const auto* extra = t.extra_tensor_info(); extra != nullptr && extra->fully_qualified_name() != nullptr) {
+    info.name = extra->fully_qualified_name()->str();
+  }
+  return info;
+}
+
+ValueInfo value_info(const fb::EValue& v) {
+  ValueInfo info;
+  switch (v.val_type()) {
+    case fb::KernelTypes::Null: info.tag = Tag::None; break;
+    case fb::KernelTypes::Tensor: info.tag = Tag::Tensor; info.tensor = tensor_info(*v.val_as_Tensor()); break;
+    case fb::KernelTypes::Int: info.tag = Tag::Int; info.value = v.val_as_Int()->int_val(); break;
+    case fb::KernelTypes::Double: info.tag = Tag::Double; info.value = v.val_as_Double()->double_val(); break;
+    case fb::KernelTypes::Bool: info.tag = Tag::Bool; info.value = v.val_as_Bool()->bool_val(); break;
+    case fb::KernelTypes::String: info.tag = Tag::String; info.value = v.val_as_String()->string_val()->str(); break;
+    case fb::KernelTypes::IntList: info.tag = Tag::ListInt; break;
+    case fb::KernelTypes::DoubleList: info.tag = Tag::ListDouble; break;
+    case fb::KernelTypes::BoolList: info.tag = Tag::ListBool; break;
+    case fb::KernelTypes::TensorList: info.tag = Tag::ListTensor; break;
+    case fb::KernelTypes::OptionalTensorList: info.tag = Tag::ListOptionalTensor; break;
+    default: break;
+  }
+  return info;
+}
+
+std::string composed_name(const fb::Operator& op) {
+  std::string name = op.name()->str();
+  if (op.overload() != nullptr && op.overload()->size() > 0) name += "." + op.overload()->str();
+  return name;
+}
+
+}  // namespace
+
+std::string operator_name(const fb::Operator& op) { return composed_name(op); }
+
+size_t ProgramImpl::plan_index(std::string_view name) const {
+  if (auto i = file->find_plan(name)) return *i;
+  std::string names;
+  for (size_t i = 0; i < file->num_plans(); ++i) {
+    names += (names.empty() ? "" : ", ") + std::string("'") + file->plan(i).name()->str() + "'";
+  }
+  throw Error(ErrorKind::InvalidArgument,
+              "no method named '" + std::string(name) + "'; the program has " + (names.empty() ? "none" : names));
+}
+
+MethodMeta ProgramImpl::meta(size_t index) const {
+  const fb::ExecutionPlan& plan = file->plan(index);
+  if (verified != Verification::InternalConsistency) file->validate_plan(plan);
+  MethodMeta m;
+  m.name = plan.name()->str();
+  const auto* values = plan.values();
+  m.num_values = values->size();
+  for (int32_t i : *plan.inputs()) m.inputs.push_back(value_info(*values->Get(i)));
+  for (int32_t i : *plan.outputs()) m.outputs.push_back(value_info(*values->Get(i)));
+  if (const auto* sizes = plan.non_const_buffer_sizes(); sizes != nullptr) {
+    for (size_t i = 1; i < sizes->size(); ++i) m.planned_buffer_sizes.push_back(sizes->Get(i));
+  }
+  if (const auto* ds = plan.delegates()) {
+    for (const auto* d : *ds) m.backends.push_back(d->id()->str());
+  }
+  if (const auto* ops = plan.operators()) {
+    for (const auto* op : *ops) m.operators.push_back(composed_name(*op));
+  }
+  for (const auto* chain : *plan.chains()) m.num_instructions += chain->instructions()->size();
+  return m;
+}
+
+}  // namespace detail
+
+namespace {
+
+Program finish_load(std::shared_ptr<format::ByteSource> source, const LoadOptions& options) {
+  auto impl = std::make_shared<detail::ProgramImpl>();
+  impl->options = options;
+  impl->file = format::PteFile::parse(std::move(source), options.verification);
+  impl->verified = options.verification;
+  for (const auto& path : options.data_files) {
+    impl->data_files.push_back(format::PtdFile::parse(format::ByteSource::map_file(path)));
+  }
+  for (size_t i = 0; i < options.data_buffers.size(); ++i) {
+    impl->data_files.push_back(format::PtdFile::parse(
+        format::ByteSource::from_buffer(options.data_buffers[i], nullptr, "<data buffer " + std::to_string(i) + ">")));
+  }
+  std::vector<const NamedDataMap*> external;
+  for (const auto& f : impl->data_files) external.push_back(f.get());
+  if (!external.empty()) impl->external_data = std::make_unique<format::MergedDataMap>(external);
+  std::vector<const NamedDataMap*> for_delegates = external;
+  if (impl->file->named_data() != nullptr) for_delegates.push_back(impl->file->named_data());
+  if (!for_delegates.empty()) impl->delegate_data = std::make_unique<format::MergedDataMap>(for_delegates);
+  return Program(std::move(impl));
+}
+
+}  // namespace
+
+Program::Program(std::shared_ptr<detail::ProgramImpl> impl) : impl_(std::move(impl)) {}
+
+Program Program::load_file(const std::string& path, const LoadOptions& options) {
+  return finish_load(format::ByteSource::map_file(path), options);
+}
+
+Program Program::load_buffer(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive,
+                             const LoadOptions& options) {
+  return finish_load(format::ByteSource::from_buffer(bytes, std::move(keep_alive), "<buffer>"), options);
+}
+
+Program Program::load_fd(int fd, const LoadOptions& options) {
+  return finish_load(format::ByteSource::map_fd(fd, "<fd " + std::to_string(fd) + ">"), options);
+}
+
+std::vector<std::string> Program::method_names() const {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < impl_->file->num_plans(); ++i) {
+    const auto* n = impl_->file->plan(i).name();
+    names.push_back(n == nullptr ? std::string() : n->str());
+  }
+  return names;
+}
+
+bool Program::has_method(std::string_view name) const { return impl_->file->find_plan(name).has_value(); }
+
+MethodMeta Program::method_meta(std::string_view name) const { return impl_->meta(impl_->plan_index(name)); }
+
+std::unique_ptr<Method> Program::load_method(std::string_view name) const {
+  auto m = std::make_unique<detail::MethodImpl>();
+  m->program = impl_;
+  const size_t index = impl_->plan_index(name);
+  m->plan = &impl_->file->plan(index);
+  m->meta = impl_->meta(index);
+  m->profiling = impl_->options.enable_profiling;
+  m->load();
+  return std::make_unique<Method>(std::move(m));
+}
+
+ProgramInfo Program::info() const { return impl_->file->info(); }
+
+MissingDependencies Program::missing_dependencies() const {
+  std::set<std::string> ops, backends;
+  const auto& registry = KernelRegistry::global();
+  for (size_t i = 0; i < impl_->file->num_plans(); ++i) {
+    const auto& plan = impl_->file->plan(i);
+    if (const auto* list = plan.operators()) {
+      for (const auto* op : *list) {
+        if (op == nullptr || op->name() == nullptr) continue;
+        std::string n = detail::operator_name(*op);
+        if (registry.find(n) == nullptr) ops.insert(n);
+      }
+    }
+    if (const auto* list = plan.delegates()) {
+      for (const auto* d : *list) {
+        if (d == nullptr || d->id() == nullptr) continue;
+        auto b = find_backend(d->id()->string_view());
+        if (!b || !b->is_available()) backends.insert(d->id()->str());
+      }
+    }
+  }
+  return {{ops.begin(), ops.end()}, {backends.begin(), backends.end()}};
+}
+
+std::string Program::input_spec(std::string_view method) const {
+  const auto& plan = impl_->file->plan(impl_->plan_index(method));
+  const auto* c = plan.container_meta_type();
+  return c && c->encoded_inp_str() ? c->encoded_inp_str()->str() : std::string();
+}
+
+std::string Program::output_spec(std::string_view method) const {
+  const auto& plan = impl_->file->plan(impl_->plan_index(method));
+  const auto* c = plan.container_meta_type();
+  return c && c->encoded_out_str() ? c->encoded_out_str()->str() : std::string();
+}
+
+int64_t TensorRef::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+const char* version() { return ETNP_VERSION; }
+const char* schema_identifier() { return "ET12"; }
+
+}  // namespace etnp
