@@ -166,18 +166,29 @@ std::vector<RunBlock> parse_etdump(std::span<const uint8_t> bytes) {
   const size_t size = size_t(prefix) + 4;
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE) fail("buffer too large");
 
-  // Verified reads need aligned scalars: use the bytes in place when 16-byte aligned, else an aligned copy.
+  // Verified reads need aligned scalars, and the verifier checks alignment relative to the start of the
+  // buffer it is given. Writers differ in where they align to: flatcc aligns relative to byte 0 (the size
+  // prefix), other builders relative to byte 4 (the FlatBuffer proper). Try both, each on a 16-byte-aligned
+  // copy when the bytes are not already placed that way, so every accepted read is in bounds and aligned.
   std::unique_ptr<uint64_t[]> copy;
-  const uint8_t* data = bytes.data();
-  if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
-    copy.reset(new uint64_t[(size + 7) / 8 + 1]);
-    std::memcpy(copy.get(), data, size);
-    data = reinterpret_cast<const uint8_t*>(copy.get());
+  auto aligned = [&](const uint8_t* p, size_t n) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return p;
+    copy.reset(new uint64_t[(n + 7) / 8 + 1]);
+    std::memcpy(copy.get(), p, n);
+    return reinterpret_cast<const uint8_t*>(copy.get());
+  };
+  const ed::ETDump* root = nullptr;
+  {
+    const uint8_t* data = aligned(bytes.data(), size);
+    flatbuffers::Verifier verifier(data, size);
+    if (ed::VerifySizePrefixedETDumpBuffer(verifier)) root = ed::GetSizePrefixedETDump(data);
   }
-
-  flatbuffers::Verifier verifier(data, size);
-  if (!ed::VerifySizePrefixedETDumpBuffer(verifier)) fail("FlatBuffer verification failed (truncated or corrupt)");
-  const ed::ETDump* root = ed::GetSizePrefixedETDump(data);
+  if (root == nullptr) {
+    const uint8_t* inner = aligned(bytes.data() + 4, size - 4);
+    flatbuffers::Verifier verifier(inner, size - 4);
+    if (ed::VerifyETDumpBuffer(verifier)) root = ed::GetETDump(inner);
+  }
+  if (root == nullptr) fail("FlatBuffer verification failed (truncated or corrupt)");
 
   std::vector<RunBlock> blocks;
   const auto* run_data = root->run_data();
