@@ -1,9 +1,403 @@
+// aten::convolution.out for 1-D and 2-D inputs: stride, padding, dilation, groups, transposed convolution with
+// output_padding, optional bias. Contiguous float32 runs as GEMM (1x1 kernels read the input directly, others
+// through an im2col buffer) or, for depthwise convolutions, as a direct row-vectorized loop; everything else
+// (other dtypes, transposed) uses a direct strided loop that accumulates in the op-math type.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "etnp/threadpool.h"
+#include "kernels/gemm.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
 #include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
+namespace {
 
-void register_conv_kernels(KernelRegistry& registry) { (void)registry; }
+constexpr const char* kConvOp = "aten::convolution.out";
+
+/// A convolution described as 2-D (1-D convolutions get H = KH = 1).
+struct ConvShape {
+  int64_t n, c_in, h, w;
+  int64_t c_out, kh, kw;
+  int64_t oh, ow;
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t groups;
+  int64_t cin_g, cout_g;  // channels per group
+  bool transposed;
+};
+
+/// Element strides of a rank-3 or rank-4 tensor as [n, c, h, w] (h stride 0 for rank 3).
+struct Strides4 {
+  int64_t n, c, h, w;
+};
+
+Strides4 strides4(const Tensor& t) {
+  if (t.dim() == 3) return {t.stride(0), t.stride(1), 0, t.stride(2)};
+  return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+}
+
+/// Reads an int[] argument with `spatial` entries (a single entry is repeated, as ATen does).
+std::vector<int64_t> spatial_list(const EValue& v, size_t spatial, const char* name) {
+  std::vector<int64_t> vals = v.to_int_list().to_vector();
+  if (vals.size() == 1 && spatial > 1) vals.assign(spatial, vals[0]);
+  ETNP_KERNEL_CHECK(vals.size() == spatial, kConvOp << ": " << name << " must have " << spatial
+                                                    << " entries, got " << vals.size());
+  return vals;
+}
+
+ConvShape conv_shape(const Tensor& input, const Tensor& weight, const Tensor* bias, KernelArgs args) {
+  const int rank = input.dim();
+  ETNP_KERNEL_CHECK(rank == 3 || rank == 4, kConvOp << ": only 1-D and 2-D convolutions are supported (input of shape "
+                                                    << shape_str(input.sizes()) << ")");
+  ETNP_KERNEL_CHECK(weight.dim() == rank, kConvOp << ": expected " << rank << "-D weight for " << rank
+                                                  << "-D input, got weight of shape " << shape_str(weight.sizes()));
+  const size_t spatial = static_cast<size_t>(rank - 2);
+  const auto stride = spatial_list(*args[3], spatial, "stride");
+  const auto padding = spatial_list(*args[4], spatial, "padding");
+  const auto dilation = spatial_list(*args[5], spatial, "dilation");
+  const bool transposed = args[6]->to_bool();
+  const auto output_padding = spatial_list(*args[7], spatial, "output_padding");
+  const int64_t groups = args[8]->to_int();
+  ETNP_KERNEL_CHECK(groups > 0, kConvOp << ": groups must be positive, got " << groups);
+  for (size_t i = 0; i < spatial; ++i) {
+    ETNP_KERNEL_CHECK(stride[i] > 0, kConvOp << ": stride must be positive");
+    ETNP_KERNEL_CHECK(dilation[i] > 0, kConvOp << ": dilation must be positive");
+    ETNP_KERNEL_CHECK(padding[i] >= 0, kConvOp << ": padding must be non-negative");
+    ETNP_KERNEL_CHECK(output_padding[i] >= 0, kConvOp << ": output_padding must be non-negative");
+    if (transposed) {
+      ETNP_KERNEL_CHECK(output_padding[i] < stride[i] || output_padding[i] < dilation[i],
+                        kConvOp << ": output padding must be smaller than either stride or dilation");
+    }
+  }
+
+  ConvShape s{};
+  s.transposed = transposed;
+  s.groups = groups;
+  s.n = input.size(0);
+  s.c_in = input.size(1);
+  const bool two_d = rank == 4;
+  s.h = two_d ? input.size(2) : 1;
+  s.w = input.size(rank - 1);
+  s.kh = two_d ? weight.size(2) : 1;
+  s.kw = weight.size(rank - 1);
+  s.sh = two_d ? stride[0] : 1;
+  s.sw = stride[spatial - 1];
+  s.ph = two_d ? padding[0] : 0;
+  s.pw = padding[spatial - 1];
+  s.dh = two_d ? dilation[0] : 1;
+  s.dw = dilation[spatial - 1];
+  if (!transposed) {
+    ETNP_KERNEL_CHECK(s.c_in == weight.size(1) * groups,
+                      kConvOp << ": input of shape " << shape_str(input.sizes()) << " has " << s.c_in
+                              << " channels, but weight of shape " << shape_str(weight.sizes()) << " with groups="
+                              << groups << " expects " << weight.size(1) * groups);
+    s.c_out = weight.size(0);
+    ETNP_KERNEL_CHECK(s.c_out % groups == 0, kConvOp << ": out channels " << s.c_out << " not divisible by groups "
+                                                     << groups);
+    s.cin_g = weight.size(1);
+    s.cout_g = s.c_out / groups;
+    const int64_t eff_h = s.dh * (s.kh - 1) + 1, eff_w = s.dw * (s.kw - 1) + 1;
+    ETNP_KERNEL_CHECK(s.h + 2 * s.ph >= eff_h && s.w + 2 * s.pw >= eff_w,
+                      kConvOp << ": padded input of shape " << shape_str(input.sizes())
+                              << " is smaller than the (dilated) kernel of shape " << shape_str(weight.sizes()));
+    s.oh = (s.h + 2 * s.ph - eff_h) / s.sh + 1;
+    s.ow = (s.w + 2 * s.pw - eff_w) / s.sw + 1;
+  } else {
+    ETNP_KERNEL_CHECK(s.c_in == weight.size(0), kConvOp << ": input of shape " << shape_str(input.sizes()) << " has "
+                                                        << s.c_in << " channels, but transposed weight of shape "
+                                                        << shape_str(weight.sizes()) << " expects " << weight.size(0));
+    ETNP_KERNEL_CHECK(s.c_in % groups == 0, kConvOp << ": in channels " << s.c_in << " not divisible by groups "
+                                                    << groups);
+    s.cin_g = s.c_in / groups;
+    s.cout_g = weight.size(1);
+    s.c_out = s.cout_g * groups;
+    const int64_t oph = two_d ? output_padding[0] : 0, opw = output_padding[spatial - 1];
+    s.oh = (s.h - 1) * s.sh - 2 * s.ph + s.dh * (s.kh - 1) + oph + 1;
+    s.ow = (s.w - 1) * s.sw - 2 * s.pw + s.dw * (s.kw - 1) + opw + 1;
+    ETNP_KERNEL_CHECK(s.oh > 0 && s.ow > 0, kConvOp << ": transposed convolution output size is not positive");
+  }
+  if (bias != nullptr) {
+    ETNP_KERNEL_CHECK(bias->dim() == 1 && bias->size(0) == s.c_out,
+                      kConvOp << ": bias of shape " << shape_str(bias->sizes()) << " does not match " << s.c_out
+                              << " output channels");
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Direct strided convolution for any dtype and layout (and every transposed convolution).
+
+template <typename T>
+void conv_direct(const ConvShape& s, const Tensor& input, const Tensor& weight, const Tensor* bias, Tensor& out,
+                 ThreadPool* pool) {
+  using Acc = OpMath<T>;
+  const T* in = input.data_as<const T>();
+  const T* wt = weight.data_as<const T>();
+  const T* bs = bias != nullptr ? bias->data_as<const T>() : nullptr;
+  const int64_t bias_stride = bias != nullptr ? bias->stride(0) : 0;
+  T* o = out.data_as<T>();
+  const Strides4 si = strides4(input), sw = strides4(weight), so = strides4(out);
+  auto plane = [&](int64_t idx) {
+    const int64_t n = idx / s.c_out, oc = idx % s.c_out;
+    const int64_t g = oc / s.cout_g, ocl = oc % s.cout_g;
+    for (int64_t oh = 0; oh < s.oh; ++oh) {
+      for (int64_t ow = 0; ow < s.ow; ++ow) {
+        Acc acc = 0;
+        for (int64_t icl = 0; icl < s.cin_g; ++icl) {
+          const int64_t ic = g * s.cin_g + icl;
+          const T* in_c = in + n * si.n + ic * si.c;
+          // Weight layout: [c_out, cin_g, kh, kw], or [c_in, cout_g, kh, kw] when transposed.
+          const T* w_c = s.transposed ? wt + ic * sw.n + ocl * sw.c : wt + oc * sw.n + icl * sw.c;
+          for (int64_t kh = 0; kh < s.kh; ++kh) {
+            int64_t ih;
+            if (!s.transposed) {
+              ih = oh * s.sh - s.ph + kh * s.dh;
+            } else {
+              const int64_t t = oh + s.ph - kh * s.dh;
+              if (t < 0 || t % s.sh != 0) continue;
+              ih = t / s.sh;
+            }
+            if (ih < 0 || ih >= s.h) continue;
+            for (int64_t kw = 0; kw < s.kw; ++kw) {
+              int64_t iw;
+              if (!s.transposed) {
+                iw = ow * s.sw - s.pw + kw * s.dw;
+              } else {
+                const int64_t t = ow + s.pw - kw * s.dw;
+                if (t < 0 || t % s.sw != 0) continue;
+                iw = t / s.sw;
+              }
+              if (iw < 0 || iw >= s.w) continue;
+              acc += static_cast<Acc>(in_c[ih * si.h + iw * si.w]) * static_cast<Acc>(w_c[kh * sw.h + kw * sw.w]);
+            }
+          }
+        }
+        if (bs != nullptr) acc += static_cast<Acc>(bs[oc * bias_stride]);
+        o[n * so.n + oc * so.c + oh * so.h + ow * so.w] = convert<T>(acc);
+      }
+    }
+  };
+  const size_t planes = static_cast<size_t>(s.n * s.c_out);
+  const size_t per_plane = static_cast<size_t>(std::max<int64_t>(1, s.oh * s.ow * s.cin_g * s.kh * s.kw));
+  const size_t grain = std::max<size_t>(1, (1u << 16) / per_plane);
+  auto body = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) plane(static_cast<int64_t>(i));
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(planes, grain, body);
+  } else {
+    body(0, planes);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// float32, contiguous NC(H)W.
+
+/// Output range [lo, hi) of positions o for which o * stride + offset lies in [0, size).
+inline void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t& lo, int64_t& hi) {
+  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t last = size - 1 - offset;  // o * stride <= last
+  hi = last < 0 ? 0 : std::min(count, last / stride + 1);
+  if (hi < lo) hi = lo;
+}
+
+/// One output plane of a depthwise convolution: out = sum_{kh,kw} w * shifted input rows (+ bias).
+[[gnu::always_inline]] inline void depthwise_plane_body(const ConvShape& s, const float* src, const float* w, float bias,
+                                                        float* dst) {
+  for (int64_t oh = 0; oh < s.oh; ++oh) {
+    float* orow = dst + oh * s.ow;
+    for (int64_t ow = 0; ow < s.ow; ++ow) orow[ow] = 0.0f;
+    for (int64_t kh = 0; kh < s.kh; ++kh) {
+      const int64_t ih = oh * s.sh - s.ph + kh * s.dh;
+      if (ih < 0 || ih >= s.h) continue;
+      const float* irow = src + ih * s.w;
+      for (int64_t kw = 0; kw < s.kw; ++kw) {
+        const float wv = w[kh * s.kw + kw];
+        const int64_t off = kw * s.dw - s.pw;
+        int64_t lo, hi;
+        valid_range(off, s.sw, s.w, s.ow, lo, hi);
+        if (s.sw == 1) {
+          for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow + off];
+        } else if (s.sw == 2) {
+          for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[2 * ow + off];
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow * s.sw + off];
+        }
+      }
+    }
+    for (int64_t ow = 0; ow < s.ow; ++ow) orow[ow] += bias;
+  }
+}
+
+void depthwise_plane_generic(const ConvShape& s, const float* src, const float* w, float bias, float* dst) {
+  depthwise_plane_body(s, src, w, bias, dst);
+}
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2,fma"))) void depthwise_plane_avx2(const ConvShape& s, const float* src, const float* w,
+                                                              float bias, float* dst) {
+  depthwise_plane_body(s, src, w, bias, dst);
+}
+#endif
+
+using DepthwisePlaneFn = void (*)(const ConvShape&, const float*, const float*, float, float*);
+
+DepthwisePlaneFn depthwise_plane_fn() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const DepthwisePlaneFn fn = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? depthwise_plane_avx2
+                                                                           : depthwise_plane_generic;
+  }();
+  return fn;
+#else
+  return depthwise_plane_generic;
+#endif
+}
+
+void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, const float* bias, float* out,
+                        ThreadPool* pool) {
+  const int64_t mult = s.cout_g;  // output channels per input channel
+  const DepthwisePlaneFn fn = depthwise_plane_fn();
+  auto body = [&](size_t b, size_t e) {
+    for (size_t idx = b; idx < e; ++idx) {
+      const int64_t n = static_cast<int64_t>(idx) / s.c_out, oc = static_cast<int64_t>(idx) % s.c_out;
+      const int64_t ic = oc / mult;
+      fn(s, in + (n * s.c_in + ic) * s.h * s.w, wt + oc * s.kh * s.kw, bias != nullptr ? bias[oc] : 0.0f,
+         out + idx * s.oh * s.ow);
+    }
+  };
+  const size_t planes = static_cast<size_t>(s.n * s.c_out);
+  const size_t per_plane = static_cast<size_t>(std::max<int64_t>(1, s.oh * s.ow * s.kh * s.kw));
+  pool->parallel_for(planes, std::max<size_t>(1, (1u << 15) / per_plane), body);
+}
+
+/// cols[(ic, kh, kw)][(oh, ow)] = input[ic][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] (0 outside) for one group.
+void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* pool) {
+  const int64_t kk = s.kh * s.kw, plane_out = s.oh * s.ow;
+  auto body = [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const int64_t row = static_cast<int64_t>(r);
+      const int64_t ic = row / kk, kh = (row / s.kw) % s.kh, kw = row % s.kw;
+      const float* src = in + ic * s.h * s.w;
+      float* dst = cols + row * plane_out;
+      const int64_t off_w = kw * s.dw - s.pw;
+      int64_t lo, hi;
+      valid_range(off_w, s.sw, s.w, s.ow, lo, hi);
+      for (int64_t oh = 0; oh < s.oh; ++oh) {
+        float* d = dst + oh * s.ow;
+        const int64_t ih = oh * s.sh - s.ph + kh * s.dh;
+        if (ih < 0 || ih >= s.h) {
+          std::fill(d, d + s.ow, 0.0f);
+          continue;
+        }
+        const float* irow = src + ih * s.w;
+        std::fill(d, d + lo, 0.0f);
+        if (hi <= lo) {
+          // no valid input column on this row
+        } else if (s.sw == 1) {
+          std::memcpy(d + lo, irow + lo + off_w, static_cast<size_t>(hi - lo) * sizeof(float));
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) d[ow] = irow[ow * s.sw + off_w];
+        }
+        std::fill(d + hi, d + s.ow, 0.0f);
+      }
+    }
+  };
+  const size_t rows = static_cast<size_t>(s.cin_g * kk);
+  pool->parallel_for(rows, std::max<size_t>(1, 8192 / static_cast<size_t>(std::max<int64_t>(1, plane_out))), body);
+}
+
+/// Non-transposed float32 convolution on contiguous buffers.
+void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in, const float* wt, const float* bias,
+                         float* out, ThreadPool* pool) {
+  if (s.cin_g == 1 && s.groups == s.c_in) {
+    conv_depthwise_f32(s, in, wt, bias, out, pool);
+    return;
+  }
+  const int64_t k = s.cin_g * s.kh * s.kw, plane_out = s.oh * s.ow, plane_in = s.h * s.w;
+  const bool direct = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
+  float* cols = direct ? nullptr : static_cast<float*>(ctx.scratch(static_cast<size_t>(k * plane_out) * sizeof(float)));
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const float* in_g = in + (n * s.c_in + g * s.cin_g) * plane_in;
+      GemmMatrix b{in_g, plane_in, 1};
+      if (!direct) {
+        im2col_f32(s, in_g, cols, pool);
+        b = GemmMatrix{cols, plane_out, 1};
+      }
+      GemmEpilogue ep;
+      if (bias != nullptr) ep.bias = GemmMatrix{bias + g * s.cout_g, 1, 0};
+      gemm_f32(s.cout_g, plane_out, k, GemmMatrix{wt + g * s.cout_g * k, k, 1}, b,
+               out + (n * s.c_out + g * s.cout_g) * plane_out, plane_out, 1, ep, pool);
+    }
+  }
+}
+
+/// Logical-order copy of a float tensor (so any dim order can use the contiguous path).
+std::vector<float> contiguous_f32(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  const float* src = t.data_as<const float>();
+  float* dst = v.data();
+  for_each_index<1>(t.sizes(), {t.strides().data()}, [&](const std::array<int64_t, 1>& off) { *dst++ = src[off[0]]; });
+  return v;
+}
+
+// aten::convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
+//   SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) out)
+void convolution_out(KernelContext& ctx, KernelArgs args) {
+  check_num_args(args, 11, kConvOp);
+  const Tensor& input = args[0]->to_tensor();
+  const Tensor& weight = args[1]->to_tensor();
+  const Tensor* bias = args[2]->to_optional_tensor();
+  Tensor& out = args[9]->to_tensor();
+  const ConvShape s = conv_shape(input, weight, bias, args);
+  check_same_dtype(input, weight, kConvOp);
+  check_same_dtype(input, out, kConvOp);
+  if (bias != nullptr) check_same_dtype(input, *bias, kConvOp);
+  std::vector<int64_t> out_shape{s.n, s.c_out};
+  if (input.dim() == 4) out_shape.push_back(s.oh);
+  out_shape.push_back(s.ow);
+  resize_output(out, out_shape, kConvOp);
+  if (out.numel() == 0) return;
+  ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
+
+  if (input.dtype() == ScalarType::Float && !s.transposed) {
+    const bool contiguous = input.is_contiguous_order() && weight.is_contiguous_order() && out.is_contiguous_order();
+    const float* bias_data = nullptr;
+    std::vector<float> bias_copy;
+    if (bias != nullptr) {
+      if (bias->stride(0) == 1) {
+        bias_data = bias->data_as<const float>();
+      } else {
+        bias_copy = contiguous_f32(*bias);
+        bias_data = bias_copy.data();
+      }
+    }
+    if (contiguous) {
+      conv_f32_contiguous(ctx, s, input.data_as<const float>(), weight.data_as<const float>(), bias_data,
+                          out.data_as<float>(), pool);
+      return;
+    }
+    // Other dim orders (channels-last, ...): convert, run the contiguous path, scatter back.
+    const std::vector<float> in_c = contiguous_f32(input), w_c = contiguous_f32(weight);
+    std::vector<float> out_c(static_cast<size_t>(out.numel()));
+    conv_f32_contiguous(ctx, s, in_c.data(), w_c.data(), bias_data, out_c.data(), pool);
+    float* dst = out.data_as<float>();
+    const float* src = out_c.data();
+    for_each_index<1>(out.sizes(), {out.strides().data()},
+                      [&](const std::array<int64_t, 1>& off) { dst[off[0]] = *src++; });
+    return;
+  }
+  dispatch<kFloats | kHalfs>(input.dtype(), kConvOp, [&](auto tag) {
+    using T = decltype(tag);
+    conv_direct<T>(s, input, weight, bias, out, pool);
+  });
+}
+
+}  // namespace
+
+void register_conv_kernels(KernelRegistry& registry) { registry.add("aten::convolution.out", 11, convolution_out); }
 
 }  // namespace etnp::kernels

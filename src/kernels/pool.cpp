@@ -1,9 +1,430 @@
+// Pooling and resampling over the last two dims of (N,)C,H,W tensors: max_pool2d_with_indices, avg_pool2d,
+// _adaptive_avg_pool2d, upsample_bilinear2d.vec and upsample_nearest2d.vec. Every kernel indexes through
+// strides (any dim order) and splits the (n, c) planes across the thread pool.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "etnp/threadpool.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
 #include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
+namespace {
 
-void register_pool_kernels(KernelRegistry& registry) { (void)registry; }
+/// The (n, c) planes of a rank-3 or rank-4 tensor: plane p has base offset base(p); rows/cols via strides.
+struct Planes {
+  int64_t count = 0, channels = 0;
+  int64_t stride_n = 0, stride_c = 0, stride_h = 0, stride_w = 0;
+  int64_t h = 0, w = 0;
+  int64_t base(int64_t p) const { return (p / channels) * stride_n + (p % channels) * stride_c; }
+};
+
+Planes planes_of(const Tensor& t) {
+  Planes p;
+  const int r = t.dim();
+  p.channels = t.size(r - 3);
+  p.count = (r == 4 ? t.size(0) : 1) * p.channels;
+  p.stride_n = r == 4 ? t.stride(0) : 0;
+  p.stride_c = t.stride(r - 3);
+  p.stride_h = t.stride(r - 2);
+  p.stride_w = t.stride(r - 1);
+  p.h = t.size(r - 2);
+  p.w = t.size(r - 1);
+  return p;
+}
+
+/// Output shape: input's leading dims with the last two replaced.
+std::vector<int64_t> with_spatial(const Tensor& in, int64_t oh, int64_t ow) {
+  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
+  shape[shape.size() - 2] = oh;
+  shape[shape.size() - 1] = ow;
+  return shape;
+}
+
+template <typename F>
+void for_planes(KernelContext& ctx, int64_t planes, int64_t work_per_plane, F&& fn) {
+  ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_plane)));
+  pool->parallel_for(static_cast<size_t>(planes), grain, [&](size_t b, size_t e) {
+    for (size_t p = b; p < e; ++p) fn(static_cast<int64_t>(p));
+  });
+}
+
+/// int[2] argument that may be given as one value (or, for `stride`, be empty = `fallback`).
+std::array<int64_t, 2> pair_arg(const EValue& v, const char* name, const char* op,
+                                std::optional<std::array<int64_t, 2>> fallback = std::nullopt) {
+  const std::vector<int64_t> vals = v.to_int_list().to_vector();
+  if (vals.empty() && fallback) return *fallback;
+  ETNP_KERNEL_CHECK(vals.size() == 1 || vals.size() == 2,
+                    op << ": " << name << " must have one or two entries, got " << vals.size());
+  return {vals[0], vals.size() == 2 ? vals[1] : vals[0]};
+}
+
+void check_pool_input(const Tensor& in, const char* op) {
+  ETNP_KERNEL_CHECK(in.dim() == 3 || in.dim() == 4,
+                    op << ": expected a 3-D or 4-D input, got shape " << shape_str(in.sizes()));
+  for (int d = in.dim() - 3; d < in.dim(); ++d) {
+    ETNP_KERNEL_CHECK(in.size(d) > 0, op << ": input of shape " << shape_str(in.sizes())
+                                         << " has an empty non-batch dimension");
+  }
+}
+
+/// ATen's pooling_output_shape: floor or ceil division, and with ceil_mode the last window must start
+/// inside the input or its left padding.
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t numer = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (numer >= 0 ? numer / stride : -((-numer + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+struct Pool2dParams {
+  std::array<int64_t, 2> kernel, stride, pad, dilation;
+  int64_t oh, ow;
+};
+
+Pool2dParams pool2d_params(const Tensor& in, const EValue& kernel_v, const EValue& stride_v, const EValue& pad_v,
+                           const std::array<int64_t, 2>& dilation, bool ceil_mode, const char* op) {
+  Pool2dParams p;
+  p.kernel = pair_arg(kernel_v, "kernel_size", op);
+  p.stride = pair_arg(stride_v, "stride", op, p.kernel);
+  p.pad = pair_arg(pad_v, "padding", op);
+  p.dilation = dilation;
+  for (int i = 0; i < 2; ++i) {
+    ETNP_KERNEL_CHECK(p.kernel[i] > 0, op << ": kernel_size must be positive");
+    ETNP_KERNEL_CHECK(p.stride[i] > 0, op << ": stride must be positive");
+    ETNP_KERNEL_CHECK(p.dilation[i] > 0, op << ": dilation must be positive");
+    ETNP_KERNEL_CHECK(p.pad[i] >= 0 && p.pad[i] <= ((p.kernel[i] - 1) * p.dilation[i] + 1) / 2,
+                      op << ": padding " << p.pad[i] << " must be non-negative and at most half the kernel size");
+  }
+  const int r = in.dim();
+  p.oh = pooled_size(in.size(r - 2), p.kernel[0], p.pad[0], p.stride[0], p.dilation[0], ceil_mode);
+  p.ow = pooled_size(in.size(r - 1), p.kernel[1], p.pad[1], p.stride[1], p.dilation[1], ceil_mode);
+  ETNP_KERNEL_CHECK(p.oh >= 1 && p.ow >= 1, op << ": input of shape " << shape_str(in.sizes())
+                                               << " is too small; calculated output size " << p.oh << "x" << p.ow);
+  return p;
+}
+
+// aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+//   int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
+void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "aten::max_pool2d_with_indices.out";
+  check_num_args(args, 9, op);
+  const Tensor& in = args[0]->to_tensor();
+  Tensor& out = args[6]->to_tensor();
+  Tensor& indices = args[7]->to_tensor();
+  check_pool_input(in, op);
+  const auto dilation = pair_arg(*args[4], "dilation", op);
+  const Pool2dParams p = pool2d_params(in, *args[1], *args[2], *args[3], dilation, args[5]->to_bool(), op);
+  check_same_dtype(in, out, op);
+  ETNP_KERNEL_CHECK(indices.dtype() == ScalarType::Long, op << ": indices must be int64");
+  const auto shape = with_spatial(in, p.oh, p.ow);
+  resize_output(out, shape, op);
+  resize_output(indices, shape, op);
+  const Planes pi = planes_of(in), po = planes_of(out), px = planes_of(indices);
+  dispatch<kRealTypes>(in.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = OpMath<T>;
+    const T* src = in.data_as<const T>();
+    T* dst = out.data_as<T>();
+    int64_t* idx = indices.data_as<int64_t>();
+    for_planes(ctx, pi.count, p.oh * p.ow * p.kernel[0] * p.kernel[1], [&](int64_t plane) {
+      const T* s = src + pi.base(plane);
+      T* d = dst + po.base(plane);
+      int64_t* x = idx + px.base(plane);
+      for (int64_t oh = 0; oh < p.oh; ++oh) {
+        int64_t h0 = oh * p.stride[0] - p.pad[0];
+        const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, pi.h);
+        while (h0 < 0) h0 += p.dilation[0];
+        for (int64_t ow = 0; ow < p.ow; ++ow) {
+          int64_t w0 = ow * p.stride[1] - p.pad[1];
+          const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, pi.w);
+          while (w0 < 0) w0 += p.dilation[1];
+          // As ATen: start from -inf at the first window element; a NaN always takes over.
+          int64_t best_index = h0 * pi.w + w0;
+          Acc best = std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                             : std::numeric_limits<Acc>::lowest();
+          for (int64_t ih = h0; ih < h1; ih += p.dilation[0]) {
+            for (int64_t iw = w0; iw < w1; iw += p.dilation[1]) {
+              const Acc v = static_cast<Acc>(s[ih * pi.stride_h + iw * pi.stride_w]);
+              bool take = v > best;
+              if constexpr (std::is_floating_point_v<Acc>) take = take || std::isnan(v);
+              if (take) {
+                best = v;
+                best_index = ih * pi.w + iw;
+              }
+            }
+          }
+          d[oh * po.stride_h + ow * po.stride_w] = convert<T>(best);
+          x[oh * px.stride_h + ow * px.stride_w] = best_index;
+        }
+      }
+    });
+  });
+}
+
+// aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False,
+//   bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out)
+void avg_pool2d_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "aten::avg_pool2d.out";
+  check_num_args(args, 9, op);
+  const Tensor& in = args[0]->to_tensor();
+  const bool ceil_mode = args[4]->to_bool();
+  const bool count_include_pad = args[5]->to_bool();
+  const std::optional<int64_t> divisor =
+      args[6]->is_none() ? std::nullopt : std::optional<int64_t>(args[6]->to_int());
+  Tensor& out = args[7]->to_tensor();
+  check_pool_input(in, op);
+  ETNP_KERNEL_CHECK(!divisor || *divisor != 0, op << ": divisor must be not zero");
+  const Pool2dParams p = pool2d_params(in, *args[1], *args[2], *args[3], {1, 1}, ceil_mode, op);
+  check_same_dtype(in, out, op);
+  resize_output(out, with_spatial(in, p.oh, p.ow), op);
+  const Planes pi = planes_of(in), po = planes_of(out);
+  dispatch<kRealTypes>(in.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    // Integers sum in int64 and divide as integers (ATen's accumulate type).
+    using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, OpMath<T>>;
+    const T* src = in.data_as<const T>();
+    T* dst = out.data_as<T>();
+    for_planes(ctx, pi.count, p.oh * p.ow * p.kernel[0] * p.kernel[1], [&](int64_t plane) {
+      const T* s = src + pi.base(plane);
+      T* d = dst + po.base(plane);
+      for (int64_t oh = 0; oh < p.oh; ++oh) {
+        for (int64_t ow = 0; ow < p.ow; ++ow) {
+          int64_t h0 = oh * p.stride[0] - p.pad[0], w0 = ow * p.stride[1] - p.pad[1];
+          int64_t h1 = std::min(h0 + p.kernel[0], pi.h + p.pad[0]);
+          int64_t w1 = std::min(w0 + p.kernel[1], pi.w + p.pad[1]);
+          const int64_t pool_size = (h1 - h0) * (w1 - w0);
+          h0 = std::max<int64_t>(h0, 0);
+          w0 = std::max<int64_t>(w0, 0);
+          h1 = std::min(h1, pi.h);
+          w1 = std::min(w1, pi.w);
+          T& o = d[oh * po.stride_h + ow * po.stride_w];
+          if (h0 >= h1 || w0 >= w1) {
+            o = convert<T>(0);
+            continue;
+          }
+          Acc sum = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) {
+              if constexpr (std::is_integral_v<T>) {
+                sum = static_cast<Acc>(static_cast<uint64_t>(sum) + static_cast<uint64_t>(s[ih * pi.stride_h + iw * pi.stride_w]));
+              } else {
+                sum += static_cast<Acc>(s[ih * pi.stride_h + iw * pi.stride_w]);
+              }
+            }
+          }
+          const int64_t factor = divisor ? *divisor : count_include_pad ? pool_size : (h1 - h0) * (w1 - w0);
+          if constexpr (std::is_integral_v<T>) {
+            // int64 division can only overflow for INT64_MIN / -1; wrap like two's complement instead.
+            o = static_cast<T>(factor == -1 ? static_cast<int64_t>(0 - static_cast<uint64_t>(sum)) : sum / factor);
+          } else {
+            o = convert<T>(sum / static_cast<Acc>(factor));
+          }
+        }
+      }
+    });
+  });
+}
+
+// aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out)
+void adaptive_avg_pool2d_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "aten::_adaptive_avg_pool2d.out";
+  check_num_args(args, 4, op);
+  const Tensor& in = args[0]->to_tensor();
+  const std::vector<int64_t> size = args[1]->to_int_list().to_vector();
+  Tensor& out = args[2]->to_tensor();
+  check_pool_input(in, op);
+  ETNP_KERNEL_CHECK(size.size() == 2, op << ": output_size must have 2 entries");
+  ETNP_KERNEL_CHECK(size[0] >= 0 && size[1] >= 0, op << ": output_size must be non-negative");
+  check_same_dtype(in, out, op);
+  resize_output(out, with_spatial(in, size[0], size[1]), op);
+  const Planes pi = planes_of(in), po = planes_of(out);
+  const int64_t oh_n = size[0], ow_n = size[1];
+  dispatch<kFloats | kHalfs>(in.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = OpMath<T>;
+    const T* src = in.data_as<const T>();
+    T* dst = out.data_as<T>();
+    for_planes(ctx, pi.count, pi.h * pi.w, [&](int64_t plane) {
+      const T* s = src + pi.base(plane);
+      T* d = dst + po.base(plane);
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const int64_t h0 = oh * pi.h / oh_n, h1 = ((oh + 1) * pi.h + oh_n - 1) / oh_n;
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          const int64_t w0 = ow * pi.w / ow_n, w1 = ((ow + 1) * pi.w + ow_n - 1) / ow_n;
+          Acc sum = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<Acc>(s[ih * pi.stride_h + iw * pi.stride_w]);
+          }
+          d[oh * po.stride_h + ow * po.stride_w] = convert<T>(sum / static_cast<Acc>((h1 - h0) * (w1 - w0)));
+        }
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Upsampling (ATen's upsample_*2d.vec: exactly one of output_size and scale_factors).
+
+struct UpsampleSize {
+  int64_t oh, ow;
+  std::optional<double> scale_h, scale_w;
+};
+
+UpsampleSize upsample_size(const Tensor& in, const EValue& size_v, const EValue& scales_v, const char* op) {
+  ETNP_KERNEL_CHECK(in.dim() == 4, op << ": expected a 4-D input, got shape " << shape_str(in.sizes()));
+  const bool has_size = !size_v.is_none(), has_scales = !scales_v.is_none();
+  ETNP_KERNEL_CHECK(has_size != has_scales, op << ": must specify exactly one of output_size and scale_factors");
+  UpsampleSize u{};
+  if (has_size) {
+    const std::vector<int64_t> size = size_v.to_int_list().to_vector();
+    ETNP_KERNEL_CHECK(size.size() == 2, op << ": output_size must have 2 entries, got " << size.size());
+    u.oh = size[0];
+    u.ow = size[1];
+  } else {
+    const std::span<const double> scales = scales_v.to_double_list();
+    ETNP_KERNEL_CHECK(scales.size() == 2, op << ": scale_factors must have 2 entries, got " << scales.size());
+    for (double sc : scales) ETNP_KERNEL_CHECK(std::isfinite(sc) && sc > 0, op << ": scale factors must be positive");
+    u.oh = static_cast<int64_t>(static_cast<double>(in.size(2)) * scales[0]);
+    u.ow = static_cast<int64_t>(static_cast<double>(in.size(3)) * scales[1]);
+    u.scale_h = scales[0];
+    u.scale_w = scales[1];
+  }
+  ETNP_KERNEL_CHECK(in.size(2) > 0 && in.size(3) > 0 && u.oh > 0 && u.ow > 0,
+                    op << ": input and output sizes should be greater than 0, got input " << shape_str(in.sizes())
+                       << " and output " << u.oh << "x" << u.ow);
+  return u;
+}
+
+/// Source-per-destination ratio (ATen's area_pixel_compute_scale / compute_scales_value), in float.
+float pixel_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  if (scale && *scale > 0) return static_cast<float>(1.0 / *scale);
+  return static_cast<float>(in) / static_cast<float>(out);
+}
+
+struct LinearTap {
+  int64_t i0, i1;
+  float l0, l1;
+};
+
+std::vector<LinearTap> linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  std::vector<LinearTap> taps(static_cast<size_t>(out));
+  const float ratio = pixel_scale(in, out, align_corners, scale);
+  for (int64_t o = 0; o < out; ++o) {
+    LinearTap& t = taps[static_cast<size_t>(o)];
+    if (in == out) {
+      t = {o, o, 1.0f, 0.0f};
+      continue;
+    }
+    float real = align_corners ? ratio * static_cast<float>(o) : ratio * (static_cast<float>(o) + 0.5f) - 0.5f;
+    if (!align_corners && real < 0.0f) real = 0.0f;
+    const int64_t i0 = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+    const float l1 = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
+    t = {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - l1, l1};
+  }
+  return taps;
+}
+
+// aten::upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners,
+//   float[]? scale_factors, *, Tensor(a!) out)
+void upsample_bilinear2d_vec_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "aten::upsample_bilinear2d.vec_out";
+  check_num_args(args, 6, op);
+  const Tensor& in = args[0]->to_tensor();
+  const bool align_corners = args[2]->to_bool();
+  Tensor& out = args[4]->to_tensor();
+  const UpsampleSize u = upsample_size(in, *args[1], *args[3], op);
+  check_same_dtype(in, out, op);
+  resize_output(out, with_spatial(in, u.oh, u.ow), op);
+  const std::vector<LinearTap> th = linear_taps(in.size(2), u.oh, align_corners, u.scale_h);
+  const std::vector<LinearTap> tw = linear_taps(in.size(3), u.ow, align_corners, u.scale_w);
+  const Planes pi = planes_of(in), po = planes_of(out);
+  dispatch<kFloats | kHalfs>(in.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = OpMath<T>;
+    const T* src = in.data_as<const T>();
+    T* dst = out.data_as<T>();
+    for_planes(ctx, pi.count, u.oh * u.ow * 4, [&](int64_t plane) {
+      const T* s = src + pi.base(plane);
+      T* d = dst + po.base(plane);
+      for (int64_t oh = 0; oh < u.oh; ++oh) {
+        const LinearTap& h = th[static_cast<size_t>(oh)];
+        const T* r0 = s + h.i0 * pi.stride_h;
+        const T* r1 = s + h.i1 * pi.stride_h;
+        for (int64_t ow = 0; ow < u.ow; ++ow) {
+          const LinearTap& w = tw[static_cast<size_t>(ow)];
+          const Acc v00 = static_cast<Acc>(r0[w.i0 * pi.stride_w]), v01 = static_cast<Acc>(r0[w.i1 * pi.stride_w]);
+          const Acc v10 = static_cast<Acc>(r1[w.i0 * pi.stride_w]), v11 = static_cast<Acc>(r1[w.i1 * pi.stride_w]);
+          const Acc wl0 = static_cast<Acc>(w.l0), wl1 = static_cast<Acc>(w.l1);
+          const Acc v = static_cast<Acc>(h.l0) * (wl0 * v00 + wl1 * v01) + static_cast<Acc>(h.l1) * (wl0 * v10 + wl1 * v11);
+          d[oh * po.stride_h + ow * po.stride_w] = convert<T>(v);
+        }
+      }
+    });
+  });
+}
+
+/// ATen's nearest_idx: identity and exact 2x fast cases, otherwise floor(dst * scale) clamped.
+std::vector<int64_t> nearest_taps(int64_t in, int64_t out, std::optional<double> scale) {
+  std::vector<int64_t> taps(static_cast<size_t>(out));
+  const float s = pixel_scale(in, out, false, scale);
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t i;
+    if (out == in) {
+      i = o;
+    } else if (out == 2 * in) {
+      i = o >> 1;
+    } else {
+      i = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+    }
+    taps[static_cast<size_t>(o)] = i;
+  }
+  return taps;
+}
+
+// aten::upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *, Tensor(a!) out)
+void upsample_nearest2d_vec_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "aten::upsample_nearest2d.vec_out";
+  check_num_args(args, 5, op);
+  const Tensor& in = args[0]->to_tensor();
+  Tensor& out = args[3]->to_tensor();
+  const UpsampleSize u = upsample_size(in, *args[1], *args[2], op);
+  check_same_dtype(in, out, op);
+  resize_output(out, with_spatial(in, u.oh, u.ow), op);
+  const std::vector<int64_t> th = nearest_taps(in.size(2), u.oh, u.scale_h);
+  const std::vector<int64_t> tw = nearest_taps(in.size(3), u.ow, u.scale_w);
+  const Planes pi = planes_of(in), po = planes_of(out);
+  dispatch(in.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = in.data_as<const T>();
+    T* dst = out.data_as<T>();
+    for_planes(ctx, pi.count, u.oh * u.ow, [&](int64_t plane) {
+      const T* s = src + pi.base(plane);
+      T* d = dst + po.base(plane);
+      for (int64_t oh = 0; oh < u.oh; ++oh) {
+        const T* row = s + th[static_cast<size_t>(oh)] * pi.stride_h;
+        for (int64_t ow = 0; ow < u.ow; ++ow) {
+          d[oh * po.stride_h + ow * po.stride_w] = row[tw[static_cast<size_t>(ow)] * pi.stride_w];
+        }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_pool_kernels(KernelRegistry& registry) {
+  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out);
+  registry.add("aten::avg_pool2d.out", 9, avg_pool2d_out);
+  registry.add("aten::_adaptive_avg_pool2d.out", 4, adaptive_avg_pool2d_out);
+  registry.add("aten::upsample_bilinear2d.vec_out", 6, upsample_bilinear2d_vec_out);
+  registry.add("aten::upsample_nearest2d.vec_out", 5, upsample_nearest2d_vec_out);
+}
 
 }  // namespace etnp::kernels

@@ -1,0 +1,367 @@
+#include "kernels/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "etnp/threadpool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ETNP_GEMM_X86 1
+#endif
+
+namespace etnp::kernels {
+namespace {
+
+// Register tile (rows of A x columns of B) and cache blocks. A packed MC x KC block (144 KiB) stays in L2,
+// a packed KC x NR micro-panel of B (16 KiB) in L1.
+constexpr int64_t kMR = 6;
+constexpr int64_t kNR = 16;
+constexpr int64_t kKC = 256;
+constexpr int64_t kMCMax = 144;   // multiple of kMR
+constexpr int64_t kNCMax = 1024;  // multiple of kNR
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Computes the kMR x kNR tile sum_p ap[p][i] * bp[p][j] over `kc` packed steps and stores it at c (row
+/// stride ldc, column stride 1), added to what c holds when `accumulate`.
+using MicroKernel = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate);
+
+void micro_kernel_generic(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate) {
+  float acc[kMR][kNR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t i = 0; i < kMR; ++i) {
+      const float av = ap[i];
+      for (int64_t j = 0; j < kNR; ++j) acc[i][j] += av * bp[j];
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  for (int64_t i = 0; i < kMR; ++i) {
+    float* row = c + i * ldc;
+    for (int64_t j = 0; j < kNR; ++j) row[j] = accumulate ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
+#if ETNP_GEMM_X86
+__attribute__((target("avx2,fma"), always_inline)) inline void store_row_avx2(float* row, __m256 lo, __m256 hi,
+                                                                              bool accumulate) {
+  if (accumulate) {
+    lo = _mm256_add_ps(_mm256_loadu_ps(row), lo);
+    hi = _mm256_add_ps(_mm256_loadu_ps(row + 8), hi);
+  }
+  _mm256_storeu_ps(row, lo);
+  _mm256_storeu_ps(row + 8, hi);
+}
+
+__attribute__((target("avx2,fma"))) void micro_kernel_avx2(int64_t kc, const float* ap, const float* bp, float* c,
+                                                           int64_t ldc, bool accumulate) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(bp);
+    const __m256 b1 = _mm256_loadu_ps(bp + 8);
+    __m256 a = _mm256_broadcast_ss(ap + 0);
+    c00 = _mm256_fmadd_ps(a, b0, c00);
+    c01 = _mm256_fmadd_ps(a, b1, c01);
+    a = _mm256_broadcast_ss(ap + 1);
+    c10 = _mm256_fmadd_ps(a, b0, c10);
+    c11 = _mm256_fmadd_ps(a, b1, c11);
+    a = _mm256_broadcast_ss(ap + 2);
+    c20 = _mm256_fmadd_ps(a, b0, c20);
+    c21 = _mm256_fmadd_ps(a, b1, c21);
+    a = _mm256_broadcast_ss(ap + 3);
+    c30 = _mm256_fmadd_ps(a, b0, c30);
+    c31 = _mm256_fmadd_ps(a, b1, c31);
+    a = _mm256_broadcast_ss(ap + 4);
+    c40 = _mm256_fmadd_ps(a, b0, c40);
+    c41 = _mm256_fmadd_ps(a, b1, c41);
+    a = _mm256_broadcast_ss(ap + 5);
+    c50 = _mm256_fmadd_ps(a, b0, c50);
+    c51 = _mm256_fmadd_ps(a, b1, c51);
+    ap += kMR;
+    bp += kNR;
+  }
+  store_row_avx2(c + 0 * ldc, c00, c01, accumulate);
+  store_row_avx2(c + 1 * ldc, c10, c11, accumulate);
+  store_row_avx2(c + 2 * ldc, c20, c21, accumulate);
+  store_row_avx2(c + 3 * ldc, c30, c31, accumulate);
+  store_row_avx2(c + 4 * ldc, c40, c41, accumulate);
+  store_row_avx2(c + 5 * ldc, c50, c51, accumulate);
+}
+#endif
+
+struct KernelChoice {
+  MicroKernel fn;
+  bool avx2;
+};
+
+KernelChoice choose_kernel() {
+#if ETNP_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {micro_kernel_avx2, true};
+#endif
+  return {micro_kernel_generic, false};
+}
+
+const KernelChoice& kernel_choice() {
+  static const KernelChoice choice = choose_kernel();
+  return choice;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Packing. A block (mc x kc) -> panels of kMR rows, each kc x kMR (row index fastest); B block (kc x nc) ->
+// panels of kNR columns, each kc x kNR. Edges are zero-padded so the micro-kernel always runs full tiles.
+
+void pack_a(const GemmMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    float* panel = dst + ir * kc;
+    const int64_t rows = std::min(kMR, mc - ir);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = a.data + (i0 + ir + i) * a.row_stride + p0 * a.col_stride;
+      if (a.col_stride == 1) {
+        for (int64_t p = 0; p < kc; ++p) panel[p * kMR + i] = src[p];
+      } else {
+        for (int64_t p = 0; p < kc; ++p) panel[p * kMR + i] = src[p * a.col_stride];
+      }
+    }
+    for (int64_t i = rows; i < kMR; ++i) {
+      for (int64_t p = 0; p < kc; ++p) panel[p * kMR + i] = 0.0f;
+    }
+  }
+}
+
+void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += kNR) {
+    float* panel = dst + jr * kc;
+    const int64_t cols = std::min(kNR, nc - jr);
+    if (b.col_stride == 1 && cols == kNR) {
+      const float* src = b.data + p0 * b.row_stride + (j0 + jr);
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(panel + p * kNR, src + p * b.row_stride, kNR * sizeof(float));
+      continue;
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* src = b.data + p0 * b.row_stride + (j0 + jr + j) * b.col_stride;
+      for (int64_t p = 0; p < kc; ++p) panel[p * kNR + j] = src[p * b.row_stride];
+    }
+    for (int64_t j = cols; j < kNR; ++j) {
+      for (int64_t p = 0; p < kc; ++p) panel[p * kNR + j] = 0.0f;
+    }
+  }
+}
+
+struct PackBuffers {
+  std::vector<float> a;
+  std::vector<float> b;
+};
+
+// Pool threads live as long as the process, so each keeps its packing buffers between calls.
+PackBuffers& pack_buffers() {
+  thread_local PackBuffers buffers;
+  return buffers;
+}
+
+struct Problem {
+  int64_t m, n, k;
+  GemmMatrix a, b;
+  float* c;
+  int64_t c_rs, c_cs;
+  GemmEpilogue ep;
+};
+
+bool needs_epilogue(const GemmEpilogue& ep) { return ep.alpha != 1.0f || (ep.bias.data != nullptr && ep.beta != 0.0f); }
+
+void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
+  const GemmEpilogue& ep = pr.ep;
+  const bool has_bias = ep.bias.data != nullptr && ep.beta != 0.0f;
+  for (int64_t i = i0; i < i0 + mc; ++i) {
+    float* row = pr.c + i * pr.c_rs;
+    const float* bias_row = has_bias ? ep.bias.data + i * ep.bias.row_stride : nullptr;
+    for (int64_t j = j0; j < j0 + nc; ++j) {
+      float v = row[j * pr.c_cs] * ep.alpha;
+      if (has_bias) v += ep.beta * bias_row[j * ep.bias.col_stride];
+      row[j * pr.c_cs] = v;
+    }
+  }
+}
+
+/// One mc x nc output tile, all of k.
+void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
+  const MicroKernel micro = kernel_choice().fn;
+  PackBuffers& buf = pack_buffers();
+  const int64_t mc_padded = round_up(mc, kMR), nc_padded = round_up(nc, kNR);
+  const int64_t kc_max = std::min(kKC, pr.k);
+  if (buf.a.size() < static_cast<size_t>(mc_padded * kc_max)) buf.a.resize(static_cast<size_t>(mc_padded * kc_max));
+  if (buf.b.size() < static_cast<size_t>(nc_padded * kc_max)) buf.b.resize(static_cast<size_t>(nc_padded * kc_max));
+  alignas(32) float tile[kMR * kNR];
+
+  for (int64_t p0 = 0; p0 < pr.k; p0 += kKC) {
+    const int64_t kc = std::min(kKC, pr.k - p0);
+    const bool accumulate = p0 > 0;
+    pack_a(pr.a, i0, mc, p0, kc, buf.a.data());
+    pack_b(pr.b, p0, kc, j0, nc, buf.b.data());
+    for (int64_t jr = 0; jr < nc; jr += kNR) {
+      const int64_t cols = std::min(kNR, nc - jr);
+      const float* bp = buf.b.data() + jr * kc;
+      for (int64_t ir = 0; ir < mc; ir += kMR) {
+        const int64_t rows = std::min(kMR, mc - ir);
+        const float* ap = buf.a.data() + ir * kc;
+        float* cp = pr.c + (i0 + ir) * pr.c_rs + (j0 + jr) * pr.c_cs;
+        if (rows == kMR && cols == kNR && pr.c_cs == 1) {
+          micro(kc, ap, bp, cp, pr.c_rs, accumulate);
+          continue;
+        }
+        micro(kc, ap, bp, tile, kNR, false);
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < cols; ++j) {
+            float& dst = cp[i * pr.c_rs + j * pr.c_cs];
+            dst = accumulate ? dst + tile[i * kNR + j] : tile[i * kNR + j];
+          }
+        }
+      }
+    }
+  }
+  if (needs_epilogue(pr.ep)) apply_epilogue(pr, i0, mc, j0, nc);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Matrix-vector products (m == 1): memory bound, so no packing. The loops are written once and compiled
+// twice, the second time with AVX2 enabled, chosen with the micro-kernel.
+
+/// c[j] = sum_p a[p] * b[p][j] for j in [j0, j1), b rows contiguous in j (axpy form, k sequential).
+[[gnu::always_inline]] inline void gemv_rows_body(const Problem& pr, int64_t j0, int64_t j1) {
+  constexpr int64_t kChunk = 256;
+  float acc[kChunk];
+  for (int64_t jb = j0; jb < j1; jb += kChunk) {
+    const int64_t len = std::min(kChunk, j1 - jb);
+    for (int64_t j = 0; j < len; ++j) acc[j] = 0.0f;
+    for (int64_t p = 0; p < pr.k; ++p) {
+      const float av = pr.a.data[p * pr.a.col_stride];
+      const float* brow = pr.b.data + p * pr.b.row_stride + jb;
+      for (int64_t j = 0; j < len; ++j) acc[j] += av * brow[j];
+    }
+    for (int64_t j = 0; j < len; ++j) pr.c[(jb + j) * pr.c_cs] = acc[j];
+  }
+}
+
+/// c[j] = dot(a, column j of b), columns contiguous (b row stride 1); a contiguous too.
+[[gnu::always_inline]] inline void gemv_cols_body(const Problem& pr, int64_t j0, int64_t j1) {
+  const float* a = pr.a.data;
+  const int64_t k = pr.k;
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* col = pr.b.data + j * pr.b.col_stride;
+    float part[8] = {};
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+      for (int64_t l = 0; l < 8; ++l) part[l] += a[p + l] * col[p + l];
+    }
+    float sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+    for (; p < k; ++p) sum += a[p] * col[p];
+    pr.c[j * pr.c_cs] = sum;
+  }
+}
+
+void gemv_rows_generic(const Problem& pr, int64_t j0, int64_t j1) { gemv_rows_body(pr, j0, j1); }
+void gemv_cols_generic(const Problem& pr, int64_t j0, int64_t j1) { gemv_cols_body(pr, j0, j1); }
+#if ETNP_GEMM_X86
+__attribute__((target("avx2,fma"))) void gemv_rows_avx2(const Problem& pr, int64_t j0, int64_t j1) {
+  gemv_rows_body(pr, j0, j1);
+}
+__attribute__((target("avx2,fma"))) void gemv_cols_avx2(const Problem& pr, int64_t j0, int64_t j1) {
+  gemv_cols_body(pr, j0, j1);
+}
+#endif
+
+void run_gemv(const Problem& pr, ThreadPool* pool) {
+  using Fn = void (*)(const Problem&, int64_t, int64_t);
+  const bool rows_form = pr.b.col_stride == 1;
+  Fn fn = rows_form ? gemv_rows_generic : gemv_cols_generic;
+#if ETNP_GEMM_X86
+  if (kernel_choice().avx2) fn = rows_form ? gemv_rows_avx2 : gemv_cols_avx2;
+#endif
+  auto body = [&](size_t begin, size_t end) {
+    fn(pr, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+    if (needs_epilogue(pr.ep)) apply_epilogue(pr, 0, 1, static_cast<int64_t>(begin), static_cast<int64_t>(end - begin));
+  };
+  const int64_t work = pr.n * pr.k;
+  if (pool == nullptr || work < (1 << 15)) {
+    body(0, static_cast<size_t>(pr.n));
+    return;
+  }
+  // Chunks of whole cache lines of the output, at least ~16K multiply-adds each.
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(16, round_up(ceil_div(1 << 14, pr.k), 16)));
+  pool->parallel_for(static_cast<size_t>(pr.n), grain, body);
+}
+
+}  // namespace
+
+const char* gemm_f32_kernel_name() { return kernel_choice().avx2 ? "avx2-fma" : "generic"; }
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float* c, int64_t c_row_stride,
+              int64_t c_col_stride, const GemmEpilogue& epilogue, ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  Problem pr{m, n, k, a, b, c, c_row_stride, c_col_stride, epilogue};
+  // Work on whichever of C and C^T = B^T A^T has unit column stride (or is a single row), so that the
+  // micro-kernel stores contiguous rows and matrix-vector products take the m == 1 path.
+  const bool transpose = (n == 1 && m > 1) || (c_col_stride != 1 && c_row_stride == 1 && m > 1);
+  if (transpose) {
+    pr.m = n;
+    pr.n = m;
+    pr.a = GemmMatrix{b.data, b.col_stride, b.row_stride};
+    pr.b = GemmMatrix{a.data, a.col_stride, a.row_stride};
+    pr.c_rs = c_col_stride;
+    pr.c_cs = c_row_stride;
+    pr.ep.bias = GemmMatrix{epilogue.bias.data, epilogue.bias.col_stride, epilogue.bias.row_stride};
+  }
+  if (pr.k == 0) {
+    for (int64_t i = 0; i < pr.m; ++i) {
+      for (int64_t j = 0; j < pr.n; ++j) pr.c[i * pr.c_rs + j * pr.c_cs] = 0.0f;
+    }
+    apply_epilogue(pr, 0, pr.m, 0, pr.n);
+    return;
+  }
+  if (pr.m == 1 && (pr.b.col_stride == 1 || (pr.b.row_stride == 1 && pr.a.col_stride == 1))) {
+    run_gemv(pr, pool);
+    return;
+  }
+
+  const size_t threads = pool == nullptr ? 1 : pool->num_threads();
+  const double flops = double(pr.m) * double(pr.n) * double(pr.k);
+  const bool parallel = threads > 1 && flops >= 64.0 * 64.0 * 64.0;
+  int64_t mc = std::min(kMCMax, round_up(pr.m, kMR));
+  int64_t nc = std::min(kNCMax, round_up(pr.n, kNR));
+  if (parallel) {
+    // Smaller tiles until every thread has one (keeping tiles at least 6x64 to amortize the packing).
+    while (static_cast<size_t>(ceil_div(pr.m, mc) * ceil_div(pr.n, nc)) < threads) {
+      if (nc > 4 * kNR) {
+        nc = round_up(nc / 2, kNR);
+      } else if (mc > kMR) {
+        mc = round_up(mc / 2, kMR);
+      } else {
+        break;
+      }
+    }
+  }
+  const int64_t m_tiles = ceil_div(pr.m, mc), n_tiles = ceil_div(pr.n, nc);
+  auto body = [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      const int64_t ti = static_cast<int64_t>(t) / n_tiles, tj = static_cast<int64_t>(t) % n_tiles;
+      const int64_t i0 = ti * mc, j0 = tj * nc;
+      run_tile(pr, i0, std::min(mc, pr.m - i0), j0, std::min(nc, pr.n - j0));
+    }
+  };
+  const size_t tiles = static_cast<size_t>(m_tiles * n_tiles);
+  if (!parallel || tiles == 1) {
+    body(0, tiles);
+  } else {
+    pool->parallel_for(tiles, 1, body);
+  }
+}
+
+}  // namespace etnp::kernels

@@ -1,0 +1,38 @@
+// The float32 matrix multiply shared by mm/bmm/addmm/linear and convolution: cache-blocked, with packed
+// panels, an AVX2/FMA micro-kernel chosen at run time (a portable one otherwise) and the output tiles split
+// across the thread pool. Accumulates in float32, like ATen's CPU kernels.
+#pragma once
+
+#include <cstdint>
+
+namespace etnp {
+class ThreadPool;
+}
+
+namespace etnp::kernels {
+
+/// A strided matrix view: element (i, j) is data[i * row_stride + j * col_stride].
+struct GemmMatrix {
+  const float* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+};
+
+/// Output term added after the product: C = alpha * (A B) + beta * bias(i, j). A bias of nullptr adds
+/// nothing (and is never read); broadcasting uses zero strides (bias per column: row_stride 0, col_stride 1).
+struct GemmEpilogue {
+  float alpha = 1.0f;
+  float beta = 1.0f;
+  GemmMatrix bias;
+};
+
+/// C[m x n] = alpha * A[m x k] * B[k x n] (+ beta * bias). C may have any strides (its elements must not
+/// overlap A, B or bias). With `pool` (not nullptr) the work is split across its threads; callers already
+/// inside a parallel region must pass nullptr.
+void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float* c, int64_t c_row_stride,
+              int64_t c_col_stride, const GemmEpilogue& epilogue, ThreadPool* pool);
+
+/// The micro-kernel in use ("avx2-fma" or "generic"), for tests and benchmarks.
+const char* gemm_f32_kernel_name();
+
+}  // namespace etnp::kernels
