@@ -1,1 +1,58 @@
-int main() { return 0; }
+// `etnp`: inspect, run and benchmark ExecuTorch programs.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "cli/cli.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: etnp <command> [options]
+
+commands:
+  inspect FILE [--data F.ptd]... [--json]
+      Show the container, methods, operators, delegates and memory of a .pte, and whether it runs here.
+  run FILE [--data F.ptd]... [--method NAME] [--input PATH.npy | --input LITERAL]...
+           [--fill ones|zeros|random] [--seed S] [--output-dir DIR] [--print none|summary|all]
+      Run a method. Inputs in order: a .npy file, or a literal (2.0, 3, true) for a non-tensor input.
+      --fill supplies the inputs not given (tensors at their full, upper-bound shape).
+      Each output is written to DIR/output_<i>.npy (non-tensor outputs as 0-d arrays).
+  bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
+             [--shape I=1x3x224x224]... [--json] [--profile]
+      Time a method: min/median/p90/p99/max, throughput, load time and peak memory.
+  version
+      Print the etnp version and the program schema it reads.
+
+On failure the exit status is non-zero and the first line on stderr is "error: <Kind>: <message>".
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    etnp::cli::Args args(argc, argv, 2);
+    if (command == "inspect") return etnp::cli::run_inspect(args);
+    if (command == "run") return etnp::cli::run_run(args);
+    if (command == "bench") return etnp::cli::run_bench(args);
+    if (command == "version" || command == "--version") {
+      std::printf("etnp %s (reads ExecuTorch programs with schema %s)\n", etnp::version(), etnp::schema_identifier());
+      return 0;
+    }
+    etnp::cli::usage_error("unknown command '" + command + "' (try: etnp --help)");
+  } catch (const etnp::Error& e) {
+    std::fprintf(stderr, "error: %s: %s\n", etnp::error_kind_name(e.kind()), e.what());
+    return e.kind() == etnp::ErrorKind::InvalidArgument ? 2 : 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: ExecutionError: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: ExecutionError: %s\n", e.what());
+    return 1;
+  }
+}

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "etnp/kernel.h"
@@ -30,14 +31,22 @@ struct OwnedTensor {
     t->storage.assign(static_cast<size_t>(std::max<int64_t>(cap, 1)) * element_size(dtype), 0);
     t->tensor = Tensor(dtype, sizes, dim_order, t->storage.data(), dynamism);
     t->tensor.set_capacity_numel(cap);
-    if (!values.empty()) std::memcpy(t->storage.data(), values.data(), values.size() * sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) {
+      for (size_t i = 0; i < values.size(); ++i) t->storage[i] = values[i] ? 1 : 0;  // vector<bool> is packed
+    } else if (!values.empty()) {
+      std::memcpy(t->storage.data(), values.data(), values.size() * sizeof(T));
+    }
     return t;
   }
 
   template <typename T>
   std::vector<T> values() const {
     std::vector<T> out(static_cast<size_t>(tensor.numel()));
-    std::memcpy(out.data(), storage.data(), out.size() * sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = storage[i] != 0;
+    } else {
+      std::memcpy(out.data(), storage.data(), out.size() * sizeof(T));
+    }
     return out;
   }
 };

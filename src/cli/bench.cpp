@@ -1,0 +1,156 @@
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "cli/cli.h"
+#include "cli/json_writer.h"
+#include "etnp/threadpool.h"
+
+namespace etnp::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const double pos = p * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+double peak_rss_mb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// "--shape 0=1x3x224x224" -> input 0 gets that shape.
+std::vector<std::vector<int64_t>> parse_shapes(const std::vector<std::string>& specs, size_t num_inputs) {
+  std::vector<std::vector<int64_t>> shapes(num_inputs);
+  for (const auto& s : specs) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos) usage_error("--shape takes INDEX=D0xD1x..., got '" + s + "'");
+    const size_t index = std::stoul(s.substr(0, eq));
+    if (index >= num_inputs) usage_error("--shape names input " + std::to_string(index) + "; the method has " +
+                                         std::to_string(num_inputs));
+    std::vector<int64_t> dims;
+    size_t p = eq + 1;
+    while (p <= s.size()) {
+      size_t x = s.find('x', p);
+      if (x == std::string::npos) x = s.size();
+      if (x == p) usage_error("bad shape in '" + s + "'");
+      dims.push_back(std::stoll(s.substr(p, x - p)));
+      p = x + 1;
+    }
+    shapes[index] = dims;
+  }
+  return shapes;
+}
+
+}  // namespace
+
+int run_bench(Args& args) {
+  LoadOptions options = load_options_from(args);
+  const std::string method_name = args.value("--method", "forward");
+  const int warmup = std::stoi(args.value("--warmup", "5"));
+  const int iters = std::stoi(args.value("--iters", "50"));
+  const int threads = std::stoi(args.value("--threads", "0"));
+  const auto shape_specs = args.values("--shape");
+  const bool json = args.has_flag("--json");
+  const bool profile = args.has_flag("--profile");
+  const auto files = args.positionals();
+  if (files.size() != 1) usage_error("bench takes one .pte file");
+  if (iters < 1 || warmup < 0 || threads < 0) usage_error("--iters must be >= 1, --warmup and --threads >= 0");
+
+  if (threads > 0) ThreadPool::global().set_num_threads(static_cast<size_t>(threads));
+  options.enable_profiling = profile;
+  const auto load_start = Clock::now();
+  Program program = Program::load_file(files[0], options);
+  auto method = program.load_method(method_name);
+  const double load_ms = ms_since(load_start);
+
+  PreparedInputs inputs =
+      prepare_inputs(method->meta(), {}, "random", 0, parse_shapes(shape_specs, method->meta().inputs.size()));
+  for (int i = 0; i < warmup; ++i) method->execute(inputs.values);
+  method->clear_profile_events();
+
+  const bool progress = !json && isatty(STDERR_FILENO) && iters >= 20;
+  std::vector<double> times;
+  times.reserve(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    const auto start = Clock::now();
+    method->execute(inputs.values);
+    times.push_back(ms_since(start));
+    if (progress && (i % std::max(1, iters / 50) == 0 || i + 1 == iters)) {
+      const int filled = (i + 1) * 40 / iters;
+      std::fprintf(stderr, "\r[%-40s] %d/%d", std::string(static_cast<size_t>(filled), '#').c_str(), i + 1, iters);
+      std::fflush(stderr);
+    }
+  }
+  if (progress) std::fprintf(stderr, "\n");
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = percentile(sorted, 0.5);
+  const size_t nthreads = ThreadPool::global().num_threads();
+
+  // Per-operator time, from the profile events of the timed iterations.
+  std::vector<std::pair<std::string, std::pair<double, int>>> per_op;
+  if (profile) {
+    std::map<std::string, std::pair<double, int>> totals;
+    for (const auto& ev : method->profile_events()) {
+      auto& t = totals[ev.name];
+      t.first += static_cast<double>(ev.end_ns - ev.start_ns) / 1e6 / iters;
+      t.second += 1;
+    }
+    per_op.assign(totals.begin(), totals.end());
+    std::sort(per_op.begin(), per_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  }
+
+  if (json) {
+    double mean = 0;
+    for (double t : times) mean += t;
+    mean /= static_cast<double>(times.size());
+    std::string out = "{\"file\": " + json_string(files[0]) + ", \"method\": " + json_string(method_name);
+    out += ", \"min_ms\": " + json_number(sorted.front()) + ", \"median_ms\": " + json_number(median);
+    out += ", \"p90_ms\": " + json_number(percentile(sorted, 0.9)) + ", \"p99_ms\": " + json_number(percentile(sorted, 0.99));
+    out += ", \"max_ms\": " + json_number(sorted.back()) + ", \"mean_ms\": " + json_number(mean);
+    out += ", \"throughput_per_s\": " + json_number(1000.0 / median);
+    out += ", \"iters\": " + std::to_string(iters) + ", \"warmup\": " + std::to_string(warmup);
+    out += ", \"threads\": " + std::to_string(nthreads);
+    out += ", \"load_ms\": " + json_number(load_ms) + ", \"peak_rss_mb\": " + json_number(peak_rss_mb());
+    if (profile) {
+      out += ", \"profile\": " + json_array(per_op, [](const auto& p) {
+        return "{\"name\": " + json_string(p.first) + ", \"ms_per_run\": " + json_number(p.second.first) +
+               ", \"calls\": " + std::to_string(p.second.second) + "}";
+      });
+    }
+    std::printf("%s}\n", out.c_str());
+    return 0;
+  }
+  std::printf("%s (%s), %d iterations after %d warm-up, %zu threads\n", files[0].c_str(), method_name.c_str(), iters,
+              warmup, nthreads);
+  std::printf("  min %.3f ms  median %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", sorted.front(), median,
+              percentile(sorted, 0.9), percentile(sorted, 0.99), sorted.back());
+  std::printf("  throughput %.1f runs/s, load %.1f ms, peak RSS %.1f MiB\n", 1000.0 / median, load_ms, peak_rss_mb());
+  if (profile) {
+    double total = 0;
+    for (const auto& p : per_op) total += p.second.first;
+    std::printf("  time per run by operator / delegate (sorted):\n");
+    for (const auto& p : per_op) {
+      std::printf("    %8.3f ms %5.1f%%  %6d calls  %s\n", p.second.first, total > 0 ? 100.0 * p.second.first / total : 0.0,
+                  p.second.second, p.first.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace etnp::cli

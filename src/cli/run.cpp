@@ -1,0 +1,100 @@
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "cli/cli.h"
+
+namespace etnp::cli {
+namespace {
+
+void write_output(const std::string& dir, size_t index, const Value& v) {
+  const std::string path = dir + "/output_" + std::to_string(index) + ".npy";
+  if (const auto* t = std::get_if<TensorRef>(&v)) {
+    bool contiguous = true;
+    for (size_t i = 0; i < t->dim_order.size(); ++i) contiguous = contiguous && t->dim_order[i] == i;
+    if (!contiguous) {
+      // Write in logical (row-major) order.
+      const size_t elem = element_size(t->dtype);
+      const size_t rank = t->sizes.size();
+      std::vector<int64_t> strides(rank);
+      strides_from_dim_order(t->sizes, t->dim_order, strides);
+      std::vector<uint8_t> data(static_cast<size_t>(t->numel()) * elem);
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t i = 0; i < t->numel(); ++i) {
+        int64_t off = 0;
+        for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[d];
+        std::memcpy(data.data() + i * elem, static_cast<const uint8_t*>(t->data) + off * elem, elem);
+        for (size_t d = rank; d-- > 0;) {
+          if (++idx[d] < t->sizes[d]) break;
+          idx[d] = 0;
+        }
+      }
+      format::write_npy(path, t->dtype, t->sizes, data.data());
+    } else {
+      format::write_npy(path, t->dtype, t->sizes, t->data);
+    }
+  } else if (const auto* i = std::get_if<int64_t>(&v)) {
+    format::write_npy(path, ScalarType::Long, {}, i);
+  } else if (const auto* d = std::get_if<double>(&v)) {
+    format::write_npy(path, ScalarType::Double, {}, d);
+  } else if (const auto* b = std::get_if<bool>(&v)) {
+    const uint8_t byte = *b ? 1 : 0;
+    format::write_npy(path, ScalarType::Bool, {}, &byte);
+  }
+  // None and String outputs have no .npy form.
+}
+
+void print_values(const Value& v) {
+  const auto* t = std::get_if<TensorRef>(&v);
+  if (t == nullptr || t->data == nullptr) return;
+  const int64_t n = t->numel();
+  std::printf("    [");
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* p = static_cast<const uint8_t*>(t->data) + i * static_cast<int64_t>(element_size(t->dtype));
+    if (i) std::printf(", ");
+    switch (t->dtype) {
+      case ScalarType::Float: { float f; std::memcpy(&f, p, 4); std::printf("%.9g", f); break; }
+      case ScalarType::Double: { double d; std::memcpy(&d, p, 8); std::printf("%.17g", d); break; }
+      case ScalarType::Long: { int64_t x; std::memcpy(&x, p, 8); std::printf("%lld", static_cast<long long>(x)); break; }
+      case ScalarType::Int: { int32_t x; std::memcpy(&x, p, 4); std::printf("%d", x); break; }
+      case ScalarType::Bool: std::printf("%s", *p ? "true" : "false"); break;
+      default: std::printf("%d", static_cast<int>(*p)); break;
+    }
+  }
+  std::printf("]\n");
+}
+
+}  // namespace
+
+int run_run(Args& args) {
+  LoadOptions options = load_options_from(args);
+  const std::string method_name = args.value("--method", "forward");
+  const auto input_specs = args.values("--input");
+  const std::string fill = args.value("--fill", "");
+  const uint64_t seed = std::stoull(args.value("--seed", "0"));
+  const std::string output_dir = args.value("--output-dir", "");
+  const std::string print = args.value("--print", "summary");
+  if (print != "none" && print != "summary" && print != "all") usage_error("--print must be none, summary or all");
+  const auto files = args.positionals();
+  if (files.size() != 1) usage_error("run takes one .pte file");
+
+  Program program = Program::load_file(files[0], options);
+  auto method = program.load_method(method_name);
+  PreparedInputs inputs = prepare_inputs(method->meta(), input_specs, fill, seed);
+  const std::vector<Value> outputs = method->execute(inputs.values);
+  if (!output_dir.empty()) {
+    ::mkdir(output_dir.c_str(), 0777);
+    for (size_t i = 0; i < outputs.size(); ++i) write_output(output_dir, i, outputs[i]);
+  }
+  if (print != "none") {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::printf("output %zu: %s\n", i, value_summary(outputs[i]).c_str());
+      if (print == "all") print_values(outputs[i]);
+    }
+  }
+  return 0;
+}
+
+}  // namespace etnp::cli

@@ -1,0 +1,41 @@
+// Access to the shared public fixtures (../shared/fixtures): their manifest, goldens and comparisons.
+// Tests that need them skip with a clear message when the folder is absent (a fresh clone).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "etnp/etnp.h"
+#include "format/npy.h"
+
+namespace etnp::testing {
+
+/// The fixtures folder, or empty when absent ($ETNP_FIXTURES overrides the build-time default).
+std::string fixtures_dir();
+
+#define ETNP_REQUIRE_FIXTURES()                                                                     \
+  do {                                                                                              \
+    if (::etnp::testing::fixtures_dir().empty()) {                                                  \
+      GTEST_SKIP() << "shared fixtures not found (expected ../shared/fixtures or $ETNP_FIXTURES)";  \
+    }                                                                                               \
+  } while (0)
+
+/// The parsed manifest.json (empty array when the fixtures are absent).
+const nlohmann::json& manifest();
+const nlohmann::json* manifest_entry(const std::string& id);
+
+/// A method input built from a manifest value ({"npy": ...} or {"value": ..., "type": ...}); keeps its data.
+struct CaseInput {
+  std::vector<format::NpyArray> arrays;
+  std::vector<Value> values;
+};
+CaseInput load_case_inputs(const nlohmann::json& inputs);
+
+/// Compares one output with its manifest description; returns an empty string when it matches, else why not.
+std::string compare_output(const Value& actual, const nlohmann::json& expected, double atol, double rtol);
+
+}  // namespace etnp::testing
