@@ -59,14 +59,24 @@ flatbuffers::Offset<ed::Value> build_value(flatbuffers::FlatBufferBuilder& b, co
 
 // ---- reading ----------------------------------------------------------------------------------------------
 
+/// The verifier checks a vector's length prefix for 4-byte alignment only, so 8-byte elements may sit at
+/// a 4-byte boundary in a crafted file: copy them out bytewise instead of loading them in place.
+std::vector<int64_t> read_longs(const flatbuffers::Vector<int64_t>* v) {
+  std::vector<int64_t> out;
+  if (v == nullptr) return out;
+  out.resize(v->size());
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(int64_t));  // little-endian host
+  return out;
+}
+
 EtdumpTensor read_tensor(const ed::Tensor* t, const std::string& where) {
   if (t == nullptr) fail(where + ": missing tensor");
   EtdumpTensor out;
   const int dtype = static_cast<int>(t->scalar_type());
   if (!is_valid_scalar_type(dtype)) fail(where + ": invalid scalar type " + std::to_string(dtype));
   out.dtype = static_cast<ScalarType>(dtype);
-  if (t->sizes()) out.sizes.assign(t->sizes()->begin(), t->sizes()->end());
-  if (t->strides()) out.strides.assign(t->strides()->begin(), t->strides()->end());
+  out.sizes = read_longs(t->sizes());
+  out.strides = read_longs(t->strides());
   out.offset = t->offset();
   return out;
 }
