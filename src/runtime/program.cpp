@@ -2,6 +2,7 @@
 #include <set>
 
 #include "etnp/program.h"
+#include "format/bundled_program.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/program_impl.h"
 
@@ -91,7 +92,16 @@ MethodMeta ProgramImpl::meta(size_t index) const {
 
 namespace {
 
+// A .bpte wraps a whole .pte (plus test cases): run the embedded program, kept alive with its container.
+std::shared_ptr<format::ByteSource> unwrap_bundled(std::shared_ptr<format::ByteSource> source) {
+  if (!format::BundledProgram::is_bundled_program(source->bytes())) return source;
+  auto bundled = std::make_shared<format::BundledProgram>(format::BundledProgram::parse(source->bytes(), source));
+  const auto program = bundled->program();
+  return format::ByteSource::from_buffer(program, bundled, source->name() + " (bundled program)");
+}
+
 Program finish_load(std::shared_ptr<format::ByteSource> source, const LoadOptions& options) {
+  source = unwrap_bundled(std::move(source));
   auto impl = std::make_shared<detail::ProgramImpl>();
   impl->options = options;
   impl->file = format::PteFile::parse(std::move(source), options.verification);

@@ -53,7 +53,6 @@ TEST_P(Conformance, MatchesOfficialRuntime) {
   const nlohmann::json& entry = *manifest_entry(GetParam());
   const std::string kind = entry["kind"];
   if (kind == "etdump") GTEST_SKIP() << "ETDump files are checked by the ETDump reader tests";
-  if (kind == "bundled_program") GTEST_SKIP() << "bundled programs are checked by the bundled-program tests";
   const std::string path = fixtures_dir() + "/" + entry["file"].get<std::string>();
 
   if (entry["expect"].is_object()) {

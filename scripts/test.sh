@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every test: installs what is missing, builds, and runs
+#   1. the C++ suite (GoogleTest via ctest) and the Python suite (pytest) on a release build;
+#   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the concurrency tests under ThreadSanitizer.
+# Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
+# ETNP_TEST_QUICK=1 runs step 1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+
+status=0
+step() { echo; echo "=== $*"; }
+
+step "release build"
+ETNP_BUILD_DIR=build ./scripts/build.sh
+step "C++ tests (release)"
+ctest --test-dir build --output-on-failure || status=1
+step "Python tests (release)"
+if [ -d tests/python ]; then
+  PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/python -q -p no:cacheprovider || status=1
+fi
+
+if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
+  step "ASan + UBSan build"
+  ETNP_BUILD_DIR=build-asan ETNP_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh \
+    -DETNP_SANITIZE=address,undefined -DETNP_BUILD_PYTHON=OFF
+  step "C++ tests (ASan + UBSan)"
+  # The 512 MiB-output fixture is left to the release run: ASan's shadow memory would triple it.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ./build-asan/tests/etnp_tests --gtest_filter='-*djl_med_output*' || status=1
+
+  step "TSan build"
+  ETNP_BUILD_DIR=build-tsan ETNP_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh \
+    -DETNP_SANITIZE=thread -DETNP_BUILD_PYTHON=OFF
+  step "Concurrency tests (TSan)"
+  TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests --gtest_filter='Concurrency*' || status=1
+fi
+
+exit $status
