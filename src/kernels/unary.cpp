@@ -1,9 +1,498 @@
+// Unary elementwise kernels: math functions (exp, sin, sqrt, ...), rounding, sign/abs/neg, activations
+// (relu, sigmoid, gelu, elu, leaky_relu, hardtanh), clamp, logit, predicates (isnan, isinf) and the
+// bitwise/logical not. Float math runs in float for float/half/bfloat16/integer/bool inputs and in double for
+// double inputs, with the C library's functions, as ATen's CPU kernels do.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "kernels/elementwise.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
 #include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
+namespace {
 
-void register_unary_kernels(KernelRegistry& registry) { (void)registry; }
+using ew::apply;
+using ew::dispatch_compute;
+
+// ---------------------------------------------------------------------------------------------------------
+// Floating math: any real or bool input, a floating output.
+
+template <typename Fn>
+void float_unary(KernelContext& ctx, KernelArgs args, const char* op, Fn fn) {
+  check_num_args(args, 3, op);
+  const Tensor& self = args[0]->to_tensor();
+  Tensor& out = args[1]->to_tensor();
+  resize_output(out, self.sizes(), op);
+  const ScalarType common = ew::float_common_type(self.dtype());
+  ew::check_can_cast(common, out, op);
+  dispatch_compute<kFloats | kHalfs>(common, op, [&](auto tag) {
+    using C = decltype(tag);
+    apply<C, C, 1>(ctx, out, {&self}, [fn](C x) { return static_cast<C>(fn(x)); }, ew::kCostlyGrain, op);
+  });
+}
+
+#define ETNP_FLOAT_UNARY(Name, expr)                                          \
+  struct Name {                                                               \
+    template <typename T>                                                     \
+    T operator()(T x) const {                                                 \
+      return expr;                                                            \
+    }                                                                         \
+  };
+
+ETNP_FLOAT_UNARY(Acos, std::acos(x))
+ETNP_FLOAT_UNARY(Acosh, std::acosh(x))
+ETNP_FLOAT_UNARY(Asin, std::asin(x))
+ETNP_FLOAT_UNARY(Asinh, std::asinh(x))
+ETNP_FLOAT_UNARY(Atan, std::atan(x))
+ETNP_FLOAT_UNARY(Atanh, std::atanh(x))
+ETNP_FLOAT_UNARY(Cos, std::cos(x))
+ETNP_FLOAT_UNARY(Cosh, std::cosh(x))
+ETNP_FLOAT_UNARY(Erf, std::erf(x))
+ETNP_FLOAT_UNARY(Exp, std::exp(x))
+ETNP_FLOAT_UNARY(Expm1, std::expm1(x))
+ETNP_FLOAT_UNARY(Log, std::log(x))
+ETNP_FLOAT_UNARY(Log10, std::log10(x))
+ETNP_FLOAT_UNARY(Log1p, std::log1p(x))
+ETNP_FLOAT_UNARY(Log2, std::log2(x))
+ETNP_FLOAT_UNARY(Reciprocal, T(1) / x)
+ETNP_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
+ETNP_FLOAT_UNARY(Sigmoid, T(1) / (T(1) + std::exp(-x)))
+ETNP_FLOAT_UNARY(Sin, std::sin(x))
+ETNP_FLOAT_UNARY(Sinh, std::sinh(x))
+ETNP_FLOAT_UNARY(Sqrt, std::sqrt(x))
+ETNP_FLOAT_UNARY(Tan, std::tan(x))
+ETNP_FLOAT_UNARY(Tanh, std::tanh(x))
+
+#undef ETNP_FLOAT_UNARY
+
+// ---------------------------------------------------------------------------------------------------------
+// Ops whose result has the input's dtype (abs, neg, rounding, sign, relu, bitwise_not).
+
+template <unsigned Set, typename Fn>
+void same_type_unary(KernelContext& ctx, KernelArgs args, const char* op, Fn fn) {
+  check_num_args(args, 3, op);
+  const Tensor& self = args[0]->to_tensor();
+  Tensor& out = args[1]->to_tensor();
+  resize_output(out, self.sizes(), op);
+  ew::check_can_cast(self.dtype(), out, op);
+  dispatch_compute<Set>(self.dtype(), op, [&](auto tag) {
+    using C = decltype(tag);
+    apply<C, C, 1>(ctx, out, {&self}, [fn](C x) { return static_cast<C>(fn(x)); }, ew::kCheapGrain, op);
+  });
+}
+
+void fail_bool(const char* op, const Tensor& t, const char* why) {
+  if (t.dtype() == ScalarType::Bool) kernel_fail(std::string(op) + ": " + why);
+}
+
+void abs_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::abs.out";
+  fail_bool(op, args[0]->to_tensor(), "not implemented for bool");
+  same_type_unary<kRealTypes>(ctx, args, op, [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::fabs(x);
+    } else if constexpr (std::is_signed_v<T>) {
+      return x < 0 ? ew::wrap_neg(x) : x;
+    } else {
+      return x;
+    }
+  });
+}
+
+void neg_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::neg.out";
+  fail_bool(op, args[0]->to_tensor(),
+            "negation, the `-` operator, on a bool tensor is not supported; use logical_not() to invert a mask");
+  same_type_unary<kRealTypes>(ctx, args, op, [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_floating_point_v<T>) {
+      return -x;
+    } else {
+      return ew::wrap_neg(x);
+    }
+  });
+}
+
+template <typename RoundFn>
+void rounding_unary(KernelContext& ctx, KernelArgs args, const char* op, RoundFn round) {
+  fail_bool(op, args[0]->to_tensor(), "not implemented for bool");
+  same_type_unary<kRealTypes>(ctx, args, op, [round](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_floating_point_v<T>) {
+      return round(x);
+    } else {
+      return x;  // integers are already whole
+    }
+  });
+}
+
+void ceil_out(KernelContext& ctx, KernelArgs args) {
+  rounding_unary(ctx, args, "aten::ceil.out", [](auto x) { return std::ceil(x); });
+}
+void floor_out(KernelContext& ctx, KernelArgs args) {
+  rounding_unary(ctx, args, "aten::floor.out", [](auto x) { return std::floor(x); });
+}
+void trunc_out(KernelContext& ctx, KernelArgs args) {
+  rounding_unary(ctx, args, "aten::trunc.out", [](auto x) { return std::trunc(x); });
+}
+// Halves go to the even neighbour: nearbyint in the default rounding mode.
+void round_out(KernelContext& ctx, KernelArgs args) {
+  rounding_unary(ctx, args, "aten::round.out", [](auto x) { return std::nearbyint(x); });
+}
+
+// sign(NaN) is 0 as in ATen's CPU kernel; bool stays as it is.
+void sign_out(KernelContext& ctx, KernelArgs args) {
+  same_type_unary<kRealTypes | kBool>(ctx, args, "aten::sign.out", [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<T>) {
+      return static_cast<T>(x != T(0));
+    } else {
+      return static_cast<T>(static_cast<int>(T(0) < x) - static_cast<int>(x < T(0)));
+    }
+  });
+}
+
+// NaN passes through (relu is clamp_min(x, 0)).
+void relu_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::relu.out";
+  fail_bool(op, args[0]->to_tensor(), "boolean inputs not supported");
+  same_type_unary<kRealTypes>(ctx, args, op, [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_unsigned_v<T>) {
+      return x;
+    } else {
+      return x < T(0) ? T(0) : x;
+    }
+  });
+}
+
+void bitwise_not_out(KernelContext& ctx, KernelArgs args) {
+  same_type_unary<kInts | kBool>(ctx, args, "aten::bitwise_not.out", [](auto x) {
+    using T = decltype(x);
+    if constexpr (std::is_same_v<T, bool>) {
+      return !x;
+    } else {
+      return static_cast<T>(~x);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Ops with a bool result (any output dtype takes it).
+
+template <typename Fn>
+void predicate_unary(KernelContext& ctx, KernelArgs args, const char* op, Fn fn) {
+  check_num_args(args, 3, op);
+  const Tensor& self = args[0]->to_tensor();
+  Tensor& out = args[1]->to_tensor();
+  resize_output(out, self.sizes(), op);
+  dispatch_compute<kRealTypes | kBool>(self.dtype(), op, [&](auto tag) {
+    using C = decltype(tag);
+    apply<C, bool, 1>(ctx, out, {&self}, [fn](C x) { return static_cast<bool>(fn(x)); }, ew::kCheapGrain, op);
+  });
+}
+
+void isnan_out(KernelContext& ctx, KernelArgs args) {
+  predicate_unary(ctx, args, "aten::isnan.out", [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      return std::isnan(x);
+    } else {
+      return false;
+    }
+  });
+}
+
+void isinf_out(KernelContext& ctx, KernelArgs args) {
+  predicate_unary(ctx, args, "aten::isinf.out", [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      return std::isinf(x);
+    } else {
+      return false;
+    }
+  });
+}
+
+void logical_not_out(KernelContext& ctx, KernelArgs args) {
+  predicate_unary(ctx, args, "aten::logical_not.out", [](auto x) { return x == decltype(x)(0); });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Activations with parameters.
+
+/// For activations defined on floating tensors only; the output takes the input's dtype (or wider).
+template <typename MakeFn>
+void float_activation(KernelContext& ctx, const Tensor& self, Tensor& out, const char* op, MakeFn make_fn) {
+  resize_output(out, self.sizes(), op);
+  if (!is_floating_type(self.dtype())) unsupported_dtype(op, self.dtype());
+  ew::check_can_cast(self.dtype(), out, op);
+  dispatch_compute<kFloats | kHalfs>(self.dtype(), op, [&](auto tag) {
+    using C = decltype(tag);
+    apply<C, C, 1>(ctx, out, {&self}, make_fn(C{}), ew::kCostlyGrain, op);
+  });
+}
+
+void gelu_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::gelu.out";
+  check_num_args(args, 4, op);
+  const Tensor& self = args[0]->to_tensor();
+  const std::string_view approximate = args[1]->to_string();
+  Tensor& out = args[2]->to_tensor();
+  if (approximate == "none") {
+    float_activation(ctx, self, out, op, [](auto tag) {
+      using T = decltype(tag);
+      return [](T x) {
+        const T kAlpha = static_cast<T>(M_SQRT1_2);
+        return x * T(0.5) * (T(1) + std::erf(x * kAlpha));
+      };
+    });
+  } else if (approximate == "tanh") {
+    float_activation(ctx, self, out, op, [](auto tag) {
+      using T = decltype(tag);
+      return [](T x) {
+        const T kBeta = static_cast<T>(M_SQRT2 * M_2_SQRTPI * 0.5);
+        const T kKappa = static_cast<T>(0.044715);
+        const T inner = kBeta * (x + kKappa * x * x * x);
+        return T(0.5) * x * (T(1) + std::tanh(inner));
+      };
+    });
+  } else {
+    kernel_fail(std::string(op) + ": approximate must be 'none' or 'tanh', got '" + std::string(approximate) + "'");
+  }
+}
+
+void elu_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::elu.out";
+  check_num_args(args, 6, op);
+  const Tensor& self = args[0]->to_tensor();
+  const Scalar alpha = args[1]->to_scalar(), scale = args[2]->to_scalar(), input_scale = args[3]->to_scalar();
+  Tensor& out = args[4]->to_tensor();
+  float_activation(ctx, self, out, op, [&](auto tag) {
+    using T = decltype(tag);
+    const T neg_coef = ew::scalar_to<T>(alpha) * ew::scalar_to<T>(scale);
+    const T pos_coef = ew::scalar_to<T>(scale);
+    const T neg_input_coef = ew::scalar_to<T>(input_scale);
+    return [=](T x) { return x <= T(0) ? std::expm1(x * neg_input_coef) * neg_coef : x * pos_coef; };
+  });
+}
+
+void leaky_relu_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::leaky_relu.out";
+  check_num_args(args, 4, op);
+  const Tensor& self = args[0]->to_tensor();
+  const Scalar slope = args[1]->to_scalar();
+  Tensor& out = args[2]->to_tensor();
+  float_activation(ctx, self, out, op, [&](auto tag) {
+    using T = decltype(tag);
+    const T s = ew::scalar_to<T>(slope);
+    return [s](T x) { return x > T(0) ? x : x * s; };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// clamp / hardtanh. NaN inputs stay NaN, and a NaN bound gives NaN; min is applied before max, so
+// min > max gives max everywhere (as torch.clamp).
+
+template <typename T>
+inline T clamp_min_value(T x, T lo) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(x)) return x;
+    if (std::isnan(lo)) return lo;
+  }
+  return x < lo ? lo : x;
+}
+
+template <typename T>
+inline T clamp_max_value(T x, T hi) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(x)) return x;
+    if (std::isnan(hi)) return hi;
+  }
+  return x > hi ? hi : x;
+}
+
+void clamp_scalar_impl(KernelContext& ctx, const Tensor& self, const std::optional<Scalar>& min,
+                       const std::optional<Scalar>& max, Tensor& out, const char* op) {
+  if (!min && !max) kernel_fail(std::string(op) + ": at least one of 'min' or 'max' must not be None");
+  resize_output(out, self.sizes(), op);
+  ScalarType common = self.dtype();
+  if (min) common = promote_with_scalar(common, *min);
+  if (max) common = promote_with_scalar(common, *max);
+  ew::check_can_cast(common, out, op);
+  dispatch_compute<kRealTypes | kBool>(common, op, [&](auto tag) {
+    using C = decltype(tag);
+    const C lo = min ? ew::scalar_to<C>(*min) : C(0);
+    const C hi = max ? ew::scalar_to<C>(*max) : C(0);
+    if (min && max) {
+      apply<C, C, 1>(ctx, out, {&self}, [lo, hi](C x) { return clamp_max_value(clamp_min_value(x, lo), hi); },
+                     ew::kCheapGrain, op);
+    } else if (min) {
+      apply<C, C, 1>(ctx, out, {&self}, [lo](C x) { return clamp_min_value(x, lo); }, ew::kCheapGrain, op);
+    } else {
+      apply<C, C, 1>(ctx, out, {&self}, [hi](C x) { return clamp_max_value(x, hi); }, ew::kCheapGrain, op);
+    }
+  });
+}
+
+std::optional<Scalar> optional_scalar(const EValue& v) {
+  if (v.is_none()) return std::nullopt;
+  return v.to_scalar();
+}
+
+void clamp_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::clamp.out";
+  check_num_args(args, 5, op);
+  clamp_scalar_impl(ctx, args[0]->to_tensor(), optional_scalar(*args[1]), optional_scalar(*args[2]),
+                    args[3]->to_tensor(), op);
+}
+
+void hardtanh_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::hardtanh.out";
+  check_num_args(args, 5, op);
+  const Tensor& self = args[0]->to_tensor();
+  if (self.dtype() == ScalarType::Bool) unsupported_dtype(op, self.dtype());
+  clamp_scalar_impl(ctx, self, args[1]->to_scalar(), args[2]->to_scalar(), args[3]->to_tensor(), op);
+}
+
+void clamp_tensor_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::clamp.Tensor_out";
+  check_num_args(args, 5, op);
+  const Tensor& self = args[0]->to_tensor();
+  const Tensor* min = args[1]->to_optional_tensor();
+  const Tensor* max = args[2]->to_optional_tensor();
+  Tensor& out = args[3]->to_tensor();
+  if (!min && !max) kernel_fail(std::string(op) + ": at least one of 'min' or 'max' must not be None");
+  std::vector<const Tensor*> operands{&self};
+  if (min) operands.push_back(min);
+  if (max) operands.push_back(max);
+  ew::resize_to_broadcast(out, operands, op);
+  const ScalarType common = ew::result_type_of(operands);
+  ew::check_can_cast(common, out, op);
+  dispatch_compute<kRealTypes | kBool>(common, op, [&](auto tag) {
+    using C = decltype(tag);
+    if (min && max) {
+      apply<C, C, 3>(ctx, out, {&self, min, max},
+                     [](C x, C lo, C hi) { return clamp_max_value(clamp_min_value(x, lo), hi); }, ew::kCheapGrain,
+                     op);
+    } else if (min) {
+      apply<C, C, 2>(ctx, out, {&self, min}, [](C x, C lo) { return clamp_min_value(x, lo); }, ew::kCheapGrain, op);
+    } else {
+      apply<C, C, 2>(ctx, out, {&self, max}, [](C x, C hi) { return clamp_max_value(x, hi); }, ew::kCheapGrain, op);
+    }
+  });
+}
+
+// logit(x) = log(x / (1 - x)), with x first clamped to [eps, 1 - eps] when eps is given (and not negative).
+void logit_out(KernelContext& ctx, KernelArgs args) {
+  const char* op = "aten::logit.out";
+  check_num_args(args, 4, op);
+  const Tensor& self = args[0]->to_tensor();
+  // A negative eps means no clamping, as in ATen.
+  const double eps = args[1]->is_none() ? -1.0 : args[1]->to_double();
+  Tensor& out = args[2]->to_tensor();
+  resize_output(out, self.sizes(), op);
+  const ScalarType common = ew::float_common_type(self.dtype());
+  ew::check_can_cast(common, out, op);
+  dispatch_compute<kFloats | kHalfs>(common, op, [&](auto tag) {
+    using C = decltype(tag);
+    auto logit = [](C x) { return x == C(1) ? std::numeric_limits<C>::infinity() : std::log(x / (C(1) - x)); };
+    if (eps >= 0) {
+      const C lo = static_cast<C>(eps);
+      const C hi = C(1) - lo;
+      apply<C, C, 1>(ctx, out, {&self}, [=](C x) { return logit(x < lo ? lo : (x > hi ? hi : x)); },
+                     ew::kCostlyGrain, op);
+    } else {
+      apply<C, C, 1>(ctx, out, {&self}, logit, ew::kCostlyGrain, op);
+    }
+  });
+}
+
+#define ETNP_FLOAT_KERNEL(Name, opname) \
+  void Name##_out(KernelContext& ctx, KernelArgs args) { float_unary(ctx, args, opname, Name{}); }
+
+ETNP_FLOAT_KERNEL(Acos, "aten::acos.out")
+ETNP_FLOAT_KERNEL(Acosh, "aten::acosh.out")
+ETNP_FLOAT_KERNEL(Asin, "aten::asin.out")
+ETNP_FLOAT_KERNEL(Asinh, "aten::asinh.out")
+ETNP_FLOAT_KERNEL(Atan, "aten::atan.out")
+ETNP_FLOAT_KERNEL(Atanh, "aten::atanh.out")
+ETNP_FLOAT_KERNEL(Cos, "aten::cos.out")
+ETNP_FLOAT_KERNEL(Cosh, "aten::cosh.out")
+ETNP_FLOAT_KERNEL(Erf, "aten::erf.out")
+ETNP_FLOAT_KERNEL(Exp, "aten::exp.out")
+ETNP_FLOAT_KERNEL(Expm1, "aten::expm1.out")
+ETNP_FLOAT_KERNEL(Log, "aten::log.out")
+ETNP_FLOAT_KERNEL(Log10, "aten::log10.out")
+ETNP_FLOAT_KERNEL(Log1p, "aten::log1p.out")
+ETNP_FLOAT_KERNEL(Log2, "aten::log2.out")
+ETNP_FLOAT_KERNEL(Reciprocal, "aten::reciprocal.out")
+ETNP_FLOAT_KERNEL(Rsqrt, "aten::rsqrt.out")
+ETNP_FLOAT_KERNEL(Sigmoid, "aten::sigmoid.out")
+ETNP_FLOAT_KERNEL(Sin, "aten::sin.out")
+ETNP_FLOAT_KERNEL(Sinh, "aten::sinh.out")
+ETNP_FLOAT_KERNEL(Sqrt, "aten::sqrt.out")
+ETNP_FLOAT_KERNEL(Tan, "aten::tan.out")
+ETNP_FLOAT_KERNEL(Tanh, "aten::tanh.out")
+
+#undef ETNP_FLOAT_KERNEL
+
+}  // namespace
+
+void register_unary_kernels(KernelRegistry& registry) {
+  // (Tensor self, *, Tensor(a!) out) + return slot
+  registry.add("aten::acos.out", 3, Acos_out);
+  registry.add("aten::acosh.out", 3, Acosh_out);
+  registry.add("aten::asin.out", 3, Asin_out);
+  registry.add("aten::asinh.out", 3, Asinh_out);
+  registry.add("aten::atan.out", 3, Atan_out);
+  registry.add("aten::atanh.out", 3, Atanh_out);
+  registry.add("aten::cos.out", 3, Cos_out);
+  registry.add("aten::cosh.out", 3, Cosh_out);
+  registry.add("aten::erf.out", 3, Erf_out);
+  registry.add("aten::exp.out", 3, Exp_out);
+  registry.add("aten::expm1.out", 3, Expm1_out);
+  registry.add("aten::log.out", 3, Log_out);
+  registry.add("aten::log10.out", 3, Log10_out);
+  registry.add("aten::log1p.out", 3, Log1p_out);
+  registry.add("aten::log2.out", 3, Log2_out);
+  registry.add("aten::reciprocal.out", 3, Reciprocal_out);
+  registry.add("aten::rsqrt.out", 3, Rsqrt_out);
+  registry.add("aten::sigmoid.out", 3, Sigmoid_out);
+  registry.add("aten::sin.out", 3, Sin_out);
+  registry.add("aten::sinh.out", 3, Sinh_out);
+  registry.add("aten::sqrt.out", 3, Sqrt_out);
+  registry.add("aten::tan.out", 3, Tan_out);
+  registry.add("aten::tanh.out", 3, Tanh_out);
+  registry.add("aten::abs.out", 3, abs_out);
+  registry.add("aten::neg.out", 3, neg_out);
+  registry.add("aten::ceil.out", 3, ceil_out);
+  registry.add("aten::floor.out", 3, floor_out);
+  registry.add("aten::round.out", 3, round_out);
+  registry.add("aten::trunc.out", 3, trunc_out);
+  registry.add("aten::sign.out", 3, sign_out);
+  registry.add("aten::relu.out", 3, relu_out);
+  registry.add("aten::bitwise_not.out", 3, bitwise_not_out);
+  registry.add("aten::isnan.out", 3, isnan_out);
+  registry.add("aten::isinf.out", 3, isinf_out);
+  registry.add("aten::logical_not.out", 3, logical_not_out);
+  // (Tensor self, *, str approximate='none', Tensor(a!) out)
+  registry.add("aten::gelu.out", 4, gelu_out);
+  // (Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out)
+  registry.add("aten::elu.out", 6, elu_out);
+  // (Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out)
+  registry.add("aten::leaky_relu.out", 4, leaky_relu_out);
+  // (Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out)
+  registry.add("aten::hardtanh.out", 5, hardtanh_out);
+  // (Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out)
+  registry.add("aten::clamp.out", 5, clamp_out);
+  // (Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out)
+  registry.add("aten::clamp.Tensor_out", 5, clamp_tensor_out);
+  // (Tensor self, float? eps=None, *, Tensor(a!) out)
+  registry.add("aten::logit.out", 4, logit_out);
+}
 
 }  // namespace etnp::kernels

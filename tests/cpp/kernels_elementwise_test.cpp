@@ -1,0 +1,808 @@
+// Tests of the elementwise kernels (unary.cpp, binary.cpp, compare.cpp), called directly through the
+// registry. Expected values are computed by hand or, in ElementwiseTorchOracle, by PyTorch when the system
+// Python has it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "etnp/error.h"
+#include "kernel_test_util.h"
+#include "kernels/kernel_util.h"
+
+namespace etnp {
+namespace {
+
+using testing::call_kernel;
+using testing::OwnedTensor;
+using Owned = std::unique_ptr<OwnedTensor>;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+template <typename T>
+Owned make(ScalarType dtype, std::vector<int64_t> sizes, std::vector<T> values) {
+  return OwnedTensor::make<T>(dtype, std::move(sizes), std::move(values));
+}
+Owned floats(std::vector<int64_t> sizes, std::vector<float> values) {
+  return make<float>(ScalarType::Float, std::move(sizes), std::move(values));
+}
+Owned ints(std::vector<int64_t> sizes, std::vector<int32_t> values) {
+  return make<int32_t>(ScalarType::Int, std::move(sizes), std::move(values));
+}
+Owned longs(std::vector<int64_t> sizes, std::vector<int64_t> values) {
+  return make<int64_t>(ScalarType::Long, std::move(sizes), std::move(values));
+}
+Owned bools(std::vector<int64_t> sizes, std::vector<uint8_t> values) {
+  return make<uint8_t>(ScalarType::Bool, std::move(sizes), std::move(values));
+}
+Owned empty(ScalarType dtype, std::vector<int64_t> sizes) {
+  return OwnedTensor::make<uint8_t>(dtype, std::move(sizes), {});
+}
+
+EValue t(Owned& o) { return EValue::from_tensor(&o->tensor); }
+
+/// Calls a unary out-variant: [self, out, out].
+void unary(const std::string& name, Owned& in, Owned& out) {
+  std::vector<EValue> args{t(in), t(out), t(out)};
+  call_kernel(name, args);
+}
+/// Calls a binary out-variant: [a, b, out, out].
+void binary(const std::string& name, Owned& a, Owned& b, Owned& out) {
+  std::vector<EValue> args{t(a), t(b), t(out), t(out)};
+  call_kernel(name, args);
+}
+void binary_scalar(const std::string& name, Owned& a, EValue s, Owned& out) {
+  std::vector<EValue> args{t(a), s, t(out), t(out)};
+  call_kernel(name, args);
+}
+
+void expect_floats(const std::vector<float>& actual, const std::vector<float>& expected, float tol = 0.0f) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(actual[i])) << "at " << i << ": " << actual[i];
+    } else if (tol == 0.0f || std::isinf(expected[i])) {
+      EXPECT_EQ(actual[i], expected[i]) << "at " << i;
+    } else {
+      EXPECT_NEAR(actual[i], expected[i], tol) << "at " << i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Broadcasting and shapes
+
+TEST(ElementwiseKernels, AddBroadcastsRowAgainstMatrixWithAlpha) {
+  auto a = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto b = floats({3}, {10, 20, 30});
+  auto out = empty(ScalarType::Float, {2, 3});
+  std::vector<EValue> args{t(a), t(b), EValue::from_int(2), t(out), t(out)};
+  call_kernel("aten::add.out", args);
+  expect_floats(out->values<float>(), {21, 42, 63, 24, 45, 66});
+}
+
+TEST(ElementwiseKernels, SubBroadcastsColumnAgainstRow) {
+  auto a = longs({1, 3}, {0, 1, 2});
+  auto b = longs({3, 1}, {0, 1, 2});
+  auto out = empty(ScalarType::Long, {3, 3});
+  std::vector<EValue> args{t(a), t(b), EValue::from_int(1), t(out), t(out)};
+  call_kernel("aten::sub.out", args);
+  EXPECT_EQ(out->values<int64_t>(), (std::vector<int64_t>{0, 1, 2, -1, 0, 1, -2, -1, 0}));
+}
+
+TEST(ElementwiseKernels, IncompatibleShapesFail) {
+  auto a = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto b = floats({2}, {1, 2});
+  auto out = empty(ScalarType::Float, {2, 3});
+  EXPECT_THROW(binary("aten::mul.out", a, b, out), Error);
+}
+
+TEST(ElementwiseKernels, BoundedDynamicOutputIsResized) {
+  auto a = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto b = floats({2, 3}, {1, 1, 1, 1, 1, 1});
+  auto out = OwnedTensor::make<float>(ScalarType::Float, {4, 4}, {}, ShapeDynamism::DynamicBound);
+  binary("aten::mul.out", a, b, out);
+  ASSERT_EQ(out->tensor.dim(), 2);
+  EXPECT_EQ(out->tensor.size(0), 2);
+  EXPECT_EQ(out->tensor.size(1), 3);
+  expect_floats(out->values<float>(), {1, 2, 3, 4, 5, 6});
+}
+
+TEST(ElementwiseKernels, StaticOutputOfWrongRankFails) {
+  auto a = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto out = empty(ScalarType::Float, {6});
+  EXPECT_THROW(unary("aten::exp.out", a, out), Error);
+  auto out3 = empty(ScalarType::Float, {1, 2, 3});
+  EXPECT_THROW(unary("aten::neg.out", a, out3), Error);
+}
+
+TEST(ElementwiseKernels, ChannelsLastInputsAndOutput) {
+  // Logical [1, 2, 2, 3] (N, C, H, W) tensors; values are the logical flat index.
+  const std::vector<int64_t> sizes{1, 2, 2, 3};
+  const std::vector<uint8_t> nhwc{0, 2, 3, 1};
+  auto a = OwnedTensor::make<float>(ScalarType::Float, sizes, {}, ShapeDynamism::Static, -1, nhwc);
+  auto b = OwnedTensor::make<float>(ScalarType::Float, sizes, {});
+  float* pa = a->tensor.data_as<float>();
+  float* pb = b->tensor.data_as<float>();
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t w = 0; w < 3; ++w) {
+        const float logical = static_cast<float>(c * 6 + h * 3 + w);
+        pa[c * a->tensor.stride(1) + h * a->tensor.stride(2) + w * a->tensor.stride(3)] = logical;
+        pb[c * 6 + h * 3 + w] = 100 * logical;
+      }
+  // contiguous out from a channels-last and a contiguous input
+  auto out = empty(ScalarType::Float, sizes);
+  std::vector<EValue> args{t(a), t(b), EValue::from_int(1), t(out), t(out)};
+  call_kernel("aten::add.out", args);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out->values<float>()[i], 101.0f * i) << i;
+
+  // channels-last out from channels-last input: the physical layout follows the out's strides
+  auto out_cl = OwnedTensor::make<float>(ScalarType::Float, sizes, {}, ShapeDynamism::Static, -1, nhwc);
+  unary("aten::neg.out", a, out_cl);
+  const float* po = out_cl->tensor.data_as<float>();
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t w = 0; w < 3; ++w) {
+        EXPECT_EQ(po[c * out_cl->tensor.stride(1) + h * out_cl->tensor.stride(2) + w * out_cl->tensor.stride(3)],
+                  -static_cast<float>(c * 6 + h * 3 + w));
+      }
+
+  // broadcasting a per-channel [1, 2, 1, 1] tensor over a channels-last tensor
+  auto scale = floats({1, 2, 1, 1}, {2, 3});
+  auto out2 = OwnedTensor::make<float>(ScalarType::Float, sizes, {}, ShapeDynamism::Static, -1, nhwc);
+  binary("aten::mul.out", a, scale, out2);
+  const float* p2 = out2->tensor.data_as<float>();
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t w = 0; w < 3; ++w) {
+        EXPECT_EQ(p2[c * out2->tensor.stride(1) + h * out2->tensor.stride(2) + w * out2->tensor.stride(3)],
+                  static_cast<float>((c * 6 + h * 3 + w) * (c == 0 ? 2 : 3)));
+      }
+}
+
+TEST(ElementwiseKernels, LargeTensorsMatchAcrossThreadsAndBroadcasts) {
+  // Big enough to be split across the thread pool; [64, 2048] + [2048] and contiguous + scalar.
+  const int64_t rows = 64, cols = 2048;
+  std::vector<float> va(rows * cols), vb(cols);
+  for (int64_t i = 0; i < rows * cols; ++i) va[i] = static_cast<float>(i % 977) * 0.5f;
+  for (int64_t j = 0; j < cols; ++j) vb[j] = static_cast<float>(j) * 0.25f;
+  auto a = floats({rows, cols}, va);
+  auto b = floats({cols}, vb);
+  auto out = empty(ScalarType::Float, {rows, cols});
+  std::vector<EValue> args{t(a), t(b), EValue::from_int(1), t(out), t(out)};
+  call_kernel("aten::add.out", args);
+  auto got = out->values<float>();
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(got[i], va[i] + vb[i % cols]) << i;
+
+  auto out2 = empty(ScalarType::Float, {rows, cols});
+  binary_scalar("aten::mul.Scalar_out", a, EValue::from_double(3.0), out2);
+  got = out2->values<float>();
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(got[i], va[i] * 3.0f) << i;
+
+  auto out3 = empty(ScalarType::Float, {rows, cols});
+  unary("aten::exp.out", a, out3);
+  got = out3->values<float>();
+  for (int64_t i = 0; i < rows * cols; i += 97) ASSERT_EQ(got[i], std::exp(va[i])) << i;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// dtype promotion
+
+TEST(ElementwiseKernels, IntPlusFloatPromotesToFloat) {
+  auto a = ints({3}, {1, 2, 3});
+  auto b = floats({3}, {0.5f, 0.25f, -1.0f});
+  auto out = empty(ScalarType::Float, {3});
+  std::vector<EValue> args{t(a), t(b), EValue::from_int(1), t(out), t(out)};
+  call_kernel("aten::add.out", args);
+  expect_floats(out->values<float>(), {1.5f, 2.25f, 2.0f});
+
+  // A float result cannot go into an integer out.
+  auto out_int = empty(ScalarType::Int, {3});
+  std::vector<EValue> bad{t(a), t(b), EValue::from_int(1), t(out_int), t(out_int)};
+  EXPECT_THROW(call_kernel("aten::add.out", bad), Error);
+}
+
+TEST(ElementwiseKernels, ZeroDimTensorOnlyRaisesCategory) {
+  // int32 [3] * 0-d int64 stays int32 arithmetic (wraps at 32 bits), written to an int64 out.
+  auto a = ints({3}, {1 << 30, 3, -4});
+  auto b = longs({}, {4});
+  auto out = empty(ScalarType::Long, {3});
+  binary("aten::mul.out", a, b, out);
+  EXPECT_EQ(out->values<int64_t>(), (std::vector<int64_t>{0, 12, -16}));
+
+  // int64 [2] + 0-d double -> double.
+  auto c = longs({2}, {1, 2});
+  auto d = make<double>(ScalarType::Double, {}, {0.5});
+  auto outd = empty(ScalarType::Double, {2});
+  std::vector<EValue> args{t(c), t(d), EValue::from_int(1), t(outd), t(outd)};
+  call_kernel("aten::add.out", args);
+  EXPECT_EQ(outd->values<double>(), (std::vector<double>{1.5, 2.5}));
+}
+
+TEST(ElementwiseKernels, ScalarOverloadsPromoteLikePyTorch) {
+  // int tensor * float scalar -> float
+  auto a = ints({3}, {1, 2, 3});
+  auto out = empty(ScalarType::Float, {3});
+  binary_scalar("aten::mul.Scalar_out", a, EValue::from_double(0.5), out);
+  expect_floats(out->values<float>(), {0.5f, 1.0f, 1.5f});
+  // int tensor / int scalar -> float (true division)
+  auto outd = empty(ScalarType::Float, {3});
+  binary_scalar("aten::div.Scalar_out", a, EValue::from_int(2), outd);
+  expect_floats(outd->values<float>(), {0.5f, 1.0f, 1.5f});
+  // bool tensor + int scalar -> int64
+  auto b = bools({2}, {1, 0});
+  auto outl = empty(ScalarType::Long, {2});
+  std::vector<EValue> args{t(b), EValue::from_int(5), EValue::from_int(1), t(outl), t(outl)};
+  call_kernel("aten::add.Scalar_out", args);
+  EXPECT_EQ(outl->values<int64_t>(), (std::vector<int64_t>{6, 5}));
+  // rsub: other - alpha * self
+  auto f = floats({2}, {1, 2});
+  auto outr = empty(ScalarType::Float, {2});
+  std::vector<EValue> rargs{t(f), EValue::from_int(10), EValue::from_int(3), t(outr), t(outr)};
+  call_kernel("aten::rsub.Scalar_out", rargs);
+  expect_floats(outr->values<float>(), {7, 4});
+}
+
+TEST(ElementwiseKernels, HalfAndBFloat16ComputeInFloat) {
+  using kernels::BFloat16;
+  using kernels::Half;
+  auto a = make<Half>(ScalarType::Half, {3}, {Half(1.5f), Half(2.0f), Half(-0.25f)});
+  auto b = make<Half>(ScalarType::Half, {3}, {Half(0.5f), Half(4.0f), Half(1.0f)});
+  auto out = empty(ScalarType::Half, {3});
+  binary("aten::mul.out", a, b, out);
+  auto h = out->values<Half>();
+  EXPECT_EQ(static_cast<float>(h[0]), 0.75f);
+  EXPECT_EQ(static_cast<float>(h[1]), 8.0f);
+  EXPECT_EQ(static_cast<float>(h[2]), -0.25f);
+
+  auto c = make<BFloat16>(ScalarType::BFloat16, {2}, {BFloat16(4.0f), BFloat16(0.25f)});
+  auto outb = empty(ScalarType::BFloat16, {2});
+  unary("aten::sqrt.out", c, outb);
+  auto bf = outb->values<BFloat16>();
+  EXPECT_EQ(static_cast<float>(bf[0]), 2.0f);
+  EXPECT_EQ(static_cast<float>(bf[1]), 0.5f);
+
+  // Half + BFloat16 -> float
+  auto outf = empty(ScalarType::Float, {2});
+  auto d = make<Half>(ScalarType::Half, {2}, {Half(1.0f), Half(2.0f)});
+  std::vector<EValue> args{t(c), t(d), EValue::from_int(1), t(outf), t(outf)};
+  call_kernel("aten::add.out", args);
+  expect_floats(outf->values<float>(), {5.0f, 2.25f});
+}
+
+TEST(ElementwiseKernels, IntegerInputsToFloatOpsGiveFloats) {
+  auto a = ints({3}, {4, 9, 2});
+  auto out = empty(ScalarType::Float, {3});
+  unary("aten::sqrt.out", a, out);
+  expect_floats(out->values<float>(), {2.0f, 3.0f, std::sqrt(2.0f)});
+  auto outd = empty(ScalarType::Double, {3});
+  unary("aten::reciprocal.out", a, outd);
+  EXPECT_EQ(outd->values<double>(), (std::vector<double>{0.25, static_cast<double>(1.0f / 9.0f), 0.5}));
+  // but never into an integer out
+  auto outi = empty(ScalarType::Int, {3});
+  EXPECT_THROW(unary("aten::exp.out", a, outi), Error);
+}
+
+TEST(ElementwiseKernels, IntegerArithmeticWraps) {
+  const int32_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();
+  auto a = ints({2}, {kMax, kMin});
+  auto b = ints({2}, {1, -1});
+  auto out = empty(ScalarType::Int, {2});
+  std::vector<EValue> args{t(a), t(b), EValue::from_int(1), t(out), t(out)};
+  call_kernel("aten::add.out", args);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{kMin, kMax}));
+  // INT_MIN / -1 and INT_MIN % -1 must not trap.
+  auto c = ints({1}, {kMin});
+  auto m1 = ints({1}, {-1});
+  auto q = empty(ScalarType::Int, {1});
+  binary("aten::floor_divide.out", c, m1, q);
+  EXPECT_EQ(q->values<int32_t>()[0], kMin);
+  binary("aten::remainder.Tensor_out", c, m1, q);
+  EXPECT_EQ(q->values<int32_t>()[0], 0);
+  unary("aten::abs.out", c, q);
+  EXPECT_EQ(q->values<int32_t>()[0], kMin);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Division, rounding modes, modulo
+
+TEST(ElementwiseKernels, IntegerDivisionByZeroFails) {
+  auto a = ints({3}, {1, 2, 3});
+  auto b = ints({3}, {1, 0, 2});
+  auto out = empty(ScalarType::Int, {3});
+  std::vector<EValue> args{t(a), t(b), EValue::from_string("trunc"), t(out), t(out)};
+  EXPECT_THROW(call_kernel("aten::div.out_mode", args), Error);
+  EXPECT_THROW(binary("aten::floor_divide.out", a, b, out), Error);
+  EXPECT_THROW(binary("aten::remainder.Tensor_out", a, b, out), Error);
+  EXPECT_THROW(binary("aten::fmod.Tensor_out", a, b, out), Error);
+  EXPECT_THROW(binary_scalar("aten::remainder.Scalar_out", a, EValue::from_int(0), out), Error);
+  EXPECT_THROW(binary_scalar("aten::fmod.Scalar_out", a, EValue::from_int(0), out), Error);
+  try {
+    binary("aten::floor_divide.out", a, b, out);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ExecutionError);
+    EXPECT_NE(std::string(e.what()).find("ZeroDivisionError"), std::string::npos) << e.what();
+  }
+  // True division of integers by zero is a float division: inf / nan, no error.
+  auto outf = empty(ScalarType::Float, {3});
+  binary("aten::div.out", a, b, outf);
+  expect_floats(outf->values<float>(), {1.0f, kInf, 1.5f});
+}
+
+TEST(ElementwiseKernels, DivRoundingModes) {
+  auto a = ints({4}, {-7, 7, -7, 7});
+  auto b = ints({4}, {2, 2, -2, -2});
+  auto out = empty(ScalarType::Int, {4});
+  std::vector<EValue> trunc{t(a), t(b), EValue::from_string("trunc"), t(out), t(out)};
+  call_kernel("aten::div.out_mode", trunc);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{-3, 3, 3, -3}));
+  std::vector<EValue> floor{t(a), t(b), EValue::from_string("floor"), t(out), t(out)};
+  call_kernel("aten::div.out_mode", floor);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{-4, 3, 3, -4}));
+  // rounding_mode=None is true division (float out required)
+  auto outf = empty(ScalarType::Float, {4});
+  std::vector<EValue> none{t(a), t(b), EValue(), t(outf), t(outf)};
+  call_kernel("aten::div.out_mode", none);
+  expect_floats(outf->values<float>(), {-3.5f, 3.5f, 3.5f, -3.5f});
+  std::vector<EValue> bad{t(a), t(b), EValue::from_string("round"), t(out), t(out)};
+  EXPECT_THROW(call_kernel("aten::div.out_mode", bad), Error);
+
+  auto fa = floats({5}, {-7.5f, 7.5f, -0.5f, 1.0f, 0.0f});
+  auto fb = floats({5}, {2.0f, -2.0f, 4.0f, 0.0f, -3.0f});
+  auto fo = empty(ScalarType::Float, {5});
+  std::vector<EValue> ftrunc{t(fa), t(fb), EValue::from_string("trunc"), t(fo), t(fo)};
+  call_kernel("aten::div.out_mode", ftrunc);
+  expect_floats(fo->values<float>(), {-3.0f, -3.0f, -0.0f, kInf, -0.0f});
+  std::vector<EValue> ffloor{t(fa), t(fb), EValue::from_string("floor"), t(fo), t(fo)};
+  call_kernel("aten::div.out_mode", ffloor);
+  auto got = fo->values<float>();
+  expect_floats(got, {-4.0f, -4.0f, -1.0f, kInf, -0.0f});
+  EXPECT_TRUE(std::signbit(got[4]));  // 0 // -3 is -0.0 in PyTorch
+
+  // Scalar overload
+  auto so = empty(ScalarType::Int, {4});
+  std::vector<EValue> sargs{t(a), EValue::from_int(-2), EValue::from_string("floor"), t(so), t(so)};
+  call_kernel("aten::div.Scalar_mode_out", sargs);
+  EXPECT_EQ(so->values<int32_t>(), (std::vector<int32_t>{3, -4, 3, -4}));
+}
+
+TEST(ElementwiseKernels, RemainderFollowsDivisorSignFmodFollowsDividend) {
+  auto a = ints({4}, {-7, 7, -7, 7});
+  auto b = ints({4}, {3, -3, -3, 3});
+  auto out = empty(ScalarType::Int, {4});
+  binary("aten::remainder.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{2, -2, -1, 1}));
+  binary("aten::fmod.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{-1, 1, -1, 1}));
+  auto fa = floats({3}, {-7.5f, 7.5f, -2.0f});
+  auto fo = empty(ScalarType::Float, {3});
+  binary_scalar("aten::remainder.Scalar_out", fa, EValue::from_double(2.0), fo);
+  expect_floats(fo->values<float>(), {0.5f, 1.5f, 0.0f});
+  binary_scalar("aten::fmod.Scalar_out", fa, EValue::from_double(2.0), fo);
+  expect_floats(fo->values<float>(), {-1.5f, 1.5f, -0.0f});
+}
+
+TEST(ElementwiseKernels, PowIntegerAndFloat) {
+  auto a = ints({5}, {2, -3, 1, -1, 5});
+  auto e = ints({5}, {10, 3, -4, -3, -1});
+  auto out = empty(ScalarType::Int, {5});
+  binary("aten::pow.Tensor_Tensor_out", a, e, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{1024, -27, 1, -1, 0}));
+  EXPECT_THROW(binary_scalar("aten::pow.Tensor_Scalar_out", a, EValue::from_int(-1), out), Error);
+  auto f = floats({3}, {1.5f, -2.0f, 3.0f});
+  auto fo = empty(ScalarType::Float, {3});
+  binary_scalar("aten::pow.Tensor_Scalar_out", f, EValue::from_double(2.0), fo);
+  expect_floats(fo->values<float>(), {2.25f, 4.0f, 9.0f});
+  binary_scalar("aten::pow.Tensor_Scalar_out", f, EValue::from_double(0.5), fo);
+  expect_floats(fo->values<float>(), {std::pow(1.5f, 0.5f), kNaN, std::pow(3.0f, 0.5f)});
+  // int tensor ** float scalar is a float result: it cannot go into an int out, it can into a float one
+  EXPECT_THROW(binary_scalar("aten::pow.Tensor_Scalar_out", a, EValue::from_double(2.0), out), Error);
+  auto af = empty(ScalarType::Float, {5});
+  binary_scalar("aten::pow.Tensor_Scalar_out", a, EValue::from_double(2.0), af);
+  expect_floats(af->values<float>(), {4, 9, 1, 1, 25});
+}
+
+TEST(ElementwiseKernels, PowScalarBase) {
+  auto e = floats({3}, {0, 1, 3});
+  auto out = empty(ScalarType::Float, {3});
+  std::vector<EValue> args{EValue::from_int(2), t(e), t(out), t(out)};
+  call_kernel("aten::pow.Scalar_out", args);
+  expect_floats(out->values<float>(), {1, 2, 8});
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// NaN handling
+
+TEST(ElementwiseKernels, MaximumMinimumPropagateNaN) {
+  auto a = floats({4}, {kNaN, 1.0f, 2.0f, -1.0f});
+  auto b = floats({4}, {1.0f, kNaN, 3.0f, -2.0f});
+  auto out = empty(ScalarType::Float, {4});
+  binary("aten::maximum.out", a, b, out);
+  expect_floats(out->values<float>(), {kNaN, kNaN, 3.0f, -1.0f});
+  binary("aten::minimum.out", a, b, out);
+  expect_floats(out->values<float>(), {kNaN, kNaN, 2.0f, -2.0f});
+  // ints and bools work too
+  auto ia = ints({2}, {5, -5});
+  auto ib = ints({2}, {-5, 5});
+  auto io = empty(ScalarType::Int, {2});
+  binary("aten::maximum.out", ia, ib, io);
+  EXPECT_EQ(io->values<int32_t>(), (std::vector<int32_t>{5, 5}));
+}
+
+TEST(ElementwiseKernels, ClampAndHardtanh) {
+  auto a = floats({5}, {-2.0f, -0.2f, 0.3f, 2.0f, kNaN});
+  auto out = empty(ScalarType::Float, {5});
+  std::vector<EValue> args{t(a), EValue::from_double(-0.5), EValue::from_double(0.5), t(out), t(out)};
+  call_kernel("aten::clamp.out", args);
+  expect_floats(out->values<float>(), {-0.5f, -0.2f, 0.3f, 0.5f, kNaN});
+  std::vector<EValue> only_max{t(a), EValue(), EValue::from_int(0), t(out), t(out)};
+  call_kernel("aten::clamp.out", only_max);
+  expect_floats(out->values<float>(), {-2.0f, -0.2f, 0.0f, 0.0f, kNaN});
+  std::vector<EValue> neither{t(a), EValue(), EValue(), t(out), t(out)};
+  EXPECT_THROW(call_kernel("aten::clamp.out", neither), Error);
+  // min > max gives max
+  std::vector<EValue> crossed{t(a), EValue::from_double(1.0), EValue::from_double(0.0), t(out), t(out)};
+  call_kernel("aten::clamp.out", crossed);
+  expect_floats(out->values<float>(), {0, 0, 0, 0, kNaN});
+  // integer clamp, as replication padding uses it
+  auto l = longs({4}, {-3, 0, 5, 9});
+  auto lo = empty(ScalarType::Long, {4});
+  std::vector<EValue> iargs{t(l), EValue::from_int(0), EValue::from_int(5), t(lo), t(lo)};
+  call_kernel("aten::clamp.out", iargs);
+  EXPECT_EQ(lo->values<int64_t>(), (std::vector<int64_t>{0, 0, 5, 5}));
+  // hardtanh (ReLU6)
+  std::vector<EValue> hargs{t(a), EValue::from_double(0.0), EValue::from_double(6.0), t(out), t(out)};
+  auto b = floats({5}, {-1.0f, 3.0f, 7.0f, 6.0f, kNaN});
+  hargs[0] = t(b);
+  call_kernel("aten::hardtanh.out", hargs);
+  expect_floats(out->values<float>(), {0.0f, 3.0f, 6.0f, 6.0f, kNaN});
+  // clamp.Tensor with broadcast bounds
+  auto m = floats({2, 2}, {-5, 0.5f, 5, 1});
+  auto mn = floats({2, 1}, {0, 2});
+  auto mx = floats({2}, {1, 3});
+  auto to = empty(ScalarType::Float, {2, 2});
+  std::vector<EValue> targs{t(m), t(mn), t(mx), t(to), t(to)};
+  call_kernel("aten::clamp.Tensor_out", targs);
+  expect_floats(to->values<float>(), {0, 0.5f, 1, 2});
+}
+
+TEST(ElementwiseKernels, ReluAndSignKeepNaNRules) {
+  auto a = floats({5}, {-1.0f, 0.0f, 2.0f, kNaN, -0.0f});
+  auto out = empty(ScalarType::Float, {5});
+  unary("aten::relu.out", a, out);
+  expect_floats(out->values<float>(), {0.0f, 0.0f, 2.0f, kNaN, -0.0f});
+  unary("aten::sign.out", a, out);
+  expect_floats(out->values<float>(), {-1.0f, 0.0f, 1.0f, 0.0f, 0.0f});
+  auto bo = bools({1}, {1});
+  auto bout = empty(ScalarType::Bool, {1});
+  EXPECT_THROW(unary("aten::neg.out", bo, bout), Error);
+  EXPECT_THROW(unary("aten::abs.out", bo, bout), Error);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Unary ops
+
+TEST(ElementwiseKernels, RoundHalfToEven) {
+  auto a = floats({8}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.4f, -2.6f});
+  auto out = empty(ScalarType::Float, {8});
+  unary("aten::round.out", a, out);
+  auto got = out->values<float>();
+  expect_floats(got, {-2.0f, -2.0f, -0.0f, 0.0f, 2.0f, 2.0f, 2.0f, -3.0f});
+  EXPECT_TRUE(std::signbit(got[2]));
+  auto i = ints({2}, {3, -3});
+  auto io = empty(ScalarType::Int, {2});
+  unary("aten::round.out", i, io);
+  EXPECT_EQ(io->values<int32_t>(), (std::vector<int32_t>{3, -3}));
+}
+
+TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
+  const std::vector<float> x{-3.0f, -0.5f, 0.0f, 0.7f, 4.0f};
+  auto a = floats({5}, x);
+  auto out = empty(ScalarType::Float, {5});
+  unary("aten::sigmoid.out", a, out);
+  std::vector<float> expected;
+  for (float v : x) expected.push_back(1.0f / (1.0f + std::exp(-v)));
+  expect_floats(out->values<float>(), expected, 1e-7f);
+
+  std::vector<EValue> gelu{t(a), EValue::from_string("none"), t(out), t(out)};
+  call_kernel("aten::gelu.out", gelu);
+  expected.clear();
+  for (float v : x) expected.push_back(static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))));
+  expect_floats(out->values<float>(), expected, 1e-6f);
+
+  std::vector<EValue> gelu_tanh{t(a), EValue::from_string("tanh"), t(out), t(out)};
+  call_kernel("aten::gelu.out", gelu_tanh);
+  expected.clear();
+  for (float v : x) {
+    const double inner = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+    expected.push_back(static_cast<float>(0.5 * v * (1 + std::tanh(inner))));
+  }
+  expect_floats(out->values<float>(), expected, 1e-6f);
+  std::vector<EValue> gelu_bad{t(a), EValue::from_string("erf"), t(out), t(out)};
+  EXPECT_THROW(call_kernel("aten::gelu.out", gelu_bad), Error);
+
+  std::vector<EValue> elu{t(a), EValue::from_double(1.5), EValue::from_int(2), EValue::from_int(1), t(out), t(out)};
+  call_kernel("aten::elu.out", elu);
+  expected.clear();
+  for (float v : x) expected.push_back(v > 0 ? 2 * v : static_cast<float>(3.0 * std::expm1(v)));
+  expect_floats(out->values<float>(), expected, 1e-6f);
+
+  std::vector<EValue> leaky{t(a), EValue::from_double(0.1), t(out), t(out)};
+  call_kernel("aten::leaky_relu.out", leaky);
+  expect_floats(out->values<float>(), {-0.3f, -0.05f, 0.0f, 0.7f, 4.0f}, 1e-7f);
+
+  auto p = floats({4}, {0.25f, 0.5f, 0.0f, 1.0f});
+  auto po = empty(ScalarType::Float, {4});
+  std::vector<EValue> logit{t(p), EValue(), t(po), t(po)};
+  call_kernel("aten::logit.out", logit);
+  expect_floats(po->values<float>(), {std::log(0.25f / 0.75f), 0.0f, -kInf, kInf}, 1e-7f);
+  std::vector<EValue> logit_eps{t(p), EValue::from_double(0.25), t(po), t(po)};
+  call_kernel("aten::logit.out", logit_eps);
+  const float l = std::log(0.25f / 0.75f);
+  expect_floats(po->values<float>(), {l, 0.0f, l, -l}, 1e-6f);
+}
+
+TEST(ElementwiseKernels, PredicatesAndNots) {
+  auto a = floats({4}, {1.0f, kNaN, kInf, -kInf});
+  auto out = empty(ScalarType::Bool, {4});
+  unary("aten::isnan.out", a, out);
+  EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 0}));
+  unary("aten::isinf.out", a, out);
+  EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 1}));
+  auto i = ints({3}, {0, 5, -1});
+  auto o3 = empty(ScalarType::Bool, {3});
+  unary("aten::logical_not.out", i, o3);
+  EXPECT_EQ(o3->values<uint8_t>(), (std::vector<uint8_t>{1, 0, 0}));
+  auto io = empty(ScalarType::Int, {3});
+  unary("aten::bitwise_not.out", i, io);
+  EXPECT_EQ(io->values<int32_t>(), (std::vector<int32_t>{-1, -6, 0}));
+  auto b = bools({2}, {1, 0});
+  auto bo = empty(ScalarType::Bool, {2});
+  unary("aten::bitwise_not.out", b, bo);
+  EXPECT_EQ(bo->values<uint8_t>(), (std::vector<uint8_t>{0, 1}));
+  EXPECT_THROW(unary("aten::bitwise_not.out", a, a), Error);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Bitwise, logical, comparisons, where, masked_fill
+
+TEST(ElementwiseKernels, ShiftsOutOfRangeAreDefined) {
+  auto a = ints({5}, {1, -8, 3, -8, 6});
+  auto s = ints({5}, {31, 1, 32, 40, -1});
+  auto out = empty(ScalarType::Int, {5});
+  binary("aten::bitwise_left_shift.Tensor_out", a, s, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -16, 0, 0, 0}));
+  binary("aten::bitwise_right_shift.Tensor_out", a, s, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{0, -4, 0, -1, 0}));
+  binary_scalar("aten::bitwise_left_shift.Tensor_Scalar_out", a, EValue::from_int(2), out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{4, -32, 12, -32, 24}));
+  auto f = floats({1}, {1.0f});
+  auto fo = empty(ScalarType::Float, {1});
+  EXPECT_THROW(binary("aten::bitwise_and.Tensor_out", f, f, fo), Error);
+}
+
+TEST(ElementwiseKernels, BitwiseAndLogical) {
+  auto a = ints({3}, {12, 10, -1});
+  auto b = ints({3}, {10, 6, 0});
+  auto out = empty(ScalarType::Int, {3});
+  binary("aten::bitwise_and.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{8, 2, 0}));
+  binary("aten::bitwise_or.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{14, 14, -1}));
+  binary_scalar("aten::bitwise_xor.Scalar_out", a, EValue::from_int(1), out);
+  EXPECT_EQ(out->values<int32_t>(), (std::vector<int32_t>{13, 11, -2}));
+  auto ba = bools({4}, {0, 0, 1, 1});
+  auto bb = bools({4}, {0, 1, 0, 1});
+  auto bo = empty(ScalarType::Bool, {4});
+  binary("aten::bitwise_xor.Tensor_out", ba, bb, bo);
+  EXPECT_EQ(bo->values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 0}));
+  // logical ops take any dtypes and any out dtype
+  auto fa = floats({4}, {0.0f, 0.0f, 2.5f, kNaN});
+  auto lo = empty(ScalarType::Float, {4});
+  binary("aten::logical_and.out", fa, bb, lo);
+  expect_floats(lo->values<float>(), {0, 0, 0, 1});
+  binary("aten::logical_or.out", fa, bb, lo);
+  expect_floats(lo->values<float>(), {0, 1, 1, 1});
+  binary("aten::logical_xor.out", ba, bb, bo);
+  EXPECT_EQ(bo->values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 0}));
+}
+
+TEST(ElementwiseKernels, ComparisonsBroadcastAndWriteAnyDtype) {
+  auto a = floats({2, 2}, {1.0f, 2.0f, kNaN, 4.0f});
+  auto b = floats({2}, {2.0f, 2.0f});
+  auto out = empty(ScalarType::Bool, {2, 2});
+  binary("aten::lt.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{1, 0, 0, 0}));
+  binary("aten::ne.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{1, 0, 1, 1}));
+  binary("aten::ge.Tensor_out", a, b, out);
+  EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 1}));
+  auto lout = empty(ScalarType::Long, {2, 2});
+  binary_scalar("aten::eq.Scalar_out", a, EValue::from_int(4), lout);
+  EXPECT_EQ(lout->values<int64_t>(), (std::vector<int64_t>{0, 0, 0, 1}));
+  // int tensor vs float scalar compares in float
+  auto i = ints({3}, {0, 1, 2});
+  auto io = empty(ScalarType::Bool, {3});
+  binary_scalar("aten::gt.Scalar_out", i, EValue::from_double(0.5), io);
+  EXPECT_EQ(io->values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1}));
+  binary_scalar("aten::le.Scalar_out", i, EValue::from_int(1), io);
+  EXPECT_EQ(io->values<uint8_t>(), (std::vector<uint8_t>{1, 1, 0}));
+}
+
+TEST(ElementwiseKernels, WhereBroadcastsThreeOperands) {
+  auto cond = bools({2, 1}, {1, 0});
+  auto x = floats({3}, {1, 2, 3});
+  auto y = floats({}, {-1});
+  auto out = empty(ScalarType::Float, {2, 3});
+  std::vector<EValue> args{t(cond), t(x), t(y), t(out), t(out)};
+  call_kernel("aten::where.self_out", args);
+  expect_floats(out->values<float>(), {1, 2, 3, -1, -1, -1});
+  // uint8 condition is accepted, float condition is not
+  auto ucond = make<uint8_t>(ScalarType::Byte, {3}, {0, 7, 1});
+  auto out3 = empty(ScalarType::Float, {3});
+  std::vector<EValue> uargs{t(ucond), t(x), t(y), t(out3), t(out3)};
+  call_kernel("aten::where.self_out", uargs);
+  expect_floats(out3->values<float>(), {-1, 2, 3});
+  std::vector<EValue> bad{t(x), t(x), t(y), t(out3), t(out3)};
+  EXPECT_THROW(call_kernel("aten::where.self_out", bad), Error);
+  // int + float values promote to float
+  auto xi = longs({3}, {1, 2, 3});
+  std::vector<EValue> pargs{t(ucond), t(xi), t(y), t(out3), t(out3)};
+  call_kernel("aten::where.self_out", pargs);
+  expect_floats(out3->values<float>(), {-1, 2, 3});
+}
+
+TEST(ElementwiseKernels, MaskedFillBroadcastsMask) {
+  auto x = floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto mask = bools({3}, {0, 1, 0});
+  auto out = empty(ScalarType::Float, {2, 3});
+  std::vector<EValue> args{t(x), t(mask), EValue::from_double(-kInf), t(out), t(out)};
+  call_kernel("aten::masked_fill.Scalar_out", args);
+  expect_floats(out->values<float>(), {1, -kInf, 3, 4, -kInf, 6});
+  // value converted to self's dtype (1.5 -> 1 in an int tensor)
+  auto xi = ints({3}, {7, 8, 9});
+  auto oi = empty(ScalarType::Int, {3});
+  std::vector<EValue> iargs{t(xi), t(mask), EValue::from_double(1.5), t(oi), t(oi)};
+  call_kernel("aten::masked_fill.Scalar_out", iargs);
+  EXPECT_EQ(oi->values<int32_t>(), (std::vector<int32_t>{7, 1, 9}));
+}
+
+TEST(ElementwiseKernels, ArgumentCountsAreRegistered) {
+  const KernelEntry* add = KernelRegistry::global().find("aten::add.out");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->num_args, 5);
+  const KernelEntry* where = KernelRegistry::global().find("aten::where.self_out");
+  ASSERT_NE(where, nullptr);
+  EXPECT_EQ(where->num_args, 5);
+  const KernelEntry* exp = KernelRegistry::global().find("aten::exp.out");
+  ASSERT_NE(exp, nullptr);
+  EXPECT_EQ(exp->num_args, 3);
+  EXPECT_NE(KernelRegistry::global().find("aten::bitwise_left_shift.Tensor_Scalar_out"), nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// PyTorch as an oracle for the float math functions (skipped when the system Python has no torch).
+
+bool have_torch() {
+  static const bool ok = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+  return ok;
+}
+
+TEST(ElementwiseTorchOracle, FloatFunctionsMatchTorch) {
+  if (!have_torch()) GTEST_SKIP() << "torch not importable by /usr/bin/python3";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("etnp_ew_oracle_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+
+  // Inputs: a spread of values, in a domain each op accepts.
+  std::mt19937 rng(1234);
+  const int64_t n = 257;
+  auto gen = [&](float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+  };
+  struct Case {
+    std::string kernel, torch_expr;
+    float lo, hi;
+    bool binary = false;
+  };
+  const std::vector<Case> cases = {
+      {"aten::exp.out", "torch.exp(a)", -20, 20},      {"aten::expm1.out", "torch.expm1(a)", -5, 5},
+      {"aten::log.out", "torch.log(a)", 0.01f, 100},   {"aten::log2.out", "torch.log2(a)", 0.01f, 100},
+      {"aten::log10.out", "torch.log10(a)", 0.01f, 100}, {"aten::log1p.out", "torch.log1p(a)", -0.9f, 10},
+      {"aten::sin.out", "torch.sin(a)", -10, 10},      {"aten::cos.out", "torch.cos(a)", -10, 10},
+      {"aten::tan.out", "torch.tan(a)", -1.5f, 1.5f},  {"aten::tanh.out", "torch.tanh(a)", -6, 6},
+      {"aten::sinh.out", "torch.sinh(a)", -5, 5},      {"aten::cosh.out", "torch.cosh(a)", -5, 5},
+      {"aten::asin.out", "torch.asin(a)", -1, 1},      {"aten::acos.out", "torch.acos(a)", -1, 1},
+      {"aten::atan.out", "torch.atan(a)", -10, 10},    {"aten::asinh.out", "torch.asinh(a)", -10, 10},
+      {"aten::acosh.out", "torch.acosh(a)", 1, 10},    {"aten::atanh.out", "torch.atanh(a)", -0.99f, 0.99f},
+      {"aten::erf.out", "torch.erf(a)", -3, 3},        {"aten::sqrt.out", "torch.sqrt(a)", 0, 100},
+      {"aten::rsqrt.out", "torch.rsqrt(a)", 0.01f, 100}, {"aten::reciprocal.out", "torch.reciprocal(a)", 0.1f, 10},
+      {"aten::sigmoid.out", "torch.sigmoid(a)", -10, 10}, {"aten::floor.out", "torch.floor(a)", -10, 10},
+      {"aten::ceil.out", "torch.ceil(a)", -10, 10},    {"aten::trunc.out", "torch.trunc(a)", -10, 10},
+      {"aten::atan2.out", "torch.atan2(a, b)", -5, 5, true},
+      {"aten::pow.Tensor_Tensor_out", "torch.pow(a.abs(), b)", -3, 3, true},
+      {"aten::fmod.Tensor_out", "torch.fmod(a, b)", -10, 10, true},
+      {"aten::remainder.Tensor_out", "torch.remainder(a, b)", -10, 10, true},
+      {"aten::div.out", "torch.div(a, b)", -10, 10, true},
+  };
+  std::vector<std::vector<float>> inputs_a, inputs_b;
+  std::ostringstream script;
+  script << "import numpy as np, torch\n";
+  for (size_t c = 0; c < cases.size(); ++c) {
+    inputs_a.push_back(gen(cases[c].lo, cases[c].hi));
+    inputs_b.push_back(gen(cases[c].lo, cases[c].hi));
+    for (auto& v : inputs_b.back()) {
+      if (std::fabs(v) < 0.1f) v = 0.5f;  // keep divisors away from 0
+    }
+    auto write = [&](const std::vector<float>& v, const std::string& name) {
+      std::ofstream f(dir / name, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    };
+    write(inputs_a.back(), "a" + std::to_string(c));
+    write(inputs_b.back(), "b" + std::to_string(c));
+    script << "a = torch.from_numpy(np.fromfile(r'" << (dir / ("a" + std::to_string(c))).string()
+           << "', dtype=np.float32))\n";
+    script << "b = torch.from_numpy(np.fromfile(r'" << (dir / ("b" + std::to_string(c))).string()
+           << "', dtype=np.float32))\n";
+    script << "(" << cases[c].torch_expr << ").numpy().astype(np.float32).tofile(r'"
+           << (dir / ("o" + std::to_string(c))).string() << "')\n";
+  }
+  {
+    std::ofstream f(dir / "oracle.py");
+    f << script.str();
+  }
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "oracle.py").string()).c_str()), 0);
+
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(cases[c].kernel);
+    std::vector<float> expected(n);
+    {
+      std::ifstream f(dir / ("o" + std::to_string(c)), std::ios::binary);
+      f.read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(n * sizeof(float)));
+      ASSERT_TRUE(f.good());
+    }
+    auto a = floats({n}, inputs_a[c]);
+    auto out = empty(ScalarType::Float, {n});
+    if (cases[c].binary) {
+      std::vector<float> av = inputs_a[c];
+      if (cases[c].kernel == "aten::pow.Tensor_Tensor_out") {
+        for (auto& v : av) v = std::fabs(v);
+      }
+      auto a2 = floats({n}, av);
+      auto b = floats({n}, inputs_b[c]);
+      binary(cases[c].kernel, a2, b, out);
+    } else {
+      unary(cases[c].kernel, a, out);
+    }
+    const auto got = out->values<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const float e = expected[i];
+      const float tol = 1e-6f + 1e-5f * std::fabs(e);
+      if (std::isnan(e)) {
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+      } else {
+        EXPECT_NEAR(got[i], e, tol) << "input " << inputs_a[c][i] << ", " << inputs_b[c][i];
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace etnp
