@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,7 @@ void MethodImpl::load() {
   try {
     build_values();
     build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
+    mark_storage_checks();
     build_delegates();
   } catch (const Error& e) {
     throw e.with_context(context());
@@ -393,6 +395,58 @@ void MethodImpl::build_instructions() {
   }
 }
 
+void MethodImpl::mark_storage_checks() {
+  // Tensors that can lack storage while the method runs: et_view outputs (until the view runs) and
+  // targets of FreeCall. Well-formed programs never read them then; malformed ones must not crash.
+  std::vector<bool> maybe_null(values.size(), false);
+  for (const auto& ins : instructions) {
+    if (ins.kind == Instruction::Kind::Free) maybe_null[ins.a] = true;
+    if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default" && ins.args.size() >= 3) {
+      maybe_null[ins.args[2] - values.data()] = true;
+    }
+  }
+  for (auto& ins : instructions) {
+    if (ins.kind != Instruction::Kind::Kernel && ins.kind != Instruction::Kind::Delegate) continue;
+    if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default") ins.skip_check_arg = 2;
+    for (size_t k = 0; k < ins.args.size(); ++k) {
+      const EValue* v = ins.args[k];
+      const size_t index = static_cast<size_t>(v - values.data());
+      if (static_cast<int32_t>(k) != ins.skip_check_arg && maybe_null[index]) ins.check_storage = true;
+      if (v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor) {
+        ins.check_storage = ins.check_storage || std::any_of(maybe_null.begin(), maybe_null.end(), [](bool b) { return b; });
+      }
+    }
+  }
+}
+
+namespace {
+
+void check_tensor_storage(const Instruction& ins) {
+  auto check = [](const EValue* v) {
+    if (v == nullptr || !v->is_tensor()) return;
+    const Tensor& t = v->to_tensor();
+    if (t.data() == nullptr && t.numel() > 0) {
+      throw Error(ErrorKind::ExecutionError, "a tensor argument has no storage (it was freed, or is a view that was never "
+                                             "created): the program is malformed");
+    }
+  };
+  for (size_t k = 0; k < ins.args.size(); ++k) {
+    if (static_cast<int32_t>(k) == ins.skip_check_arg) continue;
+    const EValue* v = ins.args[k];
+    check(v);
+    if (v->tag() == Tag::ListTensor) {
+      const auto list = v->to_tensor_list();
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list[i].data() == nullptr && list[i].numel() > 0) {
+          throw Error(ErrorKind::ExecutionError, "a tensor in a list argument has no storage: the program is malformed");
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void MethodImpl::build_delegates() {
   const auto* fdelegates = plan->delegates();
   if (fdelegates == nullptr) return;
@@ -567,10 +621,12 @@ void MethodImpl::run() {
       size_t next = pc + 1;
       switch (ins.kind) {
         case Instruction::Kind::Kernel:
+          if (ins.check_storage) check_tensor_storage(ins);
           kernel_context.set_state(ins.state);
           ins.fn(kernel_context, ins.args);
           break;
         case Instruction::Kind::Delegate:
+          if (ins.check_storage) check_tensor_storage(ins);
           ins.backend->execute(*ins.delegate, ins.args);
           break;
         case Instruction::Kind::Move:
@@ -588,6 +644,7 @@ void MethodImpl::run() {
                                                          std::string(scalar_type_name(t.dtype())) + " tensor, not bool");
             }
             truth = true;
+            if (t.data() == nullptr && t.numel() > 0) throw Error(ErrorKind::ExecutionError, "jump condition tensor has no storage");
             const auto* p = t.data_as<const uint8_t>();
             for (int64_t k = 0; k < t.numel() && truth; ++k) truth = p[k] != 0;
           } else {

@@ -41,6 +41,10 @@ struct Instruction {
   int32_t a = 0;  // move_from / cond_value_index / value_index
   int32_t b = 0;  // move_to / destination_instruction
   const std::string* name = nullptr;  // operator or backend name, for errors and profiles
+  /// Some tensor argument may have no storage when this runs (a view or freed tensor of a malformed
+  /// program): check before calling instead of letting the kernel dereference null.
+  bool check_storage = false;
+  int32_t skip_check_arg = -1;  // et_view's output, which the kernel itself points at storage
 };
 
 struct MethodImpl {
@@ -80,6 +84,7 @@ struct MethodImpl {
   void build_values();
   void build_delegates();
   void build_instructions();
+  void mark_storage_checks();
   ErrorContext context() const;
 };
 
