@@ -1,0 +1,1302 @@
+#include "backends/xnnpack/xnn_executor.h"
+
+#include <xnnpack.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <new>
+
+#include "backends/xnnpack/xnn_kernels.h"
+#include "backends/xnnpack/xnn_shape.h"
+#include "etnp/threadpool.h"
+
+namespace etnp::xnn {
+
+// ---- steps ---------------------------------------------------------------------------------------------
+
+struct RunContext {
+  void* const* data;
+  const Shape* shapes;
+  pthreadpool_t pool;
+};
+
+class Step {
+ public:
+  explicit Step(const Node& node) : node_(node) {}
+  virtual ~Step() = default;
+  /// Called after the shapes changed, before run.
+  virtual void reshape(const Shape* /*shapes*/) {}
+  virtual void run(const RunContext& ctx) = 0;
+  const Node& node() const { return node_; }
+
+ protected:
+  Node node_;
+};
+
+namespace {
+
+const char* status_name(xnn_status s) {
+  switch (s) {
+    case xnn_status_success: return "success";
+    case xnn_status_uninitialized: return "uninitialized";
+    case xnn_status_invalid_parameter: return "invalid parameter";
+    case xnn_status_invalid_state: return "invalid state";
+    case xnn_status_unsupported_parameter: return "unsupported parameter";
+    case xnn_status_unsupported_hardware: return "unsupported hardware";
+    case xnn_status_out_of_memory: return "out of memory";
+  }
+  return "unknown status";
+}
+
+[[noreturn]] void load_fail(const std::string& msg) {
+  throw Error(ErrorKind::ProgramLoadError, "XNNPACK payload: " + msg);
+}
+
+[[noreturn]] void run_fail(const std::string& msg) { throw Error(ErrorKind::ExecutionError, "XNNPACK: " + msg); }
+
+struct OperatorDeleter {
+  void operator()(xnn_operator* op) const {
+    if (op != nullptr) xnn_delete_operator(op);
+  }
+};
+using OperatorPtr = std::unique_ptr<xnn_operator, OperatorDeleter>;
+
+/// A node run by one XNNPACK operator. Operators whose create-time parameters depend on shapes (the
+/// channel count of a softmax, say) name that parameter with `key` and are recreated when it changes.
+class XnnStep final : public Step {
+ public:
+  using Create = std::function<xnn_status(const Shape* shapes, xnn_operator_t* op)>;
+  using Setup = std::function<xnn_status(xnn_operator_t op, const RunContext& ctx)>;
+  using Key = std::function<size_t(const Shape* shapes)>;
+
+  XnnStep(const Node& node, const char* what, Create create, Setup setup, Key key, const Shape* shapes)
+      : Step(node), what_(what), create_(std::move(create)), setup_(std::move(setup)), key_(std::move(key)) {
+    if (key_) key_value_ = key_(shapes);
+    xnn_operator_t op = nullptr;
+    const xnn_status s = create_(shapes, &op);
+    op_.reset(op);
+    if (s != xnn_status_success || op == nullptr) {
+      load_fail(node_.describe() + ": XNNPACK could not create its " + what_ + " operator (" + status_name(s) + ")");
+    }
+    if (!key_) create_ = nullptr;  // it may hold pointers to load-time data
+  }
+
+  void reshape(const Shape* shapes) override {
+    if (!key_) return;
+    const size_t k = key_(shapes);
+    if (k == key_value_) return;
+    xnn_operator_t op = nullptr;
+    const xnn_status s = create_(shapes, &op);
+    if (s != xnn_status_success || op == nullptr) {
+      if (op != nullptr) xnn_delete_operator(op);
+      run_fail(node_.describe() + ": XNNPACK could not recreate its " + what_ + " operator (" + status_name(s) + ")");
+    }
+    op_.reset(op);
+    key_value_ = k;
+  }
+
+  void run(const RunContext& ctx) override {
+    xnn_status s = setup_(op_.get(), ctx);
+    if (s == xnn_status_success) s = xnn_run_operator(op_.get(), ctx.pool);
+    if (s != xnn_status_success) {
+      run_fail(node_.describe() + ": XNNPACK " + what_ + " failed (" + status_name(s) + ")");
+    }
+  }
+
+ private:
+  std::string what_;
+  Create create_;
+  Setup setup_;
+  Key key_;
+  size_t key_value_ = 0;
+  OperatorPtr op_;
+};
+
+/// A node run by the delegate's own kernels.
+class OwnStep final : public Step {
+ public:
+  using Run = std::function<void(const RunContext& ctx)>;
+  using Reshape = std::function<void(const Shape* shapes)>;
+  OwnStep(const Node& node, Run run, Reshape reshape = nullptr)
+      : Step(node), run_(std::move(run)), reshape_(std::move(reshape)) {}
+  void reshape(const Shape* shapes) override {
+    if (reshape_) reshape_(shapes);
+  }
+  void run(const RunContext& ctx) override { run_(ctx); }
+
+ private:
+  Run run_;
+  Reshape reshape_;
+};
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+bool is_f32(const Value& v) { return v.dtype == DataType::fp32; }
+bool is_qs8(const Value& v) { return v.dtype == DataType::qint8 && v.quant == QuantKind::PerTensor; }
+bool same_quant(const Value& a, const Value& b) {
+  return a.dtype == b.dtype && a.scale == b.scale && a.zero_point == b.zero_point;
+}
+
+int8_t q8_min(const Value& out, float bound) {
+  return static_cast<int8_t>(quantize_bound(bound, out.scale, out.zero_point, -128, 127));
+}
+
+bool supports_fused_clamp(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Conv2d:
+    case NodeKind::DepthwiseConv2d:
+    case NodeKind::ConvTranspose2d:
+    case NodeKind::FullyConnected:
+    case NodeKind::Add:
+    case NodeKind::Subtract:
+    case NodeKind::Multiply:
+    case NodeKind::Divide:
+    case NodeKind::AvgPooling2d:
+    case NodeKind::MaxPooling2d:
+    case NodeKind::GlobalAvgPooling2d:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// True when transposing `shape` by `perm` leaves the bytes in place (only size-1 dims move).
+bool transpose_is_copy(const Shape& shape, std::span<const size_t> perm) {
+  int last = -1;
+  for (size_t p : perm) {
+    if (shape[static_cast<int>(p)] == 1) continue;
+    if (static_cast<int>(p) < last) return false;
+    last = static_cast<int>(p);
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- building ----------------------------------------------------------------------------------------
+
+void Executor::AlignedDeleter::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+
+Executor::AlignedBytes Executor::allocate(size_t bytes) {
+  // XNNPACK may read up to XNN_EXTRA_BYTES past any buffer it is given.
+  const size_t total = bytes + XNN_EXTRA_BYTES + 64;
+  auto* p = static_cast<uint8_t*>(::operator new[](total, std::align_val_t(64)));
+  std::memset(p + bytes, 0, total - bytes);
+  return AlignedBytes(p);
+}
+
+Executor::Executor(Graph graph) : graph_(std::move(graph)) {
+  const xnn_status init = xnn_initialize(nullptr);
+  if (init != xnn_status_success) {
+    throw Error(ErrorKind::BackendNotAvailable,
+                std::string("XNNPACK could not be initialized (") + status_name(init) + ")");
+  }
+  const size_t n = graph_.values.size();
+  is_constant_.resize(n);
+  for (size_t i = 0; i < n; ++i) is_constant_[i] = graph_.values[i].is_constant();
+  constant_data_.assign(n, nullptr);
+  shapes_.resize(n);
+  for (size_t i = 0; i < n; ++i) shapes_[i] = graph_.values[i].dims;
+  propagate_shapes(ErrorKind::ProgramLoadError);
+  // Shapes derived from the serialized input dims must be the serialized ones.
+  for (const Node& node : graph_.nodes) {
+    for (uint32_t out : node.outputs) {
+      if (shapes_[out] != graph_.values[out].dims) {
+        load_fail(node.describe() + ": output value " + std::to_string(graph_.values[out].serialized_id) +
+                  " is declared " + graph_.values[out].dims.str() + " but the node produces " + shapes_[out].str());
+      }
+    }
+  }
+  fuse_clamps();
+  compile();
+  // Constant bytes are only valid during load; everything needed later has been copied.
+  for (Value& v : graph_.values) {
+    v.data = nullptr;
+    v.data_bytes = 0;
+  }
+  graph_.flatbuffer_copy.clear();
+  graph_.flatbuffer_copy.shrink_to_fit();
+  input_shapes_.resize(graph_.input_values.size());
+  staging_.resize(graph_.input_values.size());
+  staging_capacity_.assign(graph_.input_values.size(), 0);
+  data_.assign(n, nullptr);
+}
+
+Executor::~Executor() = default;
+
+void Executor::propagate_shapes(ErrorKind kind) {
+  for (const Node& node : graph_.nodes) {
+    const std::string err = infer_node_shapes(graph_, node, shapes_);
+    if (!err.empty()) {
+      if (kind == ErrorKind::ProgramLoadError) load_fail(node.describe() + ": " + err);
+      run_fail(node.describe() + ": " + err);
+    }
+  }
+}
+
+void Executor::fuse_clamps() {
+  std::vector<int> consumers(graph_.values.size(), 0);
+  std::vector<int> producer(graph_.values.size(), -1);
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    for (uint32_t in : graph_.nodes[i].inputs) {
+      if (in != kInvalidId) ++consumers[in];
+    }
+    for (uint32_t out : graph_.nodes[i].outputs) producer[out] = static_cast<int>(i);
+  }
+  std::vector<uint8_t> removed(graph_.nodes.size(), 0);
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    Node& clamp = graph_.nodes[i];
+    if (clamp.kind != NodeKind::Clamp) continue;
+    const uint32_t mid = clamp.inputs[0];
+    const uint32_t out = clamp.outputs[0];
+    const Value& mid_value = graph_.values[mid];
+    const Value& out_value = graph_.values[out];
+    if (producer[mid] < 0 || consumers[mid] != 1 || mid_value.is_external()) continue;
+    Node& prod = graph_.nodes[static_cast<size_t>(producer[mid])];
+    if (!supports_fused_clamp(prod.kind) || prod.outputs.size() != 1) continue;
+    if (mid_value.dtype != out_value.dtype || mid_value.quant != out_value.quant ||
+        (mid_value.quant == QuantKind::PerTensor && !same_quant(mid_value, out_value))) {
+      continue;
+    }
+    if (mid_value.dtype != DataType::fp32 && mid_value.dtype != DataType::qint8) continue;
+    prod.output_min = std::max(prod.output_min, clamp.output_min);
+    prod.output_max = std::min(prod.output_max, clamp.output_max);
+    if (prod.output_min > prod.output_max) prod.output_min = prod.output_max;
+    prod.outputs[0] = out;
+    removed[i] = 1;
+    ++stats_.fused_clamps;
+  }
+  std::vector<Node> kept;
+  kept.reserve(graph_.nodes.size());
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (!removed[i]) kept.push_back(std::move(graph_.nodes[i]));
+  }
+  graph_.nodes = std::move(kept);
+}
+
+void Executor::compile() {
+  const std::vector<Value>& values = graph_.values;
+  const Shape* init_shapes = shapes_.data();
+
+  // Copies a constant the steps read at run time into padded storage the executor owns.
+  auto keep = [&](uint32_t id) {
+    if (id == kInvalidId || !is_constant_[id] || constant_data_[id] != nullptr) return;
+    const Value& v = values[id];
+    const size_t bytes = value_storage_bytes(v, v.dims);
+    AlignedBytes copy = allocate(bytes);
+    std::memcpy(copy.get(), v.data, bytes);
+    constant_data_[id] = copy.get();
+    constant_storage_.push_back(std::move(copy));
+  };
+
+  for (const Node& node : graph_.nodes) {
+    auto V = [&](size_t i) -> const Value& { return values[node.inputs[i]]; };
+    auto O = [&](size_t i = 0) -> const Value& { return values[node.outputs[i]]; };
+    auto unsupported = [&](const std::string& why) {
+      std::string types;
+      for (uint32_t in : node.inputs) {
+        types += (types.empty() ? "" : ", ");
+        types += in == kInvalidId ? "none" : datatype_name(values[in].dtype);
+      }
+      types += " -> ";
+      for (size_t i = 0; i < node.outputs.size(); ++i) types += (i ? ", " : "") + std::string(datatype_name(O(i).dtype));
+      load_fail(node.describe() + " with types (" + types + ") is not supported by this runtime" +
+                (why.empty() ? "" : ": " + why));
+    };
+    const uint32_t in0 = node.inputs.empty() ? kInvalidId : node.inputs[0];
+    const uint32_t out0 = node.outputs[0];
+    const float out_min = node.output_min, out_max = node.output_max;
+    auto add_xnn = [&](const char* what, XnnStep::Create create, XnnStep::Setup setup, XnnStep::Key key = nullptr) {
+      steps_.push_back(std::make_unique<XnnStep>(node, what, std::move(create), std::move(setup), std::move(key),
+                                                 init_shapes));
+      ++stats_.xnnpack_operators;
+    };
+    auto add_own = [&](OwnStep::Run run, OwnStep::Reshape reshape = nullptr) {
+      steps_.push_back(std::make_unique<OwnStep>(node, std::move(run), std::move(reshape)));
+      ++stats_.own_kernels;
+    };
+    auto require_constant = [&](uint32_t id, const char* what) {
+      if (id != kInvalidId && !is_constant_[id]) unsupported(std::string(what) + " must be constant");
+    };
+
+    switch (node.kind) {
+      // ---- element-wise binary ------------------------------------------------------------------------
+      case NodeKind::Add:
+      case NodeKind::Subtract:
+      case NodeKind::Multiply:
+      case NodeKind::Divide:
+      case NodeKind::Minimum:
+      case NodeKind::Maximum: {
+        const uint32_t in1 = node.inputs[1];
+        keep(in0);
+        keep(in1);
+        const NodeKind kind = node.kind;
+        auto setup_shapes = [in0, in1](const RunContext& c, size_t* s0, size_t* s1, size_t& r0, size_t& r1) {
+          const Shape& a = c.shapes[in0];
+          const Shape& b = c.shapes[in1];
+          r0 = std::max<size_t>(a.rank, 1);
+          r1 = std::max<size_t>(b.rank, 1);
+          s0[0] = s1[0] = 1;
+          for (int i = 0; i < a.rank; ++i) s0[i] = a[i];
+          for (int i = 0; i < b.rank; ++i) s1[i] = b[i];
+        };
+        if (is_f32(V(0)) && is_f32(V(1)) && is_f32(O())) {
+          add_xnn(
+              "binary f32",
+              [=](const Shape*, xnn_operator_t* op) {
+                switch (kind) {
+                  case NodeKind::Add: return xnn_create_add_nd_f32(out_min, out_max, 0, op);
+                  case NodeKind::Subtract: return xnn_create_subtract_nd_f32(out_min, out_max, 0, op);
+                  case NodeKind::Multiply: return xnn_create_multiply_nd_f32(out_min, out_max, 0, op);
+                  case NodeKind::Divide: return xnn_create_divide_nd_f32(out_min, out_max, 0, op);
+                  case NodeKind::Minimum: return xnn_create_minimum_nd_f32(0, op);
+                  default: return xnn_create_maximum_nd_f32(0, op);
+                }
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                size_t s0[kMaxDims], s1[kMaxDims], r0, r1;
+                setup_shapes(c, s0, s1, r0, r1);
+                const auto* a = static_cast<const float*>(c.data[in0]);
+                const auto* b = static_cast<const float*>(c.data[in1]);
+                auto* o = static_cast<float*>(c.data[out0]);
+                switch (kind) {
+                  case NodeKind::Add: return xnn_setup_add_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
+                  case NodeKind::Subtract: return xnn_setup_subtract_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
+                  case NodeKind::Multiply: return xnn_setup_multiply_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
+                  case NodeKind::Divide: return xnn_setup_divide_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
+                  case NodeKind::Minimum: return xnn_setup_minimum_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
+                  default: return xnn_setup_maximum_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
+                }
+              });
+          break;
+        }
+        if (is_qs8(V(0)) && is_qs8(V(1)) && is_qs8(O()) &&
+            (kind == NodeKind::Add || kind == NodeKind::Subtract || kind == NodeKind::Multiply)) {
+          const Value a = V(0), b = V(1), o = O();
+          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          add_xnn(
+              "binary qs8",
+              [=](const Shape*, xnn_operator_t* op) {
+                const auto za = static_cast<int8_t>(a.zero_point), zb = static_cast<int8_t>(b.zero_point),
+                           zo = static_cast<int8_t>(o.zero_point);
+                switch (kind) {
+                  case NodeKind::Add:
+                    return xnn_create_add_nd_qs8(za, a.scale, zb, b.scale, zo, o.scale, lo, hi, 0, op);
+                  case NodeKind::Subtract:
+                    return xnn_create_subtract_nd_qs8(za, a.scale, zb, b.scale, zo, o.scale, lo, hi, 0, op);
+                  default:
+                    return xnn_create_multiply_nd_qs8(za, a.scale, zb, b.scale, zo, o.scale, lo, hi, 0, op);
+                }
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                size_t s0[kMaxDims], s1[kMaxDims], r0, r1;
+                setup_shapes(c, s0, s1, r0, r1);
+                const auto* x = static_cast<const int8_t*>(c.data[in0]);
+                const auto* y = static_cast<const int8_t*>(c.data[in1]);
+                auto* z = static_cast<int8_t*>(c.data[out0]);
+                switch (kind) {
+                  case NodeKind::Add: return xnn_setup_add_nd_qs8(op, r0, s0, r1, s1, x, y, z, c.pool);
+                  case NodeKind::Subtract: return xnn_setup_subtract_nd_qs8(op, r0, s0, r1, s1, x, y, z, c.pool);
+                  default: return xnn_setup_multiply_nd_qs8(op, r0, s0, r1, s1, x, y, z, c.pool);
+                }
+              });
+          break;
+        }
+        unsupported("");
+        break;
+      }
+      case NodeKind::PReLU: {
+        const uint32_t in1 = node.inputs[1];
+        if (!is_f32(V(0)) || !is_f32(V(1)) || !is_f32(O())) unsupported("");
+        const Shape& x = init_shapes[in0];
+        const Shape& slope = init_shapes[in1];
+        const size_t channels = x.rank == 0 ? 1 : x[x.rank - 1];
+        if (is_constant_[in1] && x.rank >= 1 && slope.numel() == channels && channels > 0 &&
+            (slope.rank == 0 || slope[slope.rank - 1] == channels)) {
+          const float* slope_data = reinterpret_cast<const float*>(V(1).data);
+          std::vector<float> slope_copy(slope_data, slope_data + channels);  // aligned copy for XNNPACK
+          add_xnn(
+              "prelu f32",
+              [=](const Shape*, xnn_operator_t* op) {
+                return xnn_create_prelu_nc_f32(channels, channels, channels, slope_copy.data(), 0, op);
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                const Shape& s = c.shapes[in0];
+                const size_t rows = s[s.rank - 1] == 0 ? 0 : s.numel() / s[s.rank - 1];
+                return xnn_setup_prelu_nc_f32(op, rows, static_cast<const float*>(c.data[in0]),
+                                              static_cast<float*>(c.data[out0]), c.pool);
+              });
+        } else {
+          keep(in0);
+          keep(in1);
+          add_own([=](const RunContext& c) {
+            binary_f32(NodeKind::PReLU, static_cast<const float*>(c.data[in0]), c.shapes[in0],
+                       static_cast<const float*>(c.data[in1]), c.shapes[in1], static_cast<float*>(c.data[out0]),
+                       c.shapes[out0], -kInf, kInf);
+          });
+        }
+        break;
+      }
+
+      // ---- element-wise unary -------------------------------------------------------------------------
+      case NodeKind::Clamp: {
+        keep(in0);
+        if (is_f32(V(0)) && is_f32(O())) {
+          add_xnn(
+              "clamp f32",
+              [=](const Shape*, xnn_operator_t* op) { return xnn_create_clamp_nc_f32(1, 1, 1, out_min, out_max, 0, op); },
+              [=](xnn_operator_t op, const RunContext& c) {
+                return xnn_setup_clamp_nc_f32(op, c.shapes[in0].numel(), static_cast<const float*>(c.data[in0]),
+                                              static_cast<float*>(c.data[out0]), c.pool);
+              });
+          break;
+        }
+        if (is_qs8(V(0)) && is_qs8(O()) && same_quant(V(0), O())) {
+          const int8_t lo = q8_min(O(), out_min), hi = q8_min(O(), out_max);
+          add_xnn(
+              "clamp s8",
+              [=](const Shape*, xnn_operator_t* op) { return xnn_create_clamp_nc_s8(1, 1, 1, lo, hi, 0, op); },
+              [=](xnn_operator_t op, const RunContext& c) {
+                return xnn_setup_clamp_nc_s8(op, c.shapes[in0].numel(), static_cast<const int8_t*>(c.data[in0]),
+                                             static_cast<int8_t*>(c.data[out0]), c.pool);
+              });
+          break;
+        }
+        unsupported("");
+        break;
+      }
+      case NodeKind::Softmax: {
+        if (!is_f32(V(0)) || !is_f32(O())) unsupported("");
+        keep(in0);
+        auto channels_of = [in0](const Shape* s) {
+          const Shape& x = s[in0];
+          return std::max<size_t>(x[x.rank - 1], 1);
+        };
+        add_xnn(
+            "softmax f32",
+            [=](const Shape* s, xnn_operator_t* op) {
+              const size_t ch = channels_of(s);
+              return xnn_create_softmax_nc_f32(ch, ch, ch, 0, op);
+            },
+            [=](xnn_operator_t op, const RunContext& c) {
+              const Shape& x = c.shapes[in0];
+              const size_t rows = x[x.rank - 1] == 0 ? 0 : x.numel() / x[x.rank - 1];
+              return xnn_setup_softmax_nc_f32(op, rows, static_cast<const float*>(c.data[in0]),
+                                              static_cast<float*>(c.data[out0]), c.pool);
+            },
+            channels_of);
+        break;
+      }
+      case NodeKind::Sigmoid:
+      case NodeKind::Floor:
+      case NodeKind::Ceiling:
+      case NodeKind::SquareRoot:
+      case NodeKind::Square:
+      case NodeKind::Negate:
+      case NodeKind::Abs:
+      case NodeKind::Hardswish:
+      case NodeKind::LeakyReLU:
+      case NodeKind::ELU: {
+        if (!is_f32(V(0)) || !is_f32(O())) unsupported("");
+        keep(in0);
+        const NodeKind kind = node.kind;
+        const float scalar = node.scalar;
+        using CreateFn = xnn_status (*)(size_t, size_t, size_t, uint32_t, xnn_operator_t*);
+        using SetupFn = xnn_status (*)(xnn_operator_t, size_t, const float*, float*, pthreadpool_t);
+        CreateFn create = nullptr;
+        SetupFn setup = nullptr;
+        switch (kind) {
+          case NodeKind::Sigmoid: create = xnn_create_sigmoid_nc_f32; setup = xnn_setup_sigmoid_nc_f32; break;
+          case NodeKind::Floor: create = xnn_create_floor_nc_f32; setup = xnn_setup_floor_nc_f32; break;
+          case NodeKind::Ceiling: create = xnn_create_ceiling_nc_f32; setup = xnn_setup_ceiling_nc_f32; break;
+          case NodeKind::SquareRoot:
+            create = xnn_create_square_root_nc_f32;
+            setup = xnn_setup_square_root_nc_f32;
+            break;
+          case NodeKind::Square: create = xnn_create_square_nc_f32; setup = xnn_setup_square_nc_f32; break;
+          case NodeKind::Negate: create = xnn_create_negate_nc_f32; setup = xnn_setup_negate_nc_f32; break;
+          case NodeKind::Abs: create = xnn_create_abs_nc_f32; setup = xnn_setup_abs_nc_f32; break;
+          case NodeKind::Hardswish:
+            create = xnn_create_hardswish_nc_f32;
+            setup = xnn_setup_hardswish_nc_f32;
+            break;
+          case NodeKind::LeakyReLU: setup = xnn_setup_leaky_relu_nc_f32; break;
+          default: setup = xnn_setup_elu_nc_f32; break;
+        }
+        add_xnn(
+            "unary f32",
+            [=](const Shape*, xnn_operator_t* op) {
+              if (kind == NodeKind::LeakyReLU) return xnn_create_leaky_relu_nc_f32(1, 1, 1, scalar, 0, op);
+              if (kind == NodeKind::ELU) return xnn_create_elu_nc_f32(1, 1, 1, scalar, 0, op);
+              return create(1, 1, 1, 0, op);
+            },
+            [=](xnn_operator_t op, const RunContext& c) {
+              return setup(op, c.shapes[in0].numel(), static_cast<const float*>(c.data[in0]),
+                           static_cast<float*>(c.data[out0]), c.pool);
+            });
+        break;
+      }
+      case NodeKind::ReciprocalSquareRoot:
+      case NodeKind::Gelu:
+      case NodeKind::Tanh:
+      case NodeKind::Exp:
+      case NodeKind::Log:
+      case NodeKind::Sin:
+      case NodeKind::Cos: {
+        if (!is_f32(V(0)) || !is_f32(O())) unsupported("");
+        keep(in0);
+        const NodeKind kind = node.kind;
+        add_own([=](const RunContext& c) {
+          unary_f32(kind, static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
+                    c.shapes[in0].numel(), 0.0f, -kInf, kInf);
+        });
+        break;
+      }
+
+      // ---- conversions and copies ---------------------------------------------------------------------
+      case NodeKind::Convert: {
+        keep(in0);
+        const Value& x = V(0);
+        const Value& y = O();
+        if (is_f32(x) && is_qs8(y)) {
+          const float scale = y.scale;
+          const auto zp = static_cast<int8_t>(y.zero_point);
+          add_xnn(
+              "convert f32->qs8",
+              [=](const Shape*, xnn_operator_t* op) {
+                return xnn_create_convert_nc_f32_qs8(1, 1, 1, scale, zp, -128, 127, 0, op);
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                return xnn_setup_convert_nc_f32_qs8(op, c.shapes[in0].numel(), static_cast<const float*>(c.data[in0]),
+                                                    static_cast<int8_t*>(c.data[out0]), c.pool);
+              });
+        } else if (is_qs8(x) && is_f32(y)) {
+          const float scale = x.scale;
+          const auto zp = static_cast<int8_t>(x.zero_point);
+          add_xnn(
+              "convert qs8->f32",
+              [=](const Shape*, xnn_operator_t* op) { return xnn_create_convert_nc_qs8_f32(1, 1, 1, scale, zp, 0, op); },
+              [=](xnn_operator_t op, const RunContext& c) {
+                return xnn_setup_convert_nc_qs8_f32(op, c.shapes[in0].numel(), static_cast<const int8_t*>(c.data[in0]),
+                                                    static_cast<float*>(c.data[out0]), c.pool);
+              });
+        } else if (is_qs8(x) && is_qs8(y)) {
+          const float in_scale = x.scale, out_scale = y.scale;
+          const int32_t in_zp = x.zero_point, out_zp = y.zero_point;
+          add_own([=](const RunContext& c) {
+            requantize_s8(static_cast<const int8_t*>(c.data[in0]), static_cast<int8_t*>(c.data[out0]),
+                          c.shapes[in0].numel(), in_scale, in_zp, out_scale, out_zp);
+          });
+        } else if (is_f32(x) && y.dtype == DataType::qdint8) {
+          const Value qv = y;
+          add_own([=](const RunContext& c) {
+            const Shape& s = c.shapes[in0];
+            const size_t rows = dynamic_quant_rows(qv, s);
+            const size_t cols = rows == 0 ? 0 : s.numel() / rows;
+            auto* q = static_cast<int8_t*>(c.data[out0]);
+            auto* params = reinterpret_cast<DynamicQuantParams*>(q + ((s.numel() + 7) & ~size_t{7}));
+            quantize_dynamic_rows(static_cast<const float*>(c.data[in0]), rows, cols, q, params);
+          });
+        } else if (x.dtype == y.dtype && (is_f32(x) || x.dtype == DataType::int32)) {
+          const size_t elem = datatype_size(x.dtype);
+          add_own([=](const RunContext& c) {
+            if (c.data[in0] != c.data[out0]) std::memcpy(c.data[out0], c.data[in0], c.shapes[in0].numel() * elem);
+          });
+        } else {
+          unsupported("");
+        }
+        break;
+      }
+      case NodeKind::Copy:
+      case NodeKind::StaticReshape: {
+        if (V(0).dtype != O().dtype || datatype_size(V(0).dtype) == 0) unsupported("");
+        keep(in0);
+        const Value xv = V(0);
+        add_own([=](const RunContext& c) {
+          if (c.data[in0] != c.data[out0]) {
+            std::memcpy(c.data[out0], c.data[in0], value_storage_bytes(xv, c.shapes[in0]));
+          }
+        });
+        break;
+      }
+      case NodeKind::StaticTranspose: {
+        const size_t elem = datatype_size(V(0).dtype);
+        if (V(0).dtype != O().dtype || elem == 0 || V(0).dtype == DataType::qdint8) unsupported("");
+        keep(in0);
+        const std::vector<size_t> perm = node.list_a;
+        add_own([=](const RunContext& c) {
+          if (c.data[in0] == c.data[out0]) return;  // planned as a view (only size-1 dims move)
+          transpose(c.data[in0], c.data[out0], c.shapes[in0], perm, elem);
+        });
+        break;
+      }
+      case NodeKind::StaticSlice: {
+        const size_t elem = datatype_size(V(0).dtype);
+        if (V(0).dtype != O().dtype || elem == 0 || V(0).dtype == DataType::qdint8) unsupported("");
+        keep(in0);
+        const std::vector<size_t> offsets = node.list_a;
+        add_own([=](const RunContext& c) {
+          slice(c.data[in0], c.shapes[in0], offsets, c.shapes[out0], c.data[out0], elem);
+        });
+        break;
+      }
+      case NodeKind::StaticConstantPad: {
+        const size_t elem = datatype_size(V(0).dtype);
+        if (V(0).dtype != O().dtype || elem == 0 || V(0).dtype == DataType::qdint8) unsupported("");
+        keep(in0);
+        uint8_t pad[8] = {};
+        if (is_f32(V(0))) {
+          std::memcpy(pad, &node.scalar, sizeof(float));
+        } else if (is_qs8(V(0))) {
+          pad[0] = static_cast<uint8_t>(
+              static_cast<int8_t>(quantize_bound(node.scalar, V(0).scale, V(0).zero_point, -128, 127)));
+        } else if (node.scalar != 0.0f) {
+          unsupported("non-zero padding value");
+        }
+        const std::vector<size_t> pre = node.list_a;
+        std::array<uint8_t, 8> pad_bytes;
+        std::memcpy(pad_bytes.data(), pad, 8);
+        add_own([=](const RunContext& c) {
+          constant_pad(c.data[in0], c.shapes[in0], pre, c.shapes[out0], pad_bytes.data(), c.data[out0], elem);
+        });
+        break;
+      }
+      case NodeKind::Concatenate: {
+        const size_t elem = datatype_size(V(0).dtype);
+        if (elem == 0 || V(0).dtype == DataType::qdint8) unsupported("");
+        for (size_t i = 0; i < node.inputs.size(); ++i) {
+          if (V(i).dtype != O().dtype || (V(i).quant == QuantKind::PerTensor && !same_quant(V(i), O()))) {
+            unsupported("inputs and output must share datatype and quantization");
+          }
+          keep(node.inputs[i]);
+        }
+        const std::vector<uint32_t> ins = node.inputs;
+        const size_t axis = node.axis;
+        add_own([=](const RunContext& c) {
+          const void* ptrs[5];
+          Shape shapes[5];
+          for (size_t i = 0; i < ins.size(); ++i) {
+            ptrs[i] = c.data[ins[i]];
+            shapes[i] = c.shapes[ins[i]];
+          }
+          concatenate(std::span<const void* const>(ptrs, ins.size()), std::span<const Shape>(shapes, ins.size()),
+                      axis, c.data[out0], elem);
+        });
+        break;
+      }
+
+      // ---- matrix products ----------------------------------------------------------------------------
+      case NodeKind::FullyConnected: {
+        const uint32_t filter = node.inputs[1];
+        const uint32_t bias = node.inputs[2];
+        const Value& x = V(0);
+        const Value& w = V(1);
+        const Value* b = bias == kInvalidId ? nullptr : &values[bias];
+        const bool transposed = (node.flags & kFlagTransposeWeights) != 0;
+        const Shape& ws = init_shapes[filter];
+        const size_t k = transposed ? ws[0] : ws[1];
+        const size_t units = transposed ? ws[1] : ws[0];
+        auto rows_of = [in0, k](const RunContext& c) { return k == 0 ? 0 : c.shapes[in0].numel() / k; };
+        if (is_f32(x) && is_f32(w) && is_f32(O()) && (b == nullptr || is_f32(*b))) {
+          if (is_constant_[filter] && (b == nullptr || is_constant_[bias])) {
+            const auto* kernel = reinterpret_cast<const float*>(w.data);
+            const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data);
+            const uint32_t flags = transposed ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0;
+            add_xnn(
+                "fully-connected f32",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_fully_connected_nc_f32(k, units, k, units, kernel, bias_data, out_min, out_max,
+                                                           flags, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  return xnn_setup_fully_connected_nc_f32(op, rows_of(c), static_cast<const float*>(c.data[in0]),
+                                                          static_cast<float*>(c.data[out0]), c.pool);
+                });
+          } else {
+            // Weights computed at run time: the delegate's GEMM on a [K, N] view of the filter.
+            keep(in0);
+            keep(filter);
+            keep(bias);
+            add_own(
+                [=, scratch = std::vector<float>()](const RunContext& c) mutable {
+                  const auto* wd = static_cast<const float*>(c.data[filter]);
+                  const float* w_kn = wd;
+                  if (!transposed) {
+                    scratch.resize(k * units);
+                    const Shape nk{2, {units, k}};
+                    const size_t perm[2] = {1, 0};
+                    transpose(wd, scratch.data(), nk, perm, sizeof(float));
+                    w_kn = scratch.data();
+                  }
+                  gemm_f32(static_cast<const float*>(c.data[in0]), rows_of(c), k, w_kn, units,
+                           bias == kInvalidId ? nullptr : static_cast<const float*>(c.data[bias]), out_min, out_max,
+                           static_cast<float*>(c.data[out0]));
+                });
+          }
+          break;
+        }
+        if (is_qs8(x) && is_qs8(O()) && (w.dtype == DataType::qint8 || w.dtype == DataType::qcint8) &&
+            (b == nullptr || b->dtype == DataType::qint32 || b->dtype == DataType::qcint32)) {
+          require_constant(filter, "the filter");
+          require_constant(bias, "the bias");
+          const Value o = O();
+          const auto in_zp = static_cast<int8_t>(x.zero_point);
+          const float in_scale = x.scale;
+          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const int32_t*>(b->data);
+          if (w.quant == QuantKind::PerTensor) {
+            if (w.zero_point != 0) unsupported("per-tensor int8 weights need zero point 0");
+            const auto* kernel = reinterpret_cast<const int8_t*>(w.data);
+            const float k_scale = w.scale;
+            const uint32_t flags = transposed ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0;
+            add_xnn(
+                "fully-connected qs8",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_fully_connected_nc_qs8(k, units, k, units, in_zp, in_scale, k_scale, kernel,
+                                                           bias_data, static_cast<int8_t>(o.zero_point), o.scale, lo,
+                                                           hi, flags, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  return xnn_setup_fully_connected_nc_qs8(op, rows_of(c), static_cast<const int8_t*>(c.data[in0]),
+                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                });
+          } else {
+            // Per-channel weights: the 2022 library only has them for convolutions, so run a 1x1 one.
+            if (w.channel_dim != (transposed ? 1u : 0u)) unsupported("per-channel scales must follow the units");
+            std::vector<int8_t> kernel(reinterpret_cast<const int8_t*>(w.data),
+                                       reinterpret_cast<const int8_t*>(w.data) + k * units);
+            if (transposed) {
+              const Shape kn{2, {k, units}};
+              const size_t perm[2] = {1, 0};
+              std::vector<int8_t> t(kernel.size());
+              transpose(kernel.data(), t.data(), kn, perm, 1);
+              kernel.swap(t);
+            }
+            const std::vector<float> scales = w.channel_scales;
+            add_xnn(
+                "fully-connected qc8",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_convolution2d_nhwc_qc8(0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, k, units, k, units, in_zp,
+                                                           in_scale, scales.data(), kernel.data(), bias_data,
+                                                           static_cast<int8_t>(o.zero_point), o.scale, lo, hi, 0, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  return xnn_setup_convolution2d_nhwc_qc8(op, 1, rows_of(c), 1, static_cast<const int8_t*>(c.data[in0]),
+                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                });
+          }
+          break;
+        }
+        if (x.dtype == DataType::qdint8 && w.dtype == DataType::qcint8 && is_f32(O()) && (b == nullptr || is_f32(*b))) {
+          require_constant(filter, "the filter");
+          require_constant(bias, "the bias");
+          if (w.channel_dim != (transposed ? 1u : 0u)) unsupported("per-channel scales must follow the units");
+          auto packed = std::make_shared<QD8Weights>();
+          packed->n = units;
+          packed->k = k;
+          packed->data.resize(units * k);
+          const auto* src = reinterpret_cast<const int8_t*>(w.data);
+          if (transposed) {
+            const Shape kn{2, {k, units}};
+            const size_t perm[2] = {1, 0};
+            transpose(src, packed->data.data(), kn, perm, 1);
+          } else {
+            std::memcpy(packed->data.data(), src, units * k);
+          }
+          packed->scales = w.channel_scales;
+          packed->row_sums.resize(units);
+          for (size_t j = 0; j < units; ++j) {
+            int32_t sum = 0;
+            for (size_t i = 0; i < k; ++i) sum += packed->data[j * k + i];
+            packed->row_sums[j] = sum;
+          }
+          if (b != nullptr) {
+            packed->bias.resize(units);
+            std::memcpy(packed->bias.data(), b->data, units * sizeof(float));
+          }
+          const Value xv = x;
+          add_own([=](const RunContext& c) {
+            const Shape& s = c.shapes[in0];
+            const size_t rows = rows_of(c);
+            if (dynamic_quant_rows(xv, s) != rows) {
+              run_fail(node.describe() + ": dynamic quantization rows do not match the fully-connected rows");
+            }
+            const auto* q = static_cast<const int8_t*>(c.data[in0]);
+            const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + ((s.numel() + 7) & ~size_t{7}));
+            fully_connected_qd8_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]));
+          });
+          break;
+        }
+        unsupported("");
+        break;
+      }
+      case NodeKind::BatchMatrixMultiply: {
+        const uint32_t in1 = node.inputs[1];
+        if (!is_f32(V(0)) || !is_f32(V(1)) || !is_f32(O())) unsupported("");
+        keep(in0);
+        keep(in1);
+        const bool transpose_b = (node.flags & kFlagTransposeWeights) != 0;
+        add_own(
+            [=, scratch = std::vector<float>()](const RunContext& c) mutable {
+              scratch.resize(batch_matmul_scratch_floats(c.shapes[in1], transpose_b));
+              batch_matmul_f32(static_cast<const float*>(c.data[in0]), c.shapes[in0],
+                               static_cast<const float*>(c.data[in1]), c.shapes[in1], transpose_b,
+                               static_cast<float*>(c.data[out0]), c.shapes[out0], scratch.data());
+            });
+        break;
+      }
+
+      // ---- convolutions -------------------------------------------------------------------------------
+      case NodeKind::Conv2d:
+      case NodeKind::DepthwiseConv2d:
+      case NodeKind::ConvTranspose2d: {
+        const uint32_t filter = node.inputs[1];
+        const uint32_t bias = node.inputs[2];
+        require_constant(filter, "the filter");
+        require_constant(bias, "the bias");
+        if (node.flags != 0) unsupported("unsupported flags " + std::to_string(node.flags));
+        const WindowParams w = node.window;
+        const bool depthwise = node.kind == NodeKind::DepthwiseConv2d;
+        const bool deconv = node.kind == NodeKind::ConvTranspose2d;
+        // Depthwise: one group per input channel, HWGo filter layout.
+        const uint32_t groups = w.groups;
+        const size_t gin = depthwise ? 1 : w.group_input_channels;
+        const size_t gout = depthwise ? w.group_output_channels / w.group_input_channels : w.group_output_channels;
+        const uint32_t flags = depthwise ? XNN_FLAG_DEPTHWISE_CONVOLUTION : 0;
+        const Value& x = V(0);
+        const Value& f = V(1);
+        const Value* b = bias == kInvalidId ? nullptr : &values[bias];
+        const size_t cin = groups * gin, cout = groups * gout;
+        if (is_f32(x) && is_f32(f) && is_f32(O()) && (b == nullptr || is_f32(*b))) {
+          const auto* kernel = reinterpret_cast<const float*>(f.data);
+          const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data);
+          if (deconv) {
+            add_xnn(
+                "deconvolution f32",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_deconvolution2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
+                                                             w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
+                                                             w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout,
+                                                             kernel, bias_data, out_min, out_max, 0, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  const Shape& s = c.shapes[in0];
+                  return xnn_setup_deconvolution2d_nhwc_f32(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w,
+                                                            static_cast<const float*>(c.data[in0]),
+                                                            static_cast<float*>(c.data[out0]), c.pool);
+                });
+          } else {
+            add_xnn(
+                depthwise ? "depthwise convolution f32" : "convolution f32",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_convolution2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
+                                                           w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
+                                                           w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout,
+                                                           kernel, bias_data, out_min, out_max, flags, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  const Shape& s = c.shapes[in0];
+                  return xnn_setup_convolution2d_nhwc_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
+                                                          static_cast<float*>(c.data[out0]), c.pool);
+                });
+          }
+          break;
+        }
+        if (!deconv && is_qs8(x) && is_qs8(O()) && (f.dtype == DataType::qint8 || f.dtype == DataType::qcint8) &&
+            (b == nullptr || b->dtype == DataType::qint32 || b->dtype == DataType::qcint32)) {
+          const Value o = O();
+          const auto in_zp = static_cast<int8_t>(x.zero_point);
+          const float in_scale = x.scale;
+          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          const auto* kernel = reinterpret_cast<const int8_t*>(f.data);
+          const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const int32_t*>(b->data);
+          if (f.quant == QuantKind::PerChannel) {
+            if (f.channel_dim != (depthwise ? 3u : 0u)) unsupported("per-channel scales must follow the outputs");
+            const std::vector<float> scales = f.channel_scales;
+            add_xnn(
+                depthwise ? "depthwise convolution qc8" : "convolution qc8",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_convolution2d_nhwc_qc8(
+                      w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
+                      w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout, in_zp, in_scale, scales.data(), kernel,
+                      bias_data, static_cast<int8_t>(o.zero_point), o.scale, lo, hi, flags, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  const Shape& s = c.shapes[in0];
+                  return xnn_setup_convolution2d_nhwc_qc8(op, s[0], s[1], s[2], static_cast<const int8_t*>(c.data[in0]),
+                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                });
+          } else {
+            if (f.zero_point != 0) unsupported("per-tensor int8 weights need zero point 0");
+            const float k_scale = f.scale;
+            add_xnn(
+                depthwise ? "depthwise convolution qs8" : "convolution qs8",
+                [=](const Shape*, xnn_operator_t* op) {
+                  return xnn_create_convolution2d_nhwc_qs8(
+                      w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
+                      w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout, in_zp, in_scale, k_scale, kernel,
+                      bias_data, static_cast<int8_t>(o.zero_point), o.scale, lo, hi, flags, op);
+                },
+                [=](xnn_operator_t op, const RunContext& c) {
+                  const Shape& s = c.shapes[in0];
+                  return xnn_setup_convolution2d_nhwc_qs8(op, s[0], s[1], s[2], static_cast<const int8_t*>(c.data[in0]),
+                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                });
+          }
+          break;
+        }
+        unsupported("");
+        break;
+      }
+
+      // ---- pooling ------------------------------------------------------------------------------------
+      case NodeKind::GlobalAvgPooling2d: {
+        keep(in0);
+        auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
+        auto width_of = [in0](const RunContext& c) { return c.shapes[in0][1] * c.shapes[in0][2]; };
+        if (is_f32(V(0)) && is_f32(O())) {
+          add_xnn(
+              "global average pooling f32",
+              [=](const Shape* s, xnn_operator_t* op) {
+                const size_t ch = channels_of(s);
+                return xnn_create_global_average_pooling_nwc_f32(ch, ch, ch, out_min, out_max, 0, op);
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                return xnn_setup_global_average_pooling_nwc_f32(op, c.shapes[in0][0], width_of(c),
+                                                                static_cast<const float*>(c.data[in0]),
+                                                                static_cast<float*>(c.data[out0]), c.pool);
+              },
+              channels_of);
+          break;
+        }
+        if (is_qs8(V(0)) && is_qs8(O())) {
+          const Value x = V(0), o = O();
+          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          add_xnn(
+              "global average pooling qs8",
+              [=](const Shape* s, xnn_operator_t* op) {
+                const size_t ch = channels_of(s);
+                return xnn_create_global_average_pooling_nwc_qs8(ch, ch, ch, static_cast<int8_t>(x.zero_point), x.scale,
+                                                                 static_cast<int8_t>(o.zero_point), o.scale, lo, hi, 0,
+                                                                 op);
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                return xnn_setup_global_average_pooling_nwc_qs8(op, c.shapes[in0][0], width_of(c),
+                                                                static_cast<const int8_t*>(c.data[in0]),
+                                                                static_cast<int8_t*>(c.data[out0]), c.pool);
+              },
+              channels_of);
+          break;
+        }
+        unsupported("");
+        break;
+      }
+      case NodeKind::AvgPooling2d:
+      case NodeKind::MaxPooling2d: {
+        keep(in0);
+        const WindowParams w = node.window;
+        const bool is_max = node.kind == NodeKind::MaxPooling2d;
+        const uint32_t dh = std::max<uint32_t>(w.dilation_h, 1), dw = std::max<uint32_t>(w.dilation_w, 1);
+        auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
+        if (is_f32(V(0)) && is_f32(O())) {
+          add_xnn(
+              is_max ? "max pooling f32" : "average pooling f32",
+              [=](const Shape* s, xnn_operator_t* op) {
+                const size_t ch = channels_of(s);
+                if (is_max) {
+                  return xnn_create_max_pooling2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
+                                                           w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, dh, dw, ch,
+                                                           ch, ch, out_min, out_max, 0, op);
+                }
+                return xnn_create_average_pooling2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
+                                                             w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, ch, ch,
+                                                             ch, out_min, out_max, 0, op);
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                const Shape& s = c.shapes[in0];
+                const auto* x = static_cast<const float*>(c.data[in0]);
+                auto* y = static_cast<float*>(c.data[out0]);
+                if (is_max) return xnn_setup_max_pooling2d_nhwc_f32(op, s[0], s[1], s[2], x, y, c.pool);
+                return xnn_setup_average_pooling2d_nhwc_f32(op, s[0], s[1], s[2], x, y, c.pool);
+              },
+              channels_of);
+          break;
+        }
+        if (is_max && is_qs8(V(0)) && is_qs8(O()) && same_quant(V(0), O())) {
+          const int8_t lo = q8_min(O(), out_min), hi = q8_min(O(), out_max);
+          add_xnn(
+              "max pooling s8",
+              [=](const Shape* s, xnn_operator_t* op) {
+                const size_t ch = channels_of(s);
+                return xnn_create_max_pooling2d_nhwc_s8(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h,
+                                                        w.kernel_w, w.stride_h, w.stride_w, dh, dw, ch, ch, ch, lo, hi,
+                                                        0, op);
+              },
+              [=](xnn_operator_t op, const RunContext& c) {
+                const Shape& s = c.shapes[in0];
+                return xnn_setup_max_pooling2d_nhwc_s8(op, s[0], s[1], s[2], static_cast<const int8_t*>(c.data[in0]),
+                                                       static_cast<int8_t*>(c.data[out0]), c.pool);
+              },
+              channels_of);
+          break;
+        }
+        unsupported("");
+        break;
+      }
+      case NodeKind::ArgMaxPooling2d: {
+        const uint32_t index_out = node.outputs[1];
+        if (!is_f32(V(0)) || !is_f32(O(0)) || datatype_size(O(1).dtype) != 4 || is_f32(O(1))) unsupported("");
+        keep(in0);
+        const WindowParams w = node.window;
+        auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
+        add_xnn(
+            "argmax pooling f32",
+            [=](const Shape* s, xnn_operator_t* op) {
+              const size_t ch = channels_of(s);
+              return xnn_create_argmax_pooling2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h,
+                                                          w.kernel_w, ch, ch, ch, 0, op);
+            },
+            [=](xnn_operator_t op, const RunContext& c) {
+              const Shape& s = c.shapes[in0];
+              return xnn_setup_argmax_pooling2d_nhwc_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
+                                                         static_cast<float*>(c.data[out0]),
+                                                         static_cast<uint32_t*>(c.data[index_out]), c.pool);
+            },
+            channels_of);
+        break;
+      }
+      case NodeKind::StaticResizeBilinear2D: {
+        if (!is_f32(V(0)) || !is_f32(O())) unsupported("");
+        keep(in0);
+        const uint32_t flags = node.flags;
+        const size_t new_h = node.new_height, new_w = node.new_width;
+        auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
+        add_xnn(
+            "resize bilinear f32",
+            [=](const Shape* s, xnn_operator_t* op) {
+              const size_t ch = channels_of(s);
+              return xnn_create_resize_bilinear2d_nhwc_f32(ch, ch, ch, flags, op);
+            },
+            [=](xnn_operator_t op, const RunContext& c) {
+              const Shape& s = c.shapes[in0];
+              return xnn_setup_resize_bilinear2d_nhwc_f32(op, s[0], s[1], s[2], new_h, new_w,
+                                                          static_cast<const float*>(c.data[in0]),
+                                                          static_cast<float*>(c.data[out0]), c.pool);
+            },
+            channels_of);
+        break;
+      }
+    }
+  }
+}
+
+// ---- running -----------------------------------------------------------------------------------------
+
+void Executor::plan_memory() {
+  const size_t n = graph_.values.size();
+  storage_root_.resize(n);
+  for (size_t i = 0; i < n; ++i) storage_root_[i] = static_cast<uint32_t>(i);
+  // Reshapes, copies and transposes that only move size-1 dims are views of their input when their
+  // output is internal.
+  for (const Node& node : graph_.nodes) {
+    const uint32_t in = node.inputs.empty() ? kInvalidId : node.inputs[0];
+    const uint32_t out = node.outputs[0];
+    if (in == kInvalidId || graph_.values[out].is_external()) continue;
+    bool view = node.kind == NodeKind::StaticReshape || node.kind == NodeKind::Copy;
+    if (node.kind == NodeKind::StaticTranspose) view = transpose_is_copy(shapes_[in], node.list_a);
+    if (view) storage_root_[out] = storage_root_[in];
+  }
+  constexpr size_t kUnused = std::numeric_limits<size_t>::max();
+  std::vector<size_t> first(n, kUnused), last(n, 0);
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const Node& node = graph_.nodes[i];
+    for (uint32_t out : node.outputs) {
+      const uint32_t r = storage_root_[out];
+      first[r] = std::min(first[r], i);
+      last[r] = std::max(last[r], i);
+    }
+    for (uint32_t in : node.inputs) {
+      if (in == kInvalidId) continue;
+      const uint32_t r = storage_root_[in];
+      last[r] = std::max(last[r], i);
+    }
+  }
+  struct Slot {
+    uint32_t value;
+    size_t bytes;
+  };
+  std::vector<Slot> slots;
+  for (uint32_t v = 0; v < n; ++v) {
+    if (storage_root_[v] != v || first[v] == kUnused || is_constant_[v] || graph_.values[v].is_external()) continue;
+    const size_t bytes = (value_storage_bytes(graph_.values[v], shapes_[v]) + 63) & ~size_t{63};
+    slots.push_back({v, bytes});
+  }
+  std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.bytes > b.bytes; });
+  arena_offset_.assign(n, kUnused);
+  struct Placed {
+    size_t offset, bytes, first, last;
+  };
+  std::vector<Placed> placed;
+  size_t total = 0;
+  for (const Slot& s : slots) {
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (const Placed& p : placed) {
+      if (p.first <= last[s.value] && first[s.value] <= p.last) busy.emplace_back(p.offset, p.offset + p.bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [b, e] : busy) {
+      if (offset + s.bytes <= b) break;
+      offset = std::max(offset, e);
+    }
+    arena_offset_[s.value] = offset;
+    placed.push_back({offset, s.bytes, first[s.value], last[s.value]});
+    total = std::max(total, offset + s.bytes);
+  }
+  arena_size_ = total;
+  if (total > arena_capacity_ || !arena_) {
+    arena_ = allocate(total);
+    arena_capacity_ = total;
+  }
+  for (auto& step : steps_) step->reshape(shapes_.data());
+}
+
+namespace {
+
+bool dtype_matches(DataType dtype, ScalarType st, bool output) {
+  switch (dtype) {
+    case DataType::fp32: return st == ScalarType::Float;
+    case DataType::fp16: return st == ScalarType::Half;
+    case DataType::bf16: return st == ScalarType::BFloat16;
+    case DataType::qint8:
+    case DataType::qcint8: return st == ScalarType::Char || st == ScalarType::QInt8;
+    case DataType::quint8: return st == ScalarType::Byte || st == ScalarType::QUInt8;
+    case DataType::qint32:
+    case DataType::qcint32:
+    case DataType::int32:
+      return st == ScalarType::Int || st == ScalarType::QInt32 || (output && st == ScalarType::Long);
+    default: return false;
+  }
+}
+
+Tensor& external_tensor(std::span<EValue* const> args, const Value& v) {
+  if (v.external_id >= args.size() || args[v.external_id] == nullptr) {
+    run_fail("external value " + std::to_string(v.external_id) + " has no delegate argument (the call has " +
+             std::to_string(args.size()) + ")");
+  }
+  const EValue& arg = *args[v.external_id];
+  if (!arg.is_tensor()) {
+    run_fail("delegate argument " + std::to_string(v.external_id) + " is a " + tag_name(arg.tag()) +
+             ", expected a tensor");
+  }
+  return arg.to_tensor();
+}
+
+}  // namespace
+
+void Executor::execute(std::span<EValue* const> args) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Inputs: physical shapes (sizes permuted by dim order) and data.
+  bool changed = !planned_;
+  for (size_t i = 0; i < graph_.input_values.size(); ++i) {
+    const uint32_t vid = graph_.input_values[i];
+    const Value& v = graph_.values[vid];
+    Tensor& t = external_tensor(args, v);
+    if (!dtype_matches(v.dtype, t.dtype(), false)) {
+      run_fail("input " + std::to_string(v.external_id) + " is " + std::string(scalar_type_name(t.dtype())) +
+               ", the graph expects " + datatype_name(v.dtype));
+    }
+    // The tensor's own rank wins over the serialized one (a 0-d scalar is serialized as [1]).
+    if (t.dim() > kMaxDims) {
+      run_fail("input " + std::to_string(v.external_id) + " has rank " + std::to_string(t.dim()) +
+               " (XNNPACK allows at most 6)");
+    }
+    Shape s;
+    s.rank = static_cast<uint8_t>(t.dim());
+    for (int d = 0; d < s.rank; ++d) s[d] = static_cast<size_t>(t.size(t.dim_order()[d]));
+    if (s != input_shapes_[i]) {
+      input_shapes_[i] = s;
+      changed = true;
+    }
+    if (t.data() == nullptr && t.numel() > 0) run_fail("input " + std::to_string(v.external_id) + " has no data");
+    data_[vid] = t.data();
+  }
+  if (changed) {
+    for (size_t i = 0; i < graph_.input_values.size(); ++i) shapes_[graph_.input_values[i]] = input_shapes_[i];
+    planned_ = false;
+    propagate_shapes(ErrorKind::ExecutionError);
+    plan_memory();
+    planned_ = true;
+  }
+  // Inputs the caller owns: XNNPACK may read a few bytes past their end, so a buffer that ends within
+  // XNN_EXTRA_BYTES of a page boundary is staged through a padded copy.
+  for (size_t i = 0; i < graph_.input_values.size(); ++i) {
+    const uint32_t vid = graph_.input_values[i];
+    const size_t bytes = value_storage_bytes(graph_.values[vid], shapes_[vid]);
+    if (bytes == 0 || data_[vid] == nullptr) continue;
+    const auto end = reinterpret_cast<uintptr_t>(data_[vid]) + bytes - 1;
+    if ((end & 4095u) < 4096u - XNN_EXTRA_BYTES) continue;
+    if (staging_capacity_[i] < bytes) {
+      staging_[i] = allocate(bytes);
+      staging_capacity_[i] = bytes;
+    }
+    std::memcpy(staging_[i].get(), data_[vid], bytes);
+    data_[vid] = staging_[i].get();
+  }
+  // Outputs: resized to the propagated shape (logical order), written in place.
+  for (uint32_t vid : graph_.output_values) {
+    const Value& v = graph_.values[vid];
+    Tensor& t = external_tensor(args, v);
+    if (!dtype_matches(v.dtype, t.dtype(), true)) {
+      run_fail("output " + std::to_string(v.external_id) + " is " + std::string(scalar_type_name(t.dtype())) +
+               ", the graph produces " + datatype_name(v.dtype));
+    }
+    const Shape& s = shapes_[vid];
+    if (t.dim() != s.rank) {
+      // Ranks may differ only by size-1 dims (a 0-d output computed as [1]); the bytes are the same.
+      if (static_cast<size_t>(t.numel()) != s.numel()) {
+        run_fail("output " + std::to_string(v.external_id) + " has rank " + std::to_string(t.dim()) +
+                 ", the graph produces " + s.str());
+      }
+      data_[vid] = t.data();
+      continue;
+    }
+    int64_t sizes[kMaxDims];
+    for (int d = 0; d < s.rank; ++d) sizes[t.dim_order()[d]] = static_cast<int64_t>(s[d]);
+    if (!t.try_resize(std::span<const int64_t>(sizes, s.rank))) {
+      run_fail("output " + std::to_string(v.external_id) + " cannot hold the result shape " + s.str() +
+               " (its bound is " + std::to_string(t.capacity_numel()) + " elements)");
+    }
+    data_[vid] = t.data();
+  }
+  for (size_t v = 0; v < data_.size(); ++v) {
+    if (is_constant_[v]) {
+      data_[v] = constant_data_[v];
+    } else if (arena_offset_[v] != std::numeric_limits<size_t>::max()) {
+      data_[v] = arena_.get() + arena_offset_[v];
+    }
+  }
+  for (size_t v = 0; v < data_.size(); ++v) {
+    if (storage_root_[v] != v) data_[v] = data_[storage_root_[v]];
+  }
+  const RunContext ctx{data_.data(), shapes_.data(), ThreadPool::global().handle()};
+  for (auto& step : steps_) step->run(ctx);
+  // int64 outputs: the graph wrote int32 values; widen them in place from the back.
+  for (uint32_t vid : graph_.output_values) {
+    Tensor& t = external_tensor(args, graph_.values[vid]);
+    if (t.dtype() != ScalarType::Long) continue;
+    auto* bytes = static_cast<uint8_t*>(t.data());
+    for (int64_t i = t.numel(); i-- > 0;) {
+      int32_t narrow;
+      std::memcpy(&narrow, bytes + i * 4, sizeof(narrow));
+      const int64_t wide = narrow;
+      std::memcpy(bytes + i * 8, &wide, sizeof(wide));
+    }
+  }
+}
+
+}  // namespace etnp::xnn

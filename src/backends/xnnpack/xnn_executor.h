@@ -1,0 +1,78 @@
+// Runs a parsed XNNGraph. Nodes the Debian (2022) XNNPACK can run become XNNPACK operators created once at
+// load (weights packed then); the rest run on the delegate's own kernels (xnn_kernels.h). The delegate
+// propagates shapes itself, plans one arena for all intermediate values (re-planned only when the input
+// shapes change) and binds the DelegateCall's tensors directly as graph inputs and outputs.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "backends/xnnpack/xnn_graph.h"
+#include "etnp/error.h"
+#include "etnp/value.h"
+
+namespace etnp::xnn {
+
+class Step;
+
+/// What a built executor consists of, for tests and diagnostics.
+struct ExecutorStats {
+  size_t xnnpack_operators = 0;  ///< Nodes run by XNNPACK operators.
+  size_t own_kernels = 0;        ///< Nodes run by the delegate's kernels.
+  size_t fused_clamps = 0;       ///< Clamp nodes folded into their producer.
+};
+
+class Executor {
+ public:
+  /// Builds the executor (creates XNNPACK operators, copies the constants it needs later). Constant bytes
+  /// in `graph` need only be valid during the call. Throws etnp::Error(ProgramLoadError).
+  explicit Executor(Graph graph);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// Runs the graph on the DelegateCall's args (inputs then outputs); resizes the output tensors.
+  /// Throws etnp::Error(ExecutionError) on bad args or shapes. Calls on one executor are serialized.
+  void execute(std::span<EValue* const> args);
+
+  const ExecutorStats& stats() const { return stats_; }
+  /// Bytes of the intermediate-value arena for the current input shapes.
+  size_t arena_bytes() const { return arena_size_; }
+
+ private:
+  struct AlignedDeleter {
+    void operator()(uint8_t* p) const;
+  };
+  using AlignedBytes = std::unique_ptr<uint8_t[], AlignedDeleter>;
+  static AlignedBytes allocate(size_t bytes);
+
+  void fuse_clamps();
+  void compile();
+  void propagate_shapes(ErrorKind kind);
+  void plan_memory();
+
+  Graph graph_;
+  std::vector<uint8_t> is_constant_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<AlignedBytes> constant_storage_;
+  std::vector<void*> constant_data_;  ///< Per value: the delegate's copy of a constant used at run time.
+
+  std::vector<Shape> shapes_;  ///< Current shape of every value.
+  std::vector<Shape> input_shapes_;
+  bool planned_ = false;
+  std::vector<uint32_t> storage_root_;  ///< Value whose storage a value shares (itself if none).
+  std::vector<size_t> arena_offset_;
+  AlignedBytes arena_;
+  size_t arena_capacity_ = 0;
+  size_t arena_size_ = 0;
+  std::vector<void*> data_;            ///< Per value, during a run.
+  std::vector<AlignedBytes> staging_;  ///< Per external input: padded copy when a caller buffer may over-read.
+  std::vector<size_t> staging_capacity_;
+  ExecutorStats stats_;
+  std::mutex mutex_;
+};
+
+}  // namespace etnp::xnn

@@ -1,0 +1,570 @@
+#include "backends/xnnpack/xnn_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "etnp/threadpool.h"
+
+// Hot loops get an AVX2/FMA clone next to the baseline one (the library is built for generic x86-64).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ETNP_XNN_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define ETNP_XNN_MULTIVERSION
+#endif
+
+namespace etnp::xnn {
+namespace {
+
+// Row-major element strides of a shape.
+void contiguous_strides(const Shape& s, size_t* strides) {
+  size_t running = 1;
+  for (int i = s.rank; i-- > 0;) {
+    strides[i] = running;
+    running *= s[i];
+  }
+}
+
+// Strides that broadcast `s` (right-aligned) over `out`: 0 along broadcast dims.
+void broadcast_strides(const Shape& s, const Shape& out, size_t* strides) {
+  size_t own[kMaxDims];
+  contiguous_strides(s, own);
+  for (int i = 0; i < out.rank; ++i) {
+    const int j = s.rank - out.rank + i;
+    strides[i] = (j < 0 || s[j] == 1) ? 0 : own[j];
+  }
+}
+
+template <typename T>
+void transpose_typed(const T* in, T* out, int rank, const size_t* size, const size_t* in_stride) {
+  // The last two output dims form 2-D tiles; the leading ones are walked with a counter.
+  const size_t rows = rank >= 2 ? size[rank - 2] : 1;
+  const size_t cols = size[rank - 1];
+  const size_t row_stride = rank >= 2 ? in_stride[rank - 2] : 0;
+  const size_t col_stride = in_stride[rank - 1];
+  const int outer_rank = std::max(rank - 2, 0);
+  size_t outer = 1;
+  for (int i = 0; i < outer_rank; ++i) outer *= size[i];
+  size_t index[kMaxDims] = {};
+  size_t in_base = 0;
+  constexpr size_t kTile = 32;
+  for (size_t o = 0; o < outer; ++o) {
+    const T* src = in + in_base;
+    T* dst = out + o * rows * cols;
+    if (col_stride == 1) {
+      for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * row_stride, cols * sizeof(T));
+    } else {
+      for (size_t r0 = 0; r0 < rows; r0 += kTile) {
+        const size_t r1 = std::min(rows, r0 + kTile);
+        for (size_t c0 = 0; c0 < cols; c0 += kTile) {
+          const size_t c1 = std::min(cols, c0 + kTile);
+          for (size_t r = r0; r < r1; ++r) {
+            const T* s = src + r * row_stride;
+            T* d = dst + r * cols;
+            for (size_t c = c0; c < c1; ++c) d[c] = s[c * col_stride];
+          }
+        }
+      }
+    }
+    for (int i = outer_rank; i-- > 0;) {
+      in_base += in_stride[i];
+      if (++index[i] < size[i]) break;
+      in_base -= in_stride[i] * size[i];
+      index[i] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void transpose(const void* in, void* out, const Shape& in_shape, std::span<const size_t> perm, size_t elem_size) {
+  size_t in_strides[kMaxDims];
+  contiguous_strides(in_shape, in_strides);
+  // Output dims with their input strides, dropping size-1 dims and merging dims that stay adjacent.
+  size_t size[kMaxDims], stride[kMaxDims];
+  int rank = 0;
+  size_t numel = 1;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    const size_t d = in_shape[static_cast<int>(perm[i])];
+    numel *= d;
+    if (d == 1) continue;
+    const size_t s = in_strides[perm[i]];
+    if (rank > 0 && stride[rank - 1] == s * d) {
+      size[rank - 1] *= d;
+      stride[rank - 1] = s;
+    } else {
+      size[rank] = d;
+      stride[rank] = s;
+      ++rank;
+    }
+  }
+  if (numel == 0) return;
+  if (rank == 0 || (rank == 1 && stride[0] == 1)) {
+    if (in != out) std::memcpy(out, in, numel * elem_size);
+    return;
+  }
+  switch (elem_size) {
+    case 1: transpose_typed(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), rank, size, stride); break;
+    case 2: transpose_typed(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), rank, size, stride); break;
+    case 4: transpose_typed(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), rank, size, stride); break;
+    default: transpose_typed(static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), rank, size, stride); break;
+  }
+}
+
+void concatenate(std::span<const void* const> inputs, std::span<const Shape> shapes, size_t axis, void* out,
+                 size_t elem_size) {
+  size_t outer = 1;
+  for (size_t i = 0; i < axis; ++i) outer *= shapes[0][static_cast<int>(i)];
+  std::vector<size_t> chunk(inputs.size());
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    size_t inner = 1;
+    for (int d = static_cast<int>(axis); d < shapes[j].rank; ++d) inner *= shapes[j][d];
+    chunk[j] = inner * elem_size;
+  }
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (chunk[j] == 0) continue;
+      std::memcpy(dst, static_cast<const uint8_t*>(inputs[j]) + o * chunk[j], chunk[j]);
+      dst += chunk[j];
+    }
+  }
+}
+
+void slice(const void* in, const Shape& in_shape, std::span<const size_t> offsets, const Shape& out_shape, void* out,
+           size_t elem_size) {
+  const int rank = out_shape.rank;
+  if (out_shape.numel() == 0) return;
+  if (rank == 0) {
+    std::memcpy(out, in, elem_size);
+    return;
+  }
+  size_t in_strides[kMaxDims];
+  contiguous_strides(in_shape, in_strides);
+  size_t base = 0;
+  for (int i = 0; i < rank; ++i) base += offsets[i] * in_strides[i];
+  const size_t row_bytes = out_shape[rank - 1] * elem_size;
+  const size_t rows = out_shape.numel() / out_shape[rank - 1];
+  size_t index[kMaxDims] = {};
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  size_t in_offset = base;
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * row_bytes, src + in_offset * elem_size, row_bytes);
+    for (int i = rank - 1; i-- > 0;) {
+      in_offset += in_strides[i];
+      if (++index[i] < out_shape[i]) break;
+      in_offset -= in_strides[i] * out_shape[i];
+      index[i] = 0;
+    }
+  }
+}
+
+void constant_pad(const void* in, const Shape& in_shape, std::span<const size_t> pre, const Shape& out_shape,
+                  const void* pad_bytes, void* out, size_t elem_size) {
+  const size_t out_numel = out_shape.numel();
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < out_numel; ++i) std::memcpy(dst + i * elem_size, pad_bytes, elem_size);
+  const size_t in_numel = in_shape.numel();
+  if (in_numel == 0) return;
+  const int rank = in_shape.rank;
+  if (rank == 0) {
+    std::memcpy(out, in, elem_size);
+    return;
+  }
+  size_t out_strides[kMaxDims];
+  contiguous_strides(out_shape, out_strides);
+  size_t base = 0;
+  for (int i = 0; i < rank; ++i) base += pre[i] * out_strides[i];
+  const size_t row = in_shape[rank - 1];
+  const size_t rows = in_numel / row;
+  size_t index[kMaxDims] = {};
+  size_t out_offset = base;
+  const auto* src = static_cast<const uint8_t*>(in);
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + out_offset * elem_size, src + r * row * elem_size, row * elem_size);
+    for (int i = rank - 1; i-- > 0;) {
+      out_offset += out_strides[i];
+      if (++index[i] < in_shape[i]) break;
+      out_offset -= out_strides[i] * in_shape[i];
+      index[i] = 0;
+    }
+  }
+}
+
+// ---- matrix products ---------------------------------------------------------------------------------
+
+namespace {
+
+// out[rows, n] (+)= in[rows, k] * w[k, n]; rows of `out` start at bias (or 0).
+ETNP_XNN_MULTIVERSION
+void gemm_rows(const float* __restrict in, size_t rows, size_t k, const float* __restrict w, size_t n,
+               const float* __restrict bias, float* __restrict out) {
+  constexpr size_t kBlockK = 256;
+  for (size_t r = 0; r < rows; ++r) {
+    float* o = out + r * n;
+    if (bias != nullptr) {
+      std::memcpy(o, bias, n * sizeof(float));
+    } else {
+      std::memset(o, 0, n * sizeof(float));
+    }
+  }
+  for (size_t k0 = 0; k0 < k; k0 += kBlockK) {
+    const size_t k1 = std::min(k, k0 + kBlockK);
+    for (size_t r = 0; r < rows; ++r) {
+      float* __restrict o = out + r * n;
+      const float* a = in + r * k;
+      size_t kk = k0;
+      // Two rows of w per pass halves the loads and stores of the output row.
+      for (; kk + 1 < k1; kk += 2) {
+        const float a0 = a[kk], a1 = a[kk + 1];
+        const float* __restrict w0 = w + kk * n;
+        const float* __restrict w1 = w0 + n;
+        for (size_t j = 0; j < n; ++j) o[j] += a0 * w0[j] + a1 * w1[j];
+      }
+      for (; kk < k1; ++kk) {
+        const float a0 = a[kk];
+        const float* __restrict w0 = w + kk * n;
+        for (size_t j = 0; j < n; ++j) o[j] += a0 * w0[j];
+      }
+    }
+  }
+}
+
+void clamp_in_place(float* p, size_t n, float lo, float hi) {
+  if (lo == -std::numeric_limits<float>::infinity() && hi == std::numeric_limits<float>::infinity()) return;
+  for (size_t i = 0; i < n; ++i) p[i] = std::min(std::max(p[i], lo), hi);
+}
+
+}  // namespace
+
+void gemm_f32(const float* in, size_t rows, size_t k, const float* w_kn, size_t n, const float* bias, float out_min,
+              float out_max, float* out) {
+  if (rows == 0 || n == 0) return;
+  const size_t work = rows * k * n;
+  if (rows >= 2 && work >= (size_t{1} << 18)) {
+    ThreadPool::global().parallel_for(rows, 1, [&](size_t r0, size_t r1) {
+      gemm_rows(in + r0 * k, r1 - r0, k, w_kn, n, bias, out + r0 * n);
+      clamp_in_place(out + r0 * n, (r1 - r0) * n, out_min, out_max);
+    });
+    return;
+  }
+  gemm_rows(in, rows, k, w_kn, n, bias, out);
+  clamp_in_place(out, rows * n, out_min, out_max);
+}
+
+size_t batch_matmul_scratch_floats(const Shape& b_shape, bool transpose_b) {
+  if (!transpose_b) return 0;
+  return b_shape[b_shape.rank - 1] * b_shape[b_shape.rank - 2];
+}
+
+void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, bool transpose_b,
+                      float* out, const Shape& out_shape, float* scratch) {
+  const size_t m = a_shape[a_shape.rank - 2], k = a_shape[a_shape.rank - 1];
+  const size_t n = out_shape[out_shape.rank - 1];
+  Shape batch = out_shape, a_batch = a_shape, b_batch = b_shape;
+  batch.rank -= 2;
+  a_batch.rank -= 2;
+  b_batch.rank -= 2;
+  size_t a_str[kMaxDims], b_str[kMaxDims];
+  broadcast_strides(a_batch, batch, a_str);
+  broadcast_strides(b_batch, batch, b_str);
+  const size_t batches = batch.numel();
+  const size_t a_mat = m * k, b_mat = k * n, o_mat = m * n;
+  size_t index[kMaxDims] = {};
+  size_t a_off = 0, b_off = 0;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t bi = 0; bi < batches; ++bi) {
+    const float* bm = b + b_off * b_mat;
+    if (transpose_b) {
+      // [N, K] -> [K, N] so the product streams along N.
+      const Shape nk{2, {n, k}};
+      const size_t perm[2] = {1, 0};
+      transpose(bm, scratch, nk, perm, sizeof(float));
+      bm = scratch;
+    }
+    gemm_f32(a + a_off * a_mat, m, k, bm, n, nullptr, -inf, inf, out + bi * o_mat);
+    for (int i = batch.rank; i-- > 0;) {
+      a_off += a_str[i];
+      b_off += b_str[i];
+      if (++index[i] < batch[i]) break;
+      a_off -= a_str[i] * batch[i];
+      b_off -= b_str[i] * batch[i];
+      index[i] = 0;
+    }
+  }
+}
+
+// ---- element-wise ------------------------------------------------------------------------------------
+
+bool unary_f32_supported(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Clamp:
+    case NodeKind::Sigmoid:
+    case NodeKind::Floor:
+    case NodeKind::Ceiling:
+    case NodeKind::SquareRoot:
+    case NodeKind::ReciprocalSquareRoot:
+    case NodeKind::Square:
+    case NodeKind::Negate:
+    case NodeKind::Abs:
+    case NodeKind::Hardswish:
+    case NodeKind::LeakyReLU:
+    case NodeKind::ELU:
+    case NodeKind::Gelu:
+    case NodeKind::Tanh:
+    case NodeKind::Exp:
+    case NodeKind::Log:
+    case NodeKind::Sin:
+    case NodeKind::Cos:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+template <typename F>
+void map_f32(const float* __restrict in, float* __restrict out, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i) out[i] = f(in[i]);
+}
+
+template <typename F>
+void map_f32_aliased(const float* in, float* out, size_t n, F f) {
+  if (in == out) {
+    for (size_t i = 0; i < n; ++i) out[i] = f(in[i]);
+  } else {
+    map_f32(in, out, n, f);
+  }
+}
+
+}  // namespace
+
+void unary_f32(NodeKind kind, const float* in, float* out, size_t n, float scalar, float out_min, float out_max) {
+  switch (kind) {
+    case NodeKind::Clamp:
+      map_f32_aliased(in, out, n, [=](float x) { return std::min(std::max(x, out_min), out_max); });
+      return;
+    case NodeKind::Sigmoid:
+      map_f32_aliased(in, out, n, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+      break;
+    case NodeKind::Floor: map_f32_aliased(in, out, n, [](float x) { return std::floor(x); }); break;
+    case NodeKind::Ceiling: map_f32_aliased(in, out, n, [](float x) { return std::ceil(x); }); break;
+    case NodeKind::SquareRoot: map_f32_aliased(in, out, n, [](float x) { return std::sqrt(x); }); break;
+    case NodeKind::ReciprocalSquareRoot:
+      map_f32_aliased(in, out, n, [](float x) { return 1.0f / std::sqrt(x); });
+      break;
+    case NodeKind::Square: map_f32_aliased(in, out, n, [](float x) { return x * x; }); break;
+    case NodeKind::Negate: map_f32_aliased(in, out, n, [](float x) { return -x; }); break;
+    case NodeKind::Abs: map_f32_aliased(in, out, n, [](float x) { return std::fabs(x); }); break;
+    case NodeKind::Hardswish:
+      map_f32_aliased(in, out, n, [](float x) { return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f; });
+      break;
+    case NodeKind::LeakyReLU:
+      map_f32_aliased(in, out, n, [=](float x) { return x < 0.0f ? x * scalar : x; });
+      break;
+    case NodeKind::ELU:
+      map_f32_aliased(in, out, n, [=](float x) { return x < 0.0f ? scalar * std::expm1(x) : x; });
+      break;
+    case NodeKind::Gelu:
+      map_f32_aliased(in, out, n, [](float x) {
+        return static_cast<float>(0.5 * x * (1.0 + std::erf(static_cast<double>(x) * 0.70710678118654752440)));
+      });
+      break;
+    case NodeKind::Tanh: map_f32_aliased(in, out, n, [](float x) { return std::tanh(x); }); break;
+    case NodeKind::Exp: map_f32_aliased(in, out, n, [](float x) { return std::exp(x); }); break;
+    case NodeKind::Log: map_f32_aliased(in, out, n, [](float x) { return std::log(x); }); break;
+    case NodeKind::Sin: map_f32_aliased(in, out, n, [](float x) { return std::sin(x); }); break;
+    case NodeKind::Cos: map_f32_aliased(in, out, n, [](float x) { return std::cos(x); }); break;
+    default:
+      return;
+  }
+  clamp_in_place(out, n, out_min, out_max);
+}
+
+bool binary_f32_supported(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Add:
+    case NodeKind::Subtract:
+    case NodeKind::Multiply:
+    case NodeKind::Divide:
+    case NodeKind::Minimum:
+    case NodeKind::Maximum:
+    case NodeKind::PReLU:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+float apply_binary(NodeKind kind, float x, float y) {
+  switch (kind) {
+    case NodeKind::Add: return x + y;
+    case NodeKind::Subtract: return x - y;
+    case NodeKind::Multiply: return x * y;
+    case NodeKind::Divide: return x / y;
+    case NodeKind::Minimum: return std::min(x, y);
+    case NodeKind::Maximum: return std::max(x, y);
+    case NodeKind::PReLU: return x < 0.0f ? x * y : x;
+    default: return 0.0f;
+  }
+}
+
+}  // namespace
+
+void binary_f32(NodeKind kind, const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
+                const Shape& out_shape, float out_min, float out_max) {
+  const size_t n = out_shape.numel();
+  if (n == 0) return;
+  if (a_shape.numel() == n && b_shape.numel() == n) {
+    for (size_t i = 0; i < n; ++i) out[i] = apply_binary(kind, a[i], b[i]);
+  } else {
+    size_t a_str[kMaxDims], b_str[kMaxDims];
+    broadcast_strides(a_shape, out_shape, a_str);
+    broadcast_strides(b_shape, out_shape, b_str);
+    const int rank = out_shape.rank;
+    size_t index[kMaxDims] = {};
+    size_t ao = 0, bo = 0;
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = apply_binary(kind, a[ao], b[bo]);
+      for (int d = rank; d-- > 0;) {
+        ao += a_str[d];
+        bo += b_str[d];
+        if (++index[d] < out_shape[d]) break;
+        ao -= a_str[d] * out_shape[d];
+        bo -= b_str[d] * out_shape[d];
+        index[d] = 0;
+      }
+    }
+  }
+  clamp_in_place(out, n, out_min, out_max);
+}
+
+void softmax_f32(const float* in, float* out, size_t rows, size_t channels) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * channels;
+    float* y = out + r * channels;
+    float max = -std::numeric_limits<float>::infinity();
+    for (size_t c = 0; c < channels; ++c) max = std::max(max, x[c]);
+    float sum = 0.0f;
+    for (size_t c = 0; c < channels; ++c) {
+      y[c] = std::exp(x[c] - max);
+      sum += y[c];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t c = 0; c < channels; ++c) y[c] *= inv;
+  }
+}
+
+// ---- quantization ------------------------------------------------------------------------------------
+
+DynamicQuantParams compute_dynamic_quant_params(float min, float max) {
+  // Asymmetric int8 over [min(0, min), max(0, max)], zero point nudged to an integer (as XNNPACK's qd8).
+  constexpr float qmin = -128.0f, qmax = 127.0f;
+  const float rmin = std::min(0.0f, min);
+  const float rmax = std::max(0.0f, max);
+  const float inv_scale = rmin == rmax ? 1.0f : (qmax - qmin) / (rmax - rmin);
+  const float from_min = qmin + rmin * inv_scale;
+  const float from_max = qmax + rmax * inv_scale;
+  float zp = from_min + from_max > 0.0f ? qmin - rmin * inv_scale : qmax - rmax * inv_scale;
+  zp = std::min(std::max(zp, qmin), qmax);
+  DynamicQuantParams p;
+  p.scale = 1.0f / inv_scale;
+  p.zero_point = static_cast<int32_t>(std::nearbyint(zp));
+  return p;
+}
+
+void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * cols;
+    float lo = 0.0f, hi = 0.0f;
+    for (size_t c = 0; c < cols; ++c) {
+      lo = std::min(lo, x[c]);
+      hi = std::max(hi, x[c]);
+    }
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {
+      // Non-finite inputs have no meaningful int8 range; keep the parameters finite.
+      lo = std::isfinite(lo) ? lo : -std::numeric_limits<float>::max();
+      hi = std::isfinite(hi) ? hi : std::numeric_limits<float>::max();
+    }
+    params[r] = compute_dynamic_quant_params(lo, hi);
+    const float inv = 1.0f / params[r].scale;
+    const float zp = static_cast<float>(params[r].zero_point);
+    int8_t* q = out + r * cols;
+    for (size_t c = 0; c < cols; ++c) {
+      float v = std::nearbyint(x[c] * inv) + zp;
+      v = std::isnan(v) ? zp : std::min(std::max(v, -128.0f), 127.0f);
+      q[c] = static_cast<int8_t>(v);
+    }
+  }
+}
+
+namespace {
+
+ETNP_XNN_MULTIVERSION
+int32_t dot_s8(const int8_t* __restrict a, const int8_t* __restrict b, size_t k) {
+  int32_t acc = 0;
+  for (size_t i = 0; i < k; ++i) acc += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
+  return acc;
+}
+
+}  // namespace
+
+void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params, size_t rows, const QD8Weights& w,
+                             float out_min, float out_max, float* out) {
+  const size_t n = w.n, k = w.k;
+  auto run = [&](size_t n0, size_t n1) {
+    for (size_t r = 0; r < rows; ++r) {
+      const int8_t* x = in + r * k;
+      const int32_t zp = params[r].zero_point;
+      const float s = params[r].scale;
+      float* o = out + r * n;
+      for (size_t j = n0; j < n1; ++j) {
+        const int32_t acc = dot_s8(x, w.data.data() + j * k, k) - zp * w.row_sums[j];
+        float v = static_cast<float>(acc) * s * w.scales[j];
+        if (!w.bias.empty()) v += w.bias[j];
+        o[j] = std::min(std::max(v, out_min), out_max);
+      }
+    }
+  };
+  if (rows * n * k >= (size_t{1} << 18) && n >= 64) {
+    ThreadPool::global().parallel_for(n, 32, run);
+  } else {
+    run(0, n);
+  }
+}
+
+void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int32_t in_zp, float out_scale,
+                   int32_t out_zp) {
+  const float ratio = in_scale / out_scale;
+  for (size_t i = 0; i < n; ++i) {
+    float v = std::nearbyint(static_cast<float>(in[i] - in_zp) * ratio) + static_cast<float>(out_zp);
+    out[i] = static_cast<int8_t>(std::min(std::max(v, -128.0f), 127.0f));
+  }
+}
+
+void quantize_f32_s8(const float* in, int8_t* out, size_t n, float scale, int32_t zp) {
+  const float inv = 1.0f / scale;
+  for (size_t i = 0; i < n; ++i) {
+    float v = std::nearbyint(in[i] * inv) + static_cast<float>(zp);
+    v = std::isnan(v) ? static_cast<float>(zp) : std::min(std::max(v, -128.0f), 127.0f);
+    out[i] = static_cast<int8_t>(v);
+  }
+}
+
+void dequantize_s8_f32(const int8_t* in, float* out, size_t n, float scale, int32_t zp) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i] - zp) * scale;
+}
+
+int32_t quantize_bound(float value, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {
+  if (std::isnan(value)) return qmin;
+  double q = std::nearbyint(static_cast<double>(value) / scale) + zero_point;
+  q = std::min(std::max(q, static_cast<double>(qmin)), static_cast<double>(qmax));
+  return static_cast<int32_t>(q);
+}
+
+}  // namespace etnp::xnn

@@ -1,0 +1,84 @@
+// Reference kernels for the XNNGraph nodes the 2022 XNNPACK library cannot run (transpose, concatenate,
+// slice, batch matmul, transcendental unaries, dynamic int8 quantization, ...). They work on the
+// delegate's dense buffers in XNNPACK's physical (NHWC) order and never read or write out of bounds for
+// shapes that passed shape propagation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "backends/xnnpack/xnn_graph.h"
+
+namespace etnp::xnn {
+
+/// out = in permuted: out dim i is in dim perm[i]. `elem_size` is 1, 2, 4 or 8 bytes.
+void transpose(const void* in, void* out, const Shape& in_shape, std::span<const size_t> perm, size_t elem_size);
+
+/// Concatenates `inputs` (shapes `shapes`) along `axis` into `out`.
+void concatenate(std::span<const void* const> inputs, std::span<const Shape> shapes, size_t axis, void* out,
+                 size_t elem_size);
+
+/// out = in[offsets : offsets + out_shape].
+void slice(const void* in, const Shape& in_shape, std::span<const size_t> offsets, const Shape& out_shape, void* out,
+           size_t elem_size);
+
+/// Pads `in` with `pad_bytes` (one element's bytes) before/after each dim.
+void constant_pad(const void* in, const Shape& in_shape, std::span<const size_t> pre, const Shape& out_shape,
+                  const void* pad_bytes, void* out, size_t elem_size);
+
+/// Batched matmul with numpy broadcasting of the batch dims: a [..., M, K] x b [..., K, N] (or b [..., N, K]
+/// when transpose_b) -> out [..., M, N]. `scratch` must hold batch_matmul_scratch_floats(...) floats.
+void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, bool transpose_b,
+                      float* out, const Shape& out_shape, float* scratch);
+size_t batch_matmul_scratch_floats(const Shape& b_shape, bool transpose_b);
+
+/// out[r, n] = clamp(sum_k in[r, k] * w[k, n] + bias[n], min, max) with w given as [K, N] (row-major).
+/// `bias` may be null.
+void gemm_f32(const float* in, size_t rows, size_t k, const float* w_kn, size_t n, const float* bias, float out_min,
+              float out_max, float* out);
+
+/// Element-wise fp32 unary ops (the kinds XNNPACK 2022 lacks, plus the rest as a fallback). `scalar` is
+/// the LeakyReLU slope / ELU alpha; min/max clamp the result (Clamp itself uses them as its bounds).
+void unary_f32(NodeKind kind, const float* in, float* out, size_t n, float scalar, float out_min, float out_max);
+bool unary_f32_supported(NodeKind kind);
+
+/// Element-wise fp32 binary ops with numpy broadcasting (Add..Maximum, PReLU with the slope as `b`).
+void binary_f32(NodeKind kind, const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
+                const Shape& out_shape, float out_min, float out_max);
+bool binary_f32_supported(NodeKind kind);
+
+/// Softmax over the last dim of [rows, channels].
+void softmax_f32(const float* in, float* out, size_t rows, size_t channels);
+
+/// Dynamic per-row int8 quantization (XNNPACK's asymmetric qd8 scheme): each row of `cols` floats gets a
+/// scale and zero point from its range (always including 0).
+DynamicQuantParams compute_dynamic_quant_params(float min, float max);
+void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params);
+
+/// Weights of a dynamically quantized fully-connected layer, packed at init: int8 [N, K] row-major with
+/// per-output-channel fp32 scales, row sums and an optional fp32 bias.
+struct QD8Weights {
+  size_t n = 0, k = 0;
+  std::vector<int8_t> data;   // [n, k]
+  std::vector<float> scales;  // [n]
+  std::vector<int32_t> row_sums;  // [n]
+  std::vector<float> bias;    // [n] or empty
+};
+
+/// out[r, n] = clamp((sum_k (q[r,k] - zp_r) * w[n,k]) * scale_r * wscale[n] + bias[n], min, max).
+void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params, size_t rows, const QD8Weights& w,
+                             float out_min, float out_max, float* out);
+
+/// Requantizes int8/uint8 data between two per-tensor parameter sets (and converts to/from fp32):
+/// q_out = clamp(round((q_in - zp_in) * scale_in / scale_out) + zp_out).
+void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int32_t in_zp, float out_scale,
+                   int32_t out_zp);
+void quantize_f32_s8(const float* in, int8_t* out, size_t n, float scale, int32_t zp);
+void dequantize_s8_f32(const int8_t* in, float* out, size_t n, float scale, int32_t zp);
+
+/// Quantizes a float bound to the int8/uint8 range of a per-tensor quantized value (saturating; infinities
+/// map to the ends of the range).
+int32_t quantize_bound(float value, float scale, int32_t zero_point, int32_t qmin, int32_t qmax);
+
+}  // namespace etnp::xnn

@@ -1,0 +1,368 @@
+// The XNNPACK delegate end to end on hand-built payloads: XNNPACK-run and own-kernel nodes, dynamic shapes,
+// quantization, int64 outputs, options and argument checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "backends/xnnpack/xnn_executor.h"
+#include "backends/xnnpack/xnn_graph.h"
+#include "etnp/backend.h"
+#include "etnp/threadpool.h"
+#include "kernel_test_util.h"
+#include "xnnpack_graph_builder.h"
+
+namespace etnp::xnn {
+namespace {
+
+using etnp::testing::OwnedTensor;
+using testing::GraphBuilder;
+using testing::XNodeUnion;
+using DT = fb_xnnpack::XNNDatatype;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<EValue*> arg_ptrs(std::vector<EValue>& args) {
+  std::vector<EValue*> p;
+  for (auto& a : args) p.push_back(&a);
+  return p;
+}
+
+void run(Executor& ex, std::vector<std::unique_ptr<OwnedTensor>>& tensors) {
+  std::vector<EValue> args;
+  for (auto& t : tensors) args.push_back(EValue::from_tensor(&t->tensor));
+  std::vector<EValue*> ptrs = arg_ptrs(args);
+  ex.execute(ptrs);
+}
+
+std::vector<float> iota_f(size_t n, float start = 0.0f, float step = 1.0f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+TEST(XnnpackBackend, AddThroughRegistry) {
+  std::shared_ptr<Backend> backend = find_backend("XnnpackBackend");
+  ASSERT_NE(backend, nullptr);
+  ASSERT_TRUE(backend->is_available());
+  GraphBuilder g;
+  const uint32_t a = g.input({3}, 0), b = g.input({3}, 1), out = g.output({3}, 2);
+  g.binary(XNodeUnion::XNNAdd, a, b, out);
+  const std::vector<uint8_t> payload = g.payload();
+  BackendInitContext ctx;
+  std::unique_ptr<DelegateHandle> handle = backend->init(ctx, payload, {});
+  auto x = OwnedTensor::make<float>(ScalarType::Float, {3}, {1.5f, -2.0f, 3.0f});
+  auto y = OwnedTensor::make<float>(ScalarType::Float, {3}, {0.25f, 2.0f, 1e30f});
+  auto z = OwnedTensor::make<float>(ScalarType::Float, {3}, {});
+  std::vector<EValue> args = {EValue::from_tensor(&x->tensor), EValue::from_tensor(&y->tensor),
+                              EValue::from_tensor(&z->tensor)};
+  backend->execute(*handle, arg_ptrs(args));
+  EXPECT_EQ(z->values<float>(), (std::vector<float>{1.75f, 0.0f, 1e30f}));
+}
+
+// NCHW input -> transpose -> 3x3 convolution (+ fused clamp) -> transpose back, against a direct loop.
+TEST(XnnpackBackend, ConvolutionWithTransposesAndFusedClamp) {
+  const uint32_t cin = 2, cout = 3, h = 5, w = 4;
+  std::vector<float> filter(cout * 3 * 3 * cin), bias = {0.5f, -0.25f, 0.0f};
+  for (size_t i = 0; i < filter.size(); ++i) filter[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+  GraphBuilder g;
+  const uint32_t x = g.input({1, cin, h, w}, 0);
+  const uint32_t x_nhwc = g.internal({1, h, w, cin});
+  const uint32_t f = g.f32_constant({cout, 3, 3, cin}, filter);
+  const uint32_t b = g.f32_constant({cout}, bias);
+  const uint32_t conv = g.internal({1, h, w, cout});
+  const uint32_t clamped = g.internal({1, h, w, cout});
+  const uint32_t out = g.output({1, cout, h, w}, 1);
+  g.transpose({0, 2, 3, 1}, x, x_nhwc);
+  g.conv(XNodeUnion::XNNConv2d, 3, 1, 1, 1, cin, cout, x_nhwc, f, b, conv);
+  g.unary(XNodeUnion::XNNClamp, conv, clamped, -3.0f, 6.0f);
+  g.transpose({0, 3, 1, 2}, clamped, out);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  EXPECT_EQ(ex.stats().fused_clamps, 1u);
+  EXPECT_EQ(ex.stats().xnnpack_operators, 1u);  // the convolution; transposes are own kernels
+  EXPECT_EQ(ex.stats().own_kernels, 2u);
+
+  const std::vector<float> input = iota_f(cin * h * w, -4.0f, 0.25f);
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, cin, h, w}, input));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, cout, h, w}, {}));
+  run(ex, t);
+  const std::vector<float> got = t[1]->values<float>();
+  for (uint32_t o = 0; o < cout; ++o) {
+    for (uint32_t y = 0; y < h; ++y) {
+      for (uint32_t xx = 0; xx < w; ++xx) {
+        double acc = bias[o];
+        for (int ky = 0; ky < 3; ++ky) {
+          for (int kx = 0; kx < 3; ++kx) {
+            const int iy = static_cast<int>(y) + ky - 1, ix = static_cast<int>(xx) + kx - 1;
+            if (iy < 0 || ix < 0 || iy >= static_cast<int>(h) || ix >= static_cast<int>(w)) continue;
+            for (uint32_t c = 0; c < cin; ++c) {
+              acc += double(filter[((o * 3 + ky) * 3 + kx) * cin + c]) * input[(c * h + iy) * w + ix];
+            }
+          }
+        }
+        acc = std::min(std::max(acc, -3.0), 6.0);
+        EXPECT_NEAR(got[(o * h + y) * w + xx], acc, 1e-5) << o << "," << y << "," << xx;
+      }
+    }
+  }
+}
+
+// A bounded dynamic input: the output takes the input's runtime length; shapes can change between calls.
+TEST(XnnpackBackend, DynamicShapes) {
+  GraphBuilder g;
+  const uint32_t x = g.input({8}, 0), s = g.f32_constant({1}, {2.0f}), out = g.output({8}, 1);
+  g.binary(XNodeUnion::XNNMultiply, x, s, out);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  for (int64_t n : {8, 4, 1, 8}) {
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {n}, iota_f(static_cast<size_t>(n), 1.0f),
+                                         ShapeDynamism::DynamicBound, 8));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {8}, {}, ShapeDynamism::DynamicBound, 8));
+    run(ex, t);
+    ASSERT_EQ(t[1]->tensor.size(0), n);
+    EXPECT_EQ(t[1]->values<float>(), iota_f(static_cast<size_t>(n), 2.0f, 2.0f));
+  }
+  // Beyond the output's bound: a clean execution error.
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {9}, iota_f(9), ShapeDynamism::DynamicBound, 9));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {8}, {}, ShapeDynamism::DynamicBound, 8));
+  try {
+    run(ex, t);
+    FAIL() << "accepted an output beyond its bound";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ExecutionError);
+  }
+}
+
+// Dynamic spatial dims through transposes and a depthwise convolution (the xnnpack/simpleconv pattern).
+TEST(XnnpackBackend, DynamicDepthwiseConvolution) {
+  GraphBuilder g;
+  const uint32_t x = g.input({1, 2, 16, 16}, 0);
+  const uint32_t nhwc = g.internal({1, 16, 16, 2});
+  std::vector<float> filter(9 * 2);
+  for (size_t i = 0; i < filter.size(); ++i) filter[i] = (i % 2 == 0) ? 1.0f / 9.0f : static_cast<float>(i % 3);
+  const uint32_t f = g.f32_constant({1, 3, 3, 2}, filter);
+  const uint32_t conv = g.internal({1, 16, 16, 2});
+  const uint32_t out = g.output({1, 2, 16, 16}, 1);
+  g.transpose({0, 2, 3, 1}, x, nhwc);
+  g.conv(XNodeUnion::XNNDepthwiseConv2d, 3, 1, 1, 2, 1, 1, nhwc, f, kInvalidId, conv);
+  g.transpose({0, 3, 1, 2}, conv, out);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  for (int64_t hw : {16, 7, 12}) {
+    const size_t n = static_cast<size_t>(2 * hw * hw);
+    const std::vector<float> input = iota_f(n, 0.0f, 0.5f);
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 2, hw, hw}, input, ShapeDynamism::DynamicBound, 512));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 2, 16, 16}, {}, ShapeDynamism::DynamicBound, 512));
+    run(ex, t);
+    ASSERT_EQ(t[1]->tensor.size(2), hw);
+    const std::vector<float> got = t[1]->values<float>();
+    for (int c = 0; c < 2; ++c) {
+      for (int y = 0; y < hw; ++y) {
+        for (int xx = 0; xx < hw; ++xx) {
+          double acc = 0;
+          for (int ky = 0; ky < 3; ++ky) {
+            for (int kx = 0; kx < 3; ++kx) {
+              const int iy = y + ky - 1, ix = xx + kx - 1;
+              if (iy < 0 || ix < 0 || iy >= hw || ix >= hw) continue;
+              acc += double(filter[(ky * 3 + kx) * 2 + c]) * input[(c * hw + iy) * hw + ix];
+            }
+          }
+          ASSERT_NEAR(got[(c * hw + y) * hw + xx], acc, 1e-4) << hw << ":" << c << "," << y << "," << xx;
+        }
+      }
+    }
+  }
+}
+
+// Attention-style own kernels in one graph: batch matmul, softmax, reshape, concatenate, slice, tanh.
+TEST(XnnpackBackend, OwnKernelChain) {
+  GraphBuilder g;
+  const uint32_t a = g.input({2, 2, 3}, 0), b = g.input({2, 3, 2}, 1);
+  const uint32_t mm = g.internal({2, 2, 2});
+  const uint32_t flat = g.internal({4, 2});
+  const uint32_t sm = g.internal({4, 2});
+  const uint32_t cat = g.internal({4, 4});
+  const uint32_t th = g.internal({4, 4});
+  const uint32_t out = g.output({4, 4}, 2);
+  g.binary(XNodeUnion::XNNBatchMatrixMultiply, a, b, mm);
+  g.reshape({0, 2}, mm, flat);  // 0 = inferred
+  g.unary(XNodeUnion::XNNSoftmax, flat, sm);
+  g.concat2(1, sm, flat, cat);
+  g.unary(XNodeUnion::XNNTanh, cat, th);
+  g.unary(XNodeUnion::XNNCopy, th, out);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  const std::vector<float> av = iota_f(12, -1.0f, 0.2f), bv = iota_f(12, 0.5f, -0.1f);
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, 2, 3}, av));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, 3, 2}, bv));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {4, 4}, {}));
+  run(ex, t);
+  const std::vector<float> got = t[2]->values<float>();
+  for (int bi = 0; bi < 2; ++bi) {
+    for (int i = 0; i < 2; ++i) {
+      float row[2];
+      for (int j = 0; j < 2; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 3; ++k) acc += double(av[(bi * 2 + i) * 3 + k]) * bv[(bi * 3 + k) * 2 + j];
+        row[j] = static_cast<float>(acc);
+      }
+      const double e0 = std::exp(row[0] - std::max(row[0], row[1])), e1 = std::exp(row[1] - std::max(row[0], row[1]));
+      const int r = bi * 2 + i;
+      EXPECT_NEAR(got[r * 4 + 0], std::tanh(e0 / (e0 + e1)), 1e-5);
+      EXPECT_NEAR(got[r * 4 + 1], std::tanh(e1 / (e0 + e1)), 1e-5);
+      EXPECT_NEAR(got[r * 4 + 2], std::tanh(row[0]), 1e-5);
+      EXPECT_NEAR(got[r * 4 + 3], std::tanh(row[1]), 1e-5);
+    }
+  }
+}
+
+// fp32 -> qint8, per-channel int8 fully-connected (XNNPACK's 1x1 qc8 convolution), -> fp32.
+TEST(XnnpackBackend, QuantizedFullyConnected) {
+  const uint32_t k = 8, n = 4;
+  std::vector<int8_t> weights(n * k);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<int8_t>(static_cast<int>(i * 5 % 17) - 8);
+  const std::vector<float> w_scales = {0.01f, 0.02f, 0.015f, 0.03f};
+  const float in_scale = 0.05f, out_scale = 0.02f;
+  const int32_t in_zp = 3, out_zp = -2;
+  std::vector<int32_t> bias_q = {10, -20, 0, 5};
+  GraphBuilder g;
+  const uint32_t x = g.input({2, k}, 0);
+  const uint32_t xq = g.per_tensor(DT::xnn_datatype_qint8, {2, k}, in_scale, in_zp);
+  const uint32_t w = g.per_channel(DT::xnn_datatype_qcint8, {n, k}, w_scales, 0, g.constant(weights.data(), n * k));
+  std::vector<float> bias_scales(n);
+  for (uint32_t i = 0; i < n; ++i) bias_scales[i] = in_scale * w_scales[i];
+  const uint32_t b = g.per_channel(DT::xnn_datatype_qcint32, {n}, bias_scales, 0, g.constant(bias_q.data(), n * 4));
+  const uint32_t yq = g.per_tensor(DT::xnn_datatype_qint8, {2, n}, out_scale, out_zp);
+  const uint32_t y = g.output({2, n}, 1);
+  g.unary(XNodeUnion::XNNConvert, x, xq);
+  g.fully_connected(xq, w, b, yq);
+  g.unary(XNodeUnion::XNNConvert, yq, y);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  EXPECT_EQ(ex.stats().xnnpack_operators, 3u);
+  const std::vector<float> input = iota_f(2 * k, -0.6f, 0.09f);
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, k}, input));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, n}, {}));
+  run(ex, t);
+  const std::vector<float> got = t[1]->values<float>();
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (uint32_t j = 0; j < n; ++j) {
+      int32_t acc = bias_q[j];
+      for (uint32_t i = 0; i < k; ++i) {
+        const int32_t q = std::clamp(static_cast<int32_t>(std::nearbyint(input[r * k + i] / in_scale)) + in_zp, -128, 127);
+        acc += (q - in_zp) * weights[j * k + i];
+      }
+      const double real = acc * double(in_scale) * w_scales[j];
+      const int32_t yq_ref = std::clamp(static_cast<int32_t>(std::nearbyint(real / out_scale)) + out_zp, -128, 127);
+      EXPECT_NEAR(got[r * n + j], (yq_ref - out_zp) * out_scale, out_scale * 1.01) << r << "," << j;
+    }
+  }
+}
+
+// Dynamic per-row quantization + int8 weights with an fp32 output (the dynamically quantized linear).
+TEST(XnnpackBackend, DynamicallyQuantizedFullyConnected) {
+  const uint32_t k = 16, n = 3, rows = 3;
+  std::vector<int8_t> weights(n * k);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<int8_t>(static_cast<int>(i * 11 % 29) - 14);
+  const std::vector<float> w_scales = {0.02f, 0.05f, 0.01f};
+  const std::vector<float> bias = {0.1f, -0.2f, 0.3f};
+  GraphBuilder g;
+  const uint32_t x = g.input({rows, k}, 0);
+  const uint32_t xq = g.dynamic_quant({rows, k}, 1);
+  const uint32_t w = g.per_channel(DT::xnn_datatype_qcint8, {n, k}, w_scales, 0, g.constant(weights.data(), n * k));
+  const uint32_t b = g.f32_constant({n}, bias);
+  const uint32_t y = g.output({rows, n}, 1);
+  g.unary(XNodeUnion::XNNConvert, x, xq);
+  g.fully_connected(xq, w, b, y, 0.0f, kInf);  // fused ReLU
+  Executor ex(parse_graph(g.payload(), nullptr));
+  std::vector<float> input(rows * k);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = std::sin(static_cast<float>(i)) * 2.0f;
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {rows, k}, input));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {rows, n}, {}));
+  run(ex, t);
+  const std::vector<float> got = t[1]->values<float>();
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t j = 0; j < n; ++j) {
+      double acc = bias[j];
+      for (uint32_t i = 0; i < k; ++i) acc += double(input[r * k + i]) * weights[j * k + i] * w_scales[j];
+      // The row's activations are rounded to 1/255 of their range (4 here): a small error per term.
+      EXPECT_NEAR(got[r * n + j], std::max(acc, 0.0), 0.05) << r << "," << j;
+    }
+  }
+}
+
+// Max pooling with indices: the int32 index output is widened in place into an int64 tensor.
+TEST(XnnpackBackend, ArgMaxPoolingWidensIndices) {
+  GraphBuilder g;
+  const uint32_t x = g.input({1, 2, 2, 1}, 0);
+  const uint32_t values = g.output({1, 1, 1, 1}, 1);
+  const uint32_t indices = g.output({1, 1, 1, 1}, 2, DT::xnn_datatype_int32);
+  g.node(XNodeUnion::XNNArgMaxPooling2d,
+         fb_xnnpack::CreateXNNArgMaxPooling2d(g.fbb(), 0, 0, 0, 0, 2, 2, x, values, indices, 0).Union());
+  Executor ex(parse_graph(g.payload(), nullptr));
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 2, 2, 1}, {1.0f, 7.0f, -3.0f, 2.0f}));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 1, 1, 1}, {}));
+  t.push_back(OwnedTensor::make<int64_t>(ScalarType::Long, {1, 1, 1, 1}, {-1}));
+  run(ex, t);
+  EXPECT_EQ(t[1]->values<float>()[0], 7.0f);
+  // XNNPACK numbers the window column by column: (y=0, x=1) is element 1 * pooling_height + 0 = 2.
+  EXPECT_EQ(t[2]->values<int64_t>()[0], 2);
+}
+
+TEST(XnnpackBackend, RejectsBadArguments) {
+  GraphBuilder g;
+  const uint32_t a = g.input({3}, 0), out = g.output({3}, 1);
+  g.unary(XNodeUnion::XNNAbs, a, out);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  auto x = OwnedTensor::make<int64_t>(ScalarType::Long, {3}, {1, 2, 3});
+  auto y = OwnedTensor::make<float>(ScalarType::Float, {3}, {});
+  std::vector<EValue> wrong_dtype = {EValue::from_tensor(&x->tensor), EValue::from_tensor(&y->tensor)};
+  EXPECT_THROW(ex.execute(arg_ptrs(wrong_dtype)), Error);
+  std::vector<EValue> too_few = {EValue::from_tensor(&y->tensor)};
+  EXPECT_THROW(ex.execute(arg_ptrs(too_few)), Error);
+  std::vector<EValue> not_tensor = {EValue::from_int(3), EValue::from_tensor(&y->tensor)};
+  try {
+    ex.execute(arg_ptrs(not_tensor));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ExecutionError);
+    EXPECT_NE(std::string(e.what()).find("expected a tensor"), std::string::npos) << e.what();
+  }
+}
+
+TEST(XnnpackBackend, Options) {
+  std::shared_ptr<Backend> backend = find_backend("XnnpackBackend");
+  ASSERT_NE(backend, nullptr);
+  const size_t before = ThreadPool::global().num_threads();
+  backend->set_option("num_threads", int64_t{1});
+  EXPECT_EQ(std::get<int64_t>(backend->get_option("num_threads")), 1);
+  EXPECT_EQ(ThreadPool::global().num_threads(), 1u);
+  backend->set_option("num_threads", static_cast<int64_t>(before));
+  EXPECT_EQ(ThreadPool::global().num_threads(), before);
+
+  backend->set_option("workspace_sharing_mode", int64_t{2});
+  EXPECT_EQ(std::get<int64_t>(backend->get_option("workspace_sharing_mode")), 2);
+  backend->set_option("workspace_sharing_mode", int64_t{0});
+  auto expect_invalid = [&](std::string_view key, const BackendOptionValue& v) {
+    try {
+      backend->set_option(key, v);
+      FAIL() << key;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    }
+  };
+  expect_invalid("workspace_sharing_mode", int64_t{3});
+  expect_invalid("workspace_sharing_mode", std::string("global"));
+  expect_invalid("num_threads", true);
+  expect_invalid("no_such_option", int64_t{1});
+  EXPECT_THROW(backend->get_option("no_such_option"), Error);
+  EXPECT_EQ(backend->option_names(), (std::vector<std::string>{"num_threads", "workspace_sharing_mode"}));
+}
+
+}  // namespace
+}  // namespace etnp::xnn

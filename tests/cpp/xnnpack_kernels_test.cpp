@@ -1,0 +1,238 @@
+// The XNNPACK delegate's own kernels (the nodes Debian's 2022 XNNPACK cannot run), against hand-computed
+// values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "backends/xnnpack/xnn_kernels.h"
+#include "backends/xnnpack/xnn_shape.h"
+
+namespace etnp::xnn {
+namespace {
+
+Shape shape(std::initializer_list<size_t> dims) {
+  Shape s;
+  for (size_t d : dims) s[s.rank++] = d;
+  return s;
+}
+
+std::vector<float> iota_f(size_t n, float start = 0.0f) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST(XnnpackKernels, TransposeNchwToNhwc) {
+  // [1, 2, 2, 3] (N, C, H, W) -> perm (0, 2, 3, 1) -> [1, 2, 3, 2].
+  const std::vector<float> in = iota_f(12);
+  std::vector<float> out(12, -1.0f);
+  const size_t perm[] = {0, 2, 3, 1};
+  transpose(in.data(), out.data(), shape({1, 2, 2, 3}), perm, sizeof(float));
+  // out[0, h, w, c] = in[0, c, h, w] = c * 6 + h * 3 + w.
+  const std::vector<float> expected = {0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11};
+  EXPECT_EQ(out, expected);
+}
+
+TEST(XnnpackKernels, TransposeRank3Middle) {
+  // [2, 3, 2] -> perm (1, 0, 2): the innermost dim stays contiguous.
+  const std::vector<float> in = iota_f(12);
+  std::vector<float> out(12);
+  const size_t perm[] = {1, 0, 2};
+  transpose(in.data(), out.data(), shape({2, 3, 2}), perm, sizeof(float));
+  const std::vector<float> expected = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
+  EXPECT_EQ(out, expected);
+}
+
+TEST(XnnpackKernels, TransposeBytesAndLargeTiles) {
+  // int8 [37, 70] -> [70, 37] crosses several 32x32 tiles with ragged edges.
+  const size_t rows = 37, cols = 70;
+  std::vector<int8_t> in(rows * cols), out(rows * cols);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int8_t>(i * 7);
+  const size_t perm[] = {1, 0};
+  transpose(in.data(), out.data(), shape({rows, cols}), perm, 1);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) ASSERT_EQ(out[c * rows + r], in[r * cols + c]) << r << "," << c;
+  }
+}
+
+TEST(XnnpackKernels, TransposeOnlySizeOneDimsIsCopy) {
+  const std::vector<float> in = iota_f(5);
+  std::vector<float> out(5);
+  const size_t perm[] = {0, 3, 1, 2};
+  transpose(in.data(), out.data(), shape({1, 1, 1, 5}), perm, sizeof(float));
+  EXPECT_EQ(out, in);
+}
+
+TEST(XnnpackKernels, ConcatenateMiddleAxis) {
+  // [2, 1, 2] ++ [2, 2, 2] along axis 1 -> [2, 3, 2].
+  const std::vector<float> a = {1, 2, 3, 4};
+  const std::vector<float> b = {10, 11, 12, 13, 14, 15, 16, 17};
+  std::vector<float> out(12);
+  const void* ptrs[] = {a.data(), b.data()};
+  const Shape shapes[] = {shape({2, 1, 2}), shape({2, 2, 2})};
+  concatenate(ptrs, shapes, 1, out.data(), sizeof(float));
+  const std::vector<float> expected = {1, 2, 10, 11, 12, 13, 3, 4, 14, 15, 16, 17};
+  EXPECT_EQ(out, expected);
+}
+
+TEST(XnnpackKernels, SliceAndPad) {
+  // in [3, 4] = 0..11; slice rows 1..2, cols 1..3 -> [[5, 6], [9, 10]].
+  const std::vector<float> in = iota_f(12);
+  std::vector<float> sliced(4);
+  const size_t offsets[] = {1, 1};
+  slice(in.data(), shape({3, 4}), offsets, shape({2, 2}), sliced.data(), sizeof(float));
+  EXPECT_EQ(sliced, (std::vector<float>{5, 6, 9, 10}));
+
+  // Pad [2, 2] by (1 before, 0 after) rows and (0, 1) cols with -1 -> [3, 3].
+  std::vector<float> padded(9);
+  const float pad = -1.0f;
+  const size_t pre[] = {1, 0};
+  constant_pad(sliced.data(), shape({2, 2}), pre, shape({3, 3}), &pad, padded.data(), sizeof(float));
+  EXPECT_EQ(padded, (std::vector<float>{-1, -1, -1, 5, 6, -1, 9, 10, -1}));
+}
+
+TEST(XnnpackKernels, BatchMatmulBroadcastAndTranspose) {
+  // a [2, 2, 3], b [3, 2] broadcast over the batch.
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6, -1, 0, 1, 2, 2, 2};
+  const std::vector<float> b = {1, 0, 0, 1, 1, 1};  // [[1,0],[0,1],[1,1]]
+  std::vector<float> out(8);
+  batch_matmul_f32(a.data(), shape({2, 2, 3}), b.data(), shape({3, 2}), false, out.data(), shape({2, 2, 2}), nullptr);
+  EXPECT_EQ(out, (std::vector<float>{4, 5, 10, 11, 0, 1, 4, 4}));
+
+  // Same product with b given as [N, K] = [[1, 0, 1], [0, 1, 1]].
+  const std::vector<float> bt = {1, 0, 1, 0, 1, 1};
+  std::vector<float> scratch(batch_matmul_scratch_floats(shape({2, 3}), true));
+  std::vector<float> out_t(8);
+  batch_matmul_f32(a.data(), shape({2, 2, 3}), bt.data(), shape({2, 3}), true, out_t.data(), shape({2, 2, 2}),
+                   scratch.data());
+  EXPECT_EQ(out_t, out);
+}
+
+TEST(XnnpackKernels, GemmLargeMatchesNaive) {
+  const size_t rows = 7, k = 300, n = 33;
+  std::vector<float> x(rows * k), w(k * n), bias(n);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) - 5.0f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 13) % 7) - 3.0f;
+  for (size_t i = 0; i < n; ++i) bias[i] = static_cast<float>(i);
+  std::vector<float> out(rows * n);
+  gemm_f32(x.data(), rows, k, w.data(), n, bias.data(), -1000.0f, 1000.0f, out.data());
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = 0; j < n; ++j) {
+      double acc = bias[j];
+      for (size_t i = 0; i < k; ++i) acc += double(x[r * k + i]) * w[i * n + j];
+      acc = std::min(std::max(acc, -1000.0), 1000.0);
+      ASSERT_EQ(out[r * n + j], static_cast<float>(acc)) << r << "," << j;  // small integers: exact
+    }
+  }
+}
+
+TEST(XnnpackKernels, UnaryTranscendentals) {
+  const std::vector<float> x = {-2.0f, -0.5f, 0.0f, 0.25f, 1.0f, 3.0f};
+  std::vector<float> y(x.size());
+  const float inf = std::numeric_limits<float>::infinity();
+  unary_f32(NodeKind::Tanh, x.data(), y.data(), x.size(), 0, -inf, inf);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(y[i], std::tanh(x[i]));
+  unary_f32(NodeKind::Gelu, x.data(), y.data(), x.size(), 0, -inf, inf);
+  EXPECT_NEAR(y[4], 0.8413447f, 1e-6f);  // 1 * Phi(1)
+  EXPECT_NEAR(y[0], -0.0455003f, 1e-6f);  // -2 * Phi(-2)
+  EXPECT_EQ(y[2], 0.0f);
+  const std::vector<float> pos = {0.25f, 1.0f, 4.0f};
+  std::vector<float> r(3);
+  unary_f32(NodeKind::ReciprocalSquareRoot, pos.data(), r.data(), 3, 0, -inf, inf);
+  EXPECT_EQ(r, (std::vector<float>{2.0f, 1.0f, 0.5f}));
+  unary_f32(NodeKind::Exp, x.data(), y.data(), x.size(), 0, -inf, 5.0f);  // clamped above at 5
+  EXPECT_FLOAT_EQ(y[4], std::exp(1.0f));
+  EXPECT_EQ(y[5], 5.0f);
+  unary_f32(NodeKind::LeakyReLU, x.data(), y.data(), x.size(), 0.1f, -inf, inf);
+  EXPECT_FLOAT_EQ(y[0], -0.2f);
+  EXPECT_EQ(y[5], 3.0f);
+}
+
+TEST(XnnpackKernels, BinaryBroadcast) {
+  // [2, 3] - [3] and [2, 1] * [1, 3].
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> b = {1, 1, 2};
+  std::vector<float> out(6);
+  const float inf = std::numeric_limits<float>::infinity();
+  binary_f32(NodeKind::Subtract, a.data(), shape({2, 3}), b.data(), shape({3}), out.data(), shape({2, 3}), -inf, inf);
+  EXPECT_EQ(out, (std::vector<float>{0, 1, 1, 3, 4, 4}));
+  const std::vector<float> col = {2, -1};
+  const std::vector<float> row = {1, 2, 3};
+  binary_f32(NodeKind::Multiply, col.data(), shape({2, 1}), row.data(), shape({1, 3}), out.data(), shape({2, 3}), -2.0f,
+             inf);
+  EXPECT_EQ(out, (std::vector<float>{2, 4, 6, -1, -2, -2}));
+  Shape r;
+  EXPECT_FALSE(broadcast_shape(shape({2, 3}), shape({2}), r));
+}
+
+TEST(XnnpackKernels, Softmax) {
+  const std::vector<float> x = {0.0f, 0.0f, std::log(2.0f), 1000.0f, 1000.0f, 1000.0f};
+  std::vector<float> y(6);
+  softmax_f32(x.data(), y.data(), 2, 3);
+  EXPECT_FLOAT_EQ(y[0], 0.25f);
+  EXPECT_FLOAT_EQ(y[2], 0.5f);
+  EXPECT_FLOAT_EQ(y[3], 1.0f / 3.0f);  // large inputs do not overflow
+}
+
+TEST(XnnpackKernels, DynamicQuantParams) {
+  // Range [-1, 3]: inverse scale 255 / 4; the zero point comes from the side with the smaller error.
+  DynamicQuantParams p = compute_dynamic_quant_params(-1.0f, 3.0f);
+  EXPECT_FLOAT_EQ(p.scale, 4.0f / 255.0f);
+  EXPECT_EQ(p.zero_point, -64);  // -128 + 1 * 63.75 = -64.25 -> -64
+  // All-positive rows still include 0 in their range: zero point at the bottom.
+  p = compute_dynamic_quant_params(2.0f, 5.1f);
+  EXPECT_FLOAT_EQ(p.scale, 5.1f / 255.0f);
+  EXPECT_EQ(p.zero_point, -128);
+  // A constant-zero row gets scale 1.
+  p = compute_dynamic_quant_params(0.0f, 0.0f);
+  EXPECT_EQ(p.scale, 1.0f);
+
+  const std::vector<float> row = {-1.0f, 0.0f, 3.0f, 1.0f};
+  std::vector<int8_t> q(4);
+  DynamicQuantParams params;
+  quantize_dynamic_rows(row.data(), 1, 4, q.data(), &params);
+  EXPECT_EQ(q[0], -128);  // round(-63.75) - 64
+  EXPECT_EQ(q[1], -64);
+  EXPECT_EQ(q[2], 127);   // round(191.25) - 64
+  EXPECT_EQ(q[3], 0);     // round(63.75) - 64
+}
+
+TEST(XnnpackKernels, FullyConnectedQd8) {
+  // One row x = [1, -1] quantized with scale 0.5 and zero point 2: q = [4, 0].
+  const int8_t q[] = {4, 0};
+  const DynamicQuantParams params{0.5f, 2};
+  QD8Weights w;
+  w.n = 2;
+  w.k = 2;
+  w.data = {3, -1, 0, 2};  // rows: unit 0 = [3, -1], unit 1 = [0, 2]
+  w.scales = {0.1f, 1.0f};
+  w.row_sums = {2, 2};
+  w.bias = {0.5f, 0.0f};
+  std::vector<float> out(2);
+  const float inf = std::numeric_limits<float>::infinity();
+  fully_connected_qd8_f32(q, &params, 1, w, -inf, inf, out.data());
+  // unit 0: ((4*3 + 0*-1) - 2*2) * 0.5 * 0.1 + 0.5 = 8 * 0.05 + 0.5 = 0.9
+  // unit 1: ((4*0 + 0*2) - 2*2) * 0.5 * 1.0 = -2
+  EXPECT_FLOAT_EQ(out[0], 0.9f);
+  EXPECT_FLOAT_EQ(out[1], -2.0f);
+}
+
+TEST(XnnpackKernels, Requantize) {
+  const int8_t in[] = {-128, 0, 10, 127};
+  int8_t out[4];
+  // (q - 0) * 0.5 / 0.25 + 1, saturated.
+  requantize_s8(in, out, 4, 0.5f, 0, 0.25f, 1);
+  EXPECT_EQ(out[0], -128);
+  EXPECT_EQ(out[1], 1);
+  EXPECT_EQ(out[2], 21);
+  EXPECT_EQ(out[3], 127);
+  EXPECT_EQ(quantize_bound(6.0f, 0.05f, -5, -128, 127), 115);
+  EXPECT_EQ(quantize_bound(std::numeric_limits<float>::infinity(), 0.05f, -5, -128, 127), 127);
+  EXPECT_EQ(quantize_bound(-std::numeric_limits<float>::infinity(), 0.05f, -5, -128, 127), -128);
+}
+
+}  // namespace
+}  // namespace etnp::xnn
