@@ -8,6 +8,10 @@
 
 #include "etnp/threadpool.h"
 #include "kernels/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
 #include "runtime/kernel_registry.h"
@@ -203,9 +207,8 @@ inline void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t co
   if (hi < lo) hi = lo;
 }
 
-/// One output plane of a depthwise convolution: out = sum_{kh,kw} w * shifted input rows (+ bias).
-[[gnu::always_inline]] inline void depthwise_plane_body(const ConvShape& s, const float* src, const float* w, float bias,
-                                                        float* dst) {
+/// One output plane of a depthwise convolution, portable: out = sum_{kh,kw} w * shifted input rows (+ bias).
+void depthwise_plane_generic(const ConvShape& s, const float* src, const float* w, float bias, float* dst) {
   for (int64_t oh = 0; oh < s.oh; ++oh) {
     float* orow = dst + oh * s.ow;
     for (int64_t ow = 0; ow < s.ow; ++ow) orow[ow] = 0.0f;
@@ -218,59 +221,185 @@ inline void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t co
         const int64_t off = kw * s.dw - s.pw;
         int64_t lo, hi;
         valid_range(off, s.sw, s.w, s.ow, lo, hi);
-        if (s.sw == 1) {
-          for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow + off];
-        } else if (s.sw == 2) {
-          for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[2 * ow + off];
-        } else {
-          for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow * s.sw + off];
-        }
+        for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow * s.sw + off];
       }
     }
     for (int64_t ow = 0; ow < s.ow; ++ow) orow[ow] += bias;
   }
 }
 
-void depthwise_plane_generic(const ConvShape& s, const float* src, const float* w, float bias, float* dst) {
-  depthwise_plane_body(s, src, w, bias, dst);
-}
 #if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx2,fma"))) void depthwise_plane_avx2(const ConvShape& s, const float* src, const float* w,
-                                                              float bias, float* dst) {
-  depthwise_plane_body(s, src, w, bias, dst);
+/// Depthwise convolution with AVX2. Each input plane is copied once into zero-padded "phase planes" (phase q
+/// holds padded columns q, q + sw, q + 2 sw, ...), so every tap of every output row is a contiguous,
+/// unconditional 8-wide load whatever the stride, padding or dilation. Outputs are computed in groups of
+/// (row, 8 columns) tiles, several tiles at once so the FMA chains overlap.
+struct DepthwiseLayout {
+  int64_t phase_w, phase_rows, phase_size;  // one phase plane: phase_rows x phase_w
+  int64_t ow_pad;                           // output row rounded up to 8
+  std::vector<int64_t> tap_offset;          // per (kh, kw): offset of the tap's input for output (0, 0)
+  std::vector<int64_t> lo, hi;              // per phase: columns holding input (the rest is padding)
+};
+
+DepthwiseLayout depthwise_layout(const ConvShape& s) {
+  DepthwiseLayout l;
+  l.ow_pad = (s.ow + 7) / 8 * 8;
+  l.phase_w = l.ow_pad + (s.dw * (s.kw - 1)) / s.sw + 1;
+  l.phase_rows = (s.oh - 1) * s.sh + s.dh * (s.kh - 1) + 1;
+  l.phase_size = l.phase_rows * l.phase_w;
+  for (int64_t kh = 0; kh < s.kh; ++kh) {
+    for (int64_t kw = 0; kw < s.kw; ++kw) {
+      const int64_t col = kw * s.dw;  // padded column of output column 0
+      l.tap_offset.push_back((col % s.sw) * l.phase_size + kh * s.dh * l.phase_w + col / s.sw);
+    }
+  }
+  // Padded column idx * sw + q of phase q holds input column idx * sw + q - pw.
+  for (int64_t q = 0; q < s.sw; ++q) {
+    int64_t lo, hi;
+    valid_range(q - s.pw, s.sw, s.w, l.phase_w, lo, hi);
+    l.lo.push_back(lo);
+    l.hi.push_back(hi);
+  }
+  return l;
 }
-#endif
 
-using DepthwisePlaneFn = void (*)(const ConvShape&, const float*, const float*, float, float*);
+/// Copies one input plane (H x W, contiguous) into the phase planes. Only the input-holding region is
+/// written: the caller zeroes the planes once and the padding stays zero for every channel.
+__attribute__((target("avx2,fma"))) void fill_phase_planes_avx2(const ConvShape& s, const DepthwiseLayout& l,
+                                                                const float* src, float* planes) {
+  for (int64_t ih = 0; ih < s.h; ++ih) {
+    const int64_t prow = ih + s.ph;
+    if (prow >= l.phase_rows) break;  // rows no output reads
+    const float* irow = src + ih * s.w;
+    for (int64_t q = 0; q < s.sw; ++q) {
+      float* dst = planes + q * l.phase_size + prow * l.phase_w;
+      const int64_t off = q - s.pw, lo = l.lo[static_cast<size_t>(q)], hi = l.hi[static_cast<size_t>(q)];
+      int64_t idx = lo;
+      if (s.sw == 1) {
+        for (; idx + 8 <= hi; idx += 8) _mm256_storeu_ps(dst + idx, _mm256_loadu_ps(irow + idx + off));
+      } else if (s.sw == 2) {
+        // Even elements of 16 consecutive inputs: shuffle within lanes, then order the 64-bit pairs.
+        for (; idx + 8 <= hi && 2 * idx + off + 16 <= s.w; idx += 8) {
+          const float* p = irow + 2 * idx + off;
+          const __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _MM_SHUFFLE(2, 0, 2, 0));
+          _mm256_storeu_ps(dst + idx,
+                           _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0))));
+        }
+      }
+      for (; idx < hi; ++idx) dst[idx] = irow[idx * s.sw + off];
+    }
+  }
+}
 
-DepthwisePlaneFn depthwise_plane_fn() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const DepthwisePlaneFn fn = [] {
+/// N output tiles of 8 columns: sum over taps of w[t] * planes[taps[t] + in_base[i] ...]. Tiles whose bit is
+/// set in `partial` are the last of a row shorter than 8: stored through `tail` so nothing past the row is
+/// written.
+template <int N>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tiles_avx2(
+    const float* planes, const int64_t* taps, int64_t num_taps, const float* w, float bias, const int64_t* in_base,
+    float* const* out, unsigned partial, __m256i tail) {
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < num_taps; ++t) {
+    const __m256 wv = _mm256_broadcast_ss(w + t);
+    const float* p = planes + taps[t];
+    for (int i = 0; i < N; ++i) acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p + in_base[i]), acc[i]);
+  }
+  const __m256 b = _mm256_set1_ps(bias);
+  for (int i = 0; i < N; ++i) {
+    const __m256 v = _mm256_add_ps(acc[i], b);
+    if (partial & (1u << i)) {
+      _mm256_maskstore_ps(out[i], tail, v);
+    } else {
+      _mm256_storeu_ps(out[i], v);
+    }
+  }
+}
+
+/// All output channels fed by one input plane: `mult` weights/biases/output planes in a row. `planes` is the
+/// zeroed phase-plane buffer.
+__attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape& s, const DepthwiseLayout& l,
+                                                                const float* src, const float* w, const float* bias,
+                                                                int64_t mult, float* dst, float* planes) {
+  const int64_t taps = s.kh * s.kw;
+  fill_phase_planes_avx2(s, l, src, planes);
+  const int64_t tail_lanes = s.ow % 8;
+  alignas(32) int32_t mask_bits[8];
+  for (int i = 0; i < 8; ++i) mask_bits[i] = i < tail_lanes ? -1 : 0;
+  const __m256i tail = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask_bits));
+  for (int64_t m = 0; m < mult; ++m) {
+    const float* wm = w + m * taps;
+    const float bm = bias != nullptr ? bias[m] : 0.0f;
+    float* out_plane = dst + m * s.oh * s.ow;
+    // Tiles in row-major order, eight at a time (no divisions in the loop: they would cost more than the FMAs).
+    int64_t base[8];
+    float* out[8];
+    unsigned partial = 0;
+    int pending = 0;
+    for (int64_t oh = 0; oh < s.oh; ++oh) {
+      const int64_t row_base = oh * s.sh * l.phase_w;
+      float* row_out = out_plane + oh * s.ow;
+      for (int64_t c = 0; c < s.ow; c += 8) {
+        base[pending] = row_base + c;
+        out[pending] = row_out + c;
+        if (c + 8 > s.ow) partial |= 1u << pending;
+        if (++pending == 8) {
+          depthwise_tiles_avx2<8>(planes, l.tap_offset.data(), taps, wm, bm, base, out, partial, tail);
+          pending = 0;
+          partial = 0;
+        }
+      }
+    }
+    for (int k = 0; k < pending; ++k) {
+      depthwise_tiles_avx2<1>(planes, l.tap_offset.data(), taps, wm, bm, base + k, out + k, (partial >> k) & 1u,
+                              tail);
+    }
+  }
+}
+
+bool have_avx2() {
+  static const bool yes = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? depthwise_plane_avx2
-                                                                           : depthwise_plane_generic;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  return fn;
-#else
-  return depthwise_plane_generic;
-#endif
+  return yes;
 }
+#endif
 
 void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, const float* bias, float* out,
                         ThreadPool* pool) {
   const int64_t mult = s.cout_g;  // output channels per input channel
-  const DepthwisePlaneFn fn = depthwise_plane_fn();
-  auto body = [&](size_t b, size_t e) {
+  const int64_t taps = s.kh * s.kw, plane_out = s.oh * s.ow;
+  const size_t per_channel = static_cast<size_t>(std::max<int64_t>(1, plane_out * taps * mult));
+  const size_t grain = std::max<size_t>(1, (1u << 15) / per_channel);
+  const size_t channels = static_cast<size_t>(s.n * s.c_in);
+#if defined(__x86_64__) || defined(__i386__)
+  if (have_avx2()) {
+    const DepthwiseLayout layout = depthwise_layout(s);
+    pool->parallel_for(channels, grain, [&](size_t b, size_t e) {
+      thread_local std::vector<float> scratch;
+      const size_t planes_size = static_cast<size_t>(s.sw * layout.phase_size);
+      if (scratch.size() < planes_size) scratch.resize(planes_size);
+      std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(planes_size), 0.0f);
+      for (size_t idx = b; idx < e; ++idx) {
+        const int64_t n = static_cast<int64_t>(idx) / s.c_in, ic = static_cast<int64_t>(idx) % s.c_in;
+        const int64_t oc0 = ic * mult;
+        depthwise_channel_avx2(s, layout, in + idx * s.h * s.w, wt + oc0 * taps, bias != nullptr ? bias + oc0 : nullptr,
+                               mult, out + (n * s.c_out + oc0) * plane_out, scratch.data());
+      }
+    });
+    return;
+  }
+#endif
+  pool->parallel_for(channels, grain, [&](size_t b, size_t e) {
     for (size_t idx = b; idx < e; ++idx) {
-      const int64_t n = static_cast<int64_t>(idx) / s.c_out, oc = static_cast<int64_t>(idx) % s.c_out;
-      const int64_t ic = oc / mult;
-      fn(s, in + (n * s.c_in + ic) * s.h * s.w, wt + oc * s.kh * s.kw, bias != nullptr ? bias[oc] : 0.0f,
-         out + idx * s.oh * s.ow);
+      const int64_t n = static_cast<int64_t>(idx) / s.c_in, ic = static_cast<int64_t>(idx) % s.c_in;
+      for (int64_t m = 0; m < mult; ++m) {
+        const int64_t oc = ic * mult + m;
+        depthwise_plane_generic(s, in + idx * s.h * s.w, wt + oc * taps, bias != nullptr ? bias[oc] : 0.0f,
+                                out + (n * s.c_out + oc) * plane_out);
+      }
     }
-  };
-  const size_t planes = static_cast<size_t>(s.n * s.c_out);
-  const size_t per_plane = static_cast<size_t>(std::max<int64_t>(1, s.oh * s.ow * s.kh * s.kw));
-  pool->parallel_for(planes, std::max<size_t>(1, (1u << 15) / per_plane), body);
+  });
 }
 
 /// cols[(ic, kh, kw)][(oh, ow)] = input[ic][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] (0 outside) for one group.

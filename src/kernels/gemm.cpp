@@ -138,14 +138,27 @@ void pack_a(const GemmMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
 }
 
 void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  if (b.col_stride == 1) {
+    // Row by row, so the source is read sequentially (B rows are often a power of two apart: walking a
+    // column panel down them would miss the TLB and cache sets on every row).
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b.data + (p0 + p) * b.row_stride + j0;
+      int64_t jr = 0;
+      for (; jr + kNR <= nc; jr += kNR) {
+        std::memcpy(dst + jr * kc + p * kNR, src + jr, kNR * sizeof(float));
+      }
+      if (jr < nc) {
+        float* d = dst + jr * kc + p * kNR;
+        const int64_t cols = nc - jr;
+        for (int64_t j = 0; j < cols; ++j) d[j] = src[jr + j];
+        for (int64_t j = cols; j < kNR; ++j) d[j] = 0.0f;
+      }
+    }
+    return;
+  }
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     float* panel = dst + jr * kc;
     const int64_t cols = std::min(kNR, nc - jr);
-    if (b.col_stride == 1 && cols == kNR) {
-      const float* src = b.data + p0 * b.row_stride + (j0 + jr);
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(panel + p * kNR, src + p * b.row_stride, kNR * sizeof(float));
-      continue;
-    }
     for (int64_t j = 0; j < cols; ++j) {
       const float* src = b.data + p0 * b.row_stride + (j0 + jr + j) * b.col_stride;
       for (int64_t p = 0; p < kc; ++p) panel[p * kNR + j] = src[p * b.row_stride];
@@ -201,9 +214,10 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
   if (buf.b.size() < static_cast<size_t>(nc_padded * kc_max)) buf.b.resize(static_cast<size_t>(nc_padded * kc_max));
   alignas(32) float tile[kMR * kNR];
 
+  const bool epilogue = needs_epilogue(pr.ep);
   for (int64_t p0 = 0; p0 < pr.k; p0 += kKC) {
     const int64_t kc = std::min(kKC, pr.k - p0);
-    const bool accumulate = p0 > 0;
+    const bool accumulate = p0 > 0, last = p0 + kc >= pr.k;
     pack_a(pr.a, i0, mc, p0, kc, buf.a.data());
     pack_b(pr.b, p0, kc, j0, nc, buf.b.data());
     for (int64_t jr = 0; jr < nc; jr += kNR) {
@@ -215,19 +229,20 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
         float* cp = pr.c + (i0 + ir) * pr.c_rs + (j0 + jr) * pr.c_cs;
         if (rows == kMR && cols == kNR && pr.c_cs == 1) {
           micro(kc, ap, bp, cp, pr.c_rs, accumulate);
-          continue;
-        }
-        micro(kc, ap, bp, tile, kNR, false);
-        for (int64_t i = 0; i < rows; ++i) {
-          for (int64_t j = 0; j < cols; ++j) {
-            float& dst = cp[i * pr.c_rs + j * pr.c_cs];
-            dst = accumulate ? dst + tile[i * kNR + j] : tile[i * kNR + j];
+        } else {
+          micro(kc, ap, bp, tile, kNR, false);
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t j = 0; j < cols; ++j) {
+              float& dst = cp[i * pr.c_rs + j * pr.c_cs];
+              dst = accumulate ? dst + tile[i * kNR + j] : tile[i * kNR + j];
+            }
           }
         }
+        // Bias and scaling while the tile is still in L1.
+        if (last && epilogue) apply_epilogue(pr, i0 + ir, rows, j0 + jr, cols);
       }
     }
   }
-  if (needs_epilogue(pr.ep)) apply_epilogue(pr, i0, mc, j0, nc);
 }
 
 // ---------------------------------------------------------------------------------------------------------
