@@ -1,5 +1,7 @@
 #include "format/bundled_program.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -7,6 +9,7 @@
 #include "bundled_program_generated.h"
 #include "etnp/error.h"
 #include "etnp/tensor.h"
+#include "kernels/kernel_util.h"
 
 namespace etnp::format {
 
@@ -120,6 +123,80 @@ int64_t BundledTensor::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;
+}
+
+Tensor BundledTensor::view() const {
+  return Tensor(dtype, sizes, dim_order, const_cast<uint8_t*>(data.data()));
+}
+
+namespace {
+
+double element_as_double(ScalarType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+    case ScalarType::Float: { float v; std::memcpy(&v, p + i * 4, 4); return v; }
+    case ScalarType::Double: { double v; std::memcpy(&v, p + i * 8, 8); return v; }
+    case ScalarType::Half: { uint16_t v; std::memcpy(&v, p + i * 2, 2); return kernels::Half::to_float(v); }
+    case ScalarType::BFloat16: {
+      kernels::BFloat16 v;
+      std::memcpy(&v.bits, p + i * 2, 2);
+      return static_cast<float>(v);
+    }
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool bundled_tensor_matches(const BundledTensor& expected, const Tensor& actual, double rtol, double atol,
+                            std::string* why) {
+  auto mismatch = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (actual.dtype() != expected.dtype) {
+    return mismatch(std::string("dtype ") + std::string(scalar_type_name(actual.dtype())) + ", expected " +
+                    std::string(scalar_type_name(expected.dtype)));
+  }
+  if (!std::equal(actual.sizes().begin(), actual.sizes().end(), expected.sizes.begin(), expected.sizes.end()))
+    return mismatch("shape differs from the expected one");
+  int64_t expected_strides[kMaxTensorRank] = {};
+  strides_from_dim_order(expected.sizes, expected.dim_order,
+                         std::span<int64_t>(expected_strides, expected.sizes.size()));
+  for (size_t d = 0; d < expected.sizes.size(); ++d) {
+    if (actual.stride(static_cast<int>(d)) != expected_strides[d]) return mismatch("memory layout (strides) differs");
+  }
+  const size_t nbytes = expected.data.size();
+  if (nbytes == 0) return true;
+  const auto* got = static_cast<const uint8_t*>(actual.data());
+  const ScalarType t = expected.dtype;
+  const bool floating =
+      t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
+  if (!floating || (rtol == 0 && atol == 0)) {
+    if (floating) {
+      // exact equality, with NaN equal to NaN
+      for (int64_t i = 0; i < expected.numel(); ++i) {
+        const double a = element_as_double(t, got, i), e = element_as_double(t, expected.data.data(), i);
+        if (!(a == e || (std::isnan(a) && std::isnan(e))))
+          return mismatch("element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " +
+                          std::to_string(e));
+      }
+      return true;
+    }
+    if (std::memcmp(got, expected.data.data(), nbytes) != 0) return mismatch("data differs");
+    return true;
+  }
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    const double a = element_as_double(t, got, i), e = element_as_double(t, expected.data.data(), i);
+    if (std::isnan(a) || std::isnan(e)) {
+      if (std::isnan(a) && std::isnan(e)) continue;
+    } else if (std::isinf(a) || std::isinf(e)) {
+      if (a == e) continue;
+    } else if (std::fabs(a - e) <= atol + rtol * std::fabs(e)) {
+      continue;
+    }
+    return mismatch("element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(e));
+  }
+  return true;
 }
 
 bool BundledProgram::is_bundled_program(std::span<const uint8_t> bytes) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "etnp/scalar_type.h"
+#include "etnp/tensor.h"
 
 namespace etnp::format {
 
@@ -22,6 +23,9 @@ struct BundledTensor {
   std::span<const uint8_t> data;    ///< Points into the BundledProgram's bytes.
 
   int64_t numel() const;
+  /// A tensor over `data` (static shape), e.g. to pass as a method input. Read-only: `data` lives in the
+  /// bundled program's bytes, so nothing may write through the view.
+  Tensor view() const;
 };
 
 /// A test input or expected output.
@@ -70,5 +74,13 @@ class BundledProgram {
   std::span<const uint8_t> program_;
   std::vector<BundledMethodTests> suites_;
 };
+
+/// Compares a method output with an expected bundled tensor, as the reference verify_method_outputs does:
+/// dtype, sizes and the strides implied by the dim order must be equal; float32/float64/float16/bfloat16
+/// elements match when |actual - expected| <= atol + rtol * |expected| (NaN equals NaN, infinities must be
+/// equal; rtol == atol == 0 means exact equality); other dtypes must be equal byte for byte. Returns false
+/// with the first difference in `*why` (when given).
+bool bundled_tensor_matches(const BundledTensor& expected, const Tensor& actual, double rtol = 1e-5,
+                            double atol = 1e-8, std::string* why = nullptr);
 
 }  // namespace etnp::format

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -230,6 +231,55 @@ TEST(BundledProgramFormat, RejectsWrongIdentifierAndTinyInput) {
   bytes[7] = '2';
   EXPECT_FALSE(BundledProgram::is_bundled_program(bytes));
   expect_load_error(bytes, "BP08");
+}
+
+TEST(BundledProgramFormat, ViewAndOutputComparison) {
+  TensorSpec spec = float_2x2();  // dim order {1, 0}
+  const auto bytes = make_bundle({spec});
+  const BundledProgram bundle = BundledProgram::parse(bytes);
+  const BundledTensor& expected = bundle.method_test_suites()[0].test_cases[0].expected_outputs[0].tensor;
+
+  const Tensor view = expected.view();
+  EXPECT_EQ(view.dtype(), ScalarType::Float);
+  EXPECT_EQ(view.stride(0), 1);  // column-major
+  EXPECT_EQ(view.stride(1), 2);
+  EXPECT_EQ(view.data(), expected.data.data());
+
+  // An output with the same layout and values within tolerance matches.
+  std::vector<float> values = {1.f, 2.f, 3.f, 4.f + 2e-5f};
+  const std::vector<int64_t> sizes = {2, 2};
+  const std::vector<uint8_t> col_major = {1, 0}, row_major = {0, 1};
+  Tensor actual(ScalarType::Float, sizes, col_major, values.data());
+  std::string why;
+  EXPECT_TRUE(bundled_tensor_matches(expected, actual, 1e-5, 1e-8, &why)) << why;
+  EXPECT_FALSE(bundled_tensor_matches(expected, actual, 0, 0, &why));  // exact
+  EXPECT_NE(why.find("element 3"), std::string::npos) << why;
+  values[0] = 1.1f;
+  EXPECT_FALSE(bundled_tensor_matches(expected, actual, 1e-5, 1e-8, &why));
+  EXPECT_NE(why.find("element 0"), std::string::npos) << why;
+  values[0] = 1.f;
+
+  // Same values in another layout, another dtype, or another shape do not.
+  Tensor other_layout(ScalarType::Float, sizes, row_major, values.data());
+  EXPECT_FALSE(bundled_tensor_matches(expected, other_layout, 1e-5, 1e-8, &why));
+  EXPECT_NE(why.find("layout"), std::string::npos) << why;
+  Tensor other_dtype(ScalarType::Int, sizes, col_major, values.data());
+  EXPECT_FALSE(bundled_tensor_matches(expected, other_dtype, 1e-5, 1e-8, &why));
+  const std::vector<int64_t> flat = {4};
+  Tensor other_shape(ScalarType::Float, flat, {}, values.data());
+  EXPECT_FALSE(bundled_tensor_matches(expected, other_shape, 1e-5, 1e-8, &why));
+
+  // NaN matches NaN; integers compare bytewise.
+  TensorSpec nan_spec = float_2x2();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(nan_spec.data.data(), &nan, 4);
+  const auto nan_bytes = make_bundle({nan_spec});  // parse() views the bytes: keep them alive
+  const BundledProgram nan_bundle = BundledProgram::parse(nan_bytes);
+  const BundledTensor& nan_expected = nan_bundle.method_test_suites()[0].test_cases[0].expected_outputs[0].tensor;
+  std::vector<float> nan_values = {nan, 2.f, 3.f, 4.f};
+  Tensor nan_actual(ScalarType::Float, sizes, col_major, nan_values.data());
+  EXPECT_TRUE(bundled_tensor_matches(nan_expected, nan_actual, 1e-5, 1e-8, &why)) << why;
+  EXPECT_TRUE(bundled_tensor_matches(nan_expected, nan_actual, 0, 0, &why)) << why;
 }
 
 std::vector<uint8_t> fixture_or_synthetic() {
