@@ -200,24 +200,74 @@ TEST(XnnpackKernels, DynamicQuantParams) {
   EXPECT_EQ(q[3], 0);     // round(63.75) - 64
 }
 
+TEST(XnnpackKernels, QuantizeDynamicRowsVectorAndTail) {
+  // Two rows of 19 (two 8-wide blocks plus a tail): every element matches the per-element formula.
+  const size_t rows = 2, cols = 19;
+  std::vector<float> x(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.7f) * (i < cols ? 3.0f : 0.01f);
+  x[5] = 2.5f;  // a tie after scaling is still rounded to even
+  std::vector<int8_t> q(x.size());
+  DynamicQuantParams params[2];
+  quantize_dynamic_rows(x.data(), rows, cols, q.data(), params);
+  for (size_t r = 0; r < rows; ++r) {
+    float lo = 0, hi = 0;
+    for (size_t c = 0; c < cols; ++c) {
+      lo = std::min(lo, x[r * cols + c]);
+      hi = std::max(hi, x[r * cols + c]);
+    }
+    const DynamicQuantParams p = compute_dynamic_quant_params(lo, hi);
+    EXPECT_EQ(params[r].scale, p.scale);
+    EXPECT_EQ(params[r].zero_point, p.zero_point);
+    for (size_t c = 0; c < cols; ++c) {
+      const float v = std::nearbyint(x[r * cols + c] * (1.0f / p.scale)) + static_cast<float>(p.zero_point);
+      EXPECT_EQ(q[r * cols + c], static_cast<int8_t>(std::min(std::max(v, -128.0f), 127.0f))) << r << "," << c;
+    }
+  }
+}
+
 TEST(XnnpackKernels, FullyConnectedQd8) {
   // One row x = [1, -1] quantized with scale 0.5 and zero point 2: q = [4, 0].
   const int8_t q[] = {4, 0};
   const DynamicQuantParams params{0.5f, 2};
-  QD8Weights w;
-  w.n = 2;
-  w.k = 2;
-  w.data = {3, -1, 0, 2};  // rows: unit 0 = [3, -1], unit 1 = [0, 2]
-  w.scales = {0.1f, 1.0f};
-  w.row_sums = {2, 2};
-  w.bias = {0.5f, 0.0f};
+  const int8_t weights[] = {3, -1, 0, 2};  // rows: unit 0 = [3, -1], unit 1 = [0, 2]
+  const float scales[] = {0.1f, 1.0f};
+  const float bias[] = {0.5f, 0.0f};
+  const QD8Weights w(weights, 2, 2, scales, bias);
   std::vector<float> out(2);
+  std::vector<int32_t> scratch(qd8_scratch_ints(1, w));
   const float inf = std::numeric_limits<float>::infinity();
-  fully_connected_qd8_f32(q, &params, 1, w, -inf, inf, out.data());
+  fully_connected_qd8_f32(q, &params, 1, w, -inf, inf, out.data(), scratch.data());
   // unit 0: ((4*3 + 0*-1) - 2*2) * 0.5 * 0.1 + 0.5 = 8 * 0.05 + 0.5 = 0.9
   // unit 1: ((4*0 + 0*2) - 2*2) * 0.5 * 1.0 = -2
   EXPECT_FLOAT_EQ(out[0], 0.9f);
   EXPECT_FLOAT_EQ(out[1], -2.0f);
+}
+
+TEST(XnnpackKernels, FullyConnectedQd8Blocked) {
+  // Odd k, units not a multiple of the 8-unit block, rows not a multiple of the 4-row tile.
+  const size_t rows = 6, k = 37, n = 21;
+  std::vector<int8_t> weights(n * k), q(rows * k);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<int8_t>((i * 73) % 255 - 127);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>((i * 31) % 256 - 128);
+  std::vector<float> scales(n), bias(n);
+  for (size_t j = 0; j < n; ++j) {
+    scales[j] = 0.001f * static_cast<float>(j + 1);
+    bias[j] = static_cast<float>(j) - 10.0f;
+  }
+  std::vector<DynamicQuantParams> params(rows);
+  for (size_t r = 0; r < rows; ++r) params[r] = {0.01f * static_cast<float>(r + 1), static_cast<int32_t>(r) * 9 - 20};
+  const QD8Weights w(weights.data(), n, k, scales.data(), bias.data());
+  std::vector<float> out(rows * n);
+  std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));
+  fully_connected_qd8_f32(q.data(), params.data(), rows, w, -5.0f, 5.0f, out.data(), scratch.data());
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = 0; j < n; ++j) {
+      int64_t acc = 0;
+      for (size_t i = 0; i < k; ++i) acc += (q[r * k + i] - params[r].zero_point) * int64_t{weights[j * k + i]};
+      const double ref = std::min(std::max(double(acc) * params[r].scale * scales[j] + bias[j], -5.0), 5.0);
+      ASSERT_NEAR(out[r * n + j], ref, 1e-4 * (1.0 + std::fabs(ref))) << r << "," << j;
+    }
+  }
 }
 
 TEST(XnnpackKernels, Requantize) {

@@ -795,39 +795,33 @@ void Executor::compile() {
           require_constant(filter, "the filter");
           require_constant(bias, "the bias");
           if (w.channel_dim != (transposed ? 1u : 0u)) unsupported("per-channel scales must follow the units");
-          auto packed = std::make_shared<QD8Weights>();
-          packed->n = units;
-          packed->k = k;
-          packed->data.resize(units * k);
-          const auto* src = reinterpret_cast<const int8_t*>(w.data);
+          std::vector<int8_t> w_nk(reinterpret_cast<const int8_t*>(w.data),
+                                   reinterpret_cast<const int8_t*>(w.data) + units * k);
           if (transposed) {
             const Shape kn{2, {k, units}};
             const size_t perm[2] = {1, 0};
-            transpose(src, packed->data.data(), kn, perm, 1);
-          } else {
-            std::memcpy(packed->data.data(), src, units * k);
+            transpose(w.data, w_nk.data(), kn, perm, 1);
           }
-          packed->scales = w.channel_scales;
-          packed->row_sums.resize(units);
-          for (size_t j = 0; j < units; ++j) {
-            int32_t sum = 0;
-            for (size_t i = 0; i < k; ++i) sum += packed->data[j * k + i];
-            packed->row_sums[j] = sum;
-          }
+          std::vector<float> bias_copy;
           if (b != nullptr) {
-            packed->bias.resize(units);
-            std::memcpy(packed->bias.data(), b->data, units * sizeof(float));
+            bias_copy.resize(units);
+            std::memcpy(bias_copy.data(), b->data, units * sizeof(float));
           }
+          auto packed = std::make_shared<const QD8Weights>(w_nk.data(), units, k, w.channel_scales.data(),
+                                                           b == nullptr ? nullptr : bias_copy.data());
           const Value xv = x;
-          add_own([=](const RunContext& c) {
+          const std::string where = node.describe();
+          add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
             const Shape& s = c.shapes[in0];
             const size_t rows = rows_of(c);
             if (dynamic_quant_rows(xv, s) != rows) {
-              run_fail(node.describe() + ": dynamic quantization rows do not match the fully-connected rows");
+              run_fail(where + ": dynamic quantization rows do not match the fully-connected rows");
             }
             const auto* q = static_cast<const int8_t*>(c.data[in0]);
             const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + ((s.numel() + 7) & ~size_t{7}));
-            fully_connected_qd8_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]));
+            scratch.resize(qd8_scratch_ints(rows, *packed));
+            fully_connected_qd8_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]),
+                                    scratch.data());
           });
           break;
         }

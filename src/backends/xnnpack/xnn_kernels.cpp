@@ -7,6 +7,10 @@
 
 #include "etnp/threadpool.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 // Hot loops get an AVX2/FMA clone next to the baseline one (the library is built for generic x86-64).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ETNP_XNN_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
@@ -478,7 +482,88 @@ DynamicQuantParams compute_dynamic_quant_params(float min, float max) {
   return p;
 }
 
+namespace {
+
+void quantize_row(const float* x, size_t cols, int8_t* q, DynamicQuantParams p) {
+  const float inv = 1.0f / p.scale;
+  const float zp = static_cast<float>(p.zero_point);
+  for (size_t c = 0; c < cols; ++c) {
+    float v = std::nearbyint(x[c] * inv) + zp;
+    v = std::isnan(v) ? zp : std::min(std::max(v, -128.0f), 127.0f);
+    q[c] = static_cast<int8_t>(v);
+  }
+}
+
+DynamicQuantParams row_params(float lo, float hi) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) {
+    // Non-finite inputs have no meaningful int8 range; keep the parameters finite.
+    lo = std::isfinite(lo) ? lo : -std::numeric_limits<float>::max();
+    hi = std::isfinite(hi) ? hi : std::numeric_limits<float>::max();
+  }
+  return compute_dynamic_quant_params(lo, hi);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in, size_t rows, size_t cols,
+                                                                 int8_t* out, DynamicQuantParams* params) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * cols;
+    __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+    __m256i nan_seen = _mm256_setzero_si256();
+    size_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m256 v = _mm256_loadu_ps(x + c);
+      nan_seen = _mm256_or_si256(nan_seen, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+      vlo = _mm256_min_ps(vlo, v);
+      vhi = _mm256_max_ps(vhi, v);
+    }
+    alignas(32) float lo8[8], hi8[8];
+    _mm256_store_ps(lo8, vlo);
+    _mm256_store_ps(hi8, vhi);
+    float lo = 0.0f, hi = 0.0f;
+    bool nan = !_mm256_testz_si256(nan_seen, nan_seen);
+    for (int i = 0; i < 8; ++i) {
+      lo = std::min(lo, lo8[i]);
+      hi = std::max(hi, hi8[i]);
+    }
+    for (size_t t = c; t < cols; ++t) {
+      nan = nan || std::isnan(x[t]);
+      lo = std::min(lo, x[t]);
+      hi = std::max(hi, x[t]);
+    }
+    params[r] = row_params(lo, hi);
+    int8_t* q = out + r * cols;
+    if (nan || !std::isfinite(lo) || !std::isfinite(hi)) {
+      quantize_row(x, cols, q, params[r]);
+      continue;
+    }
+    // Bounds are integers, so clamping before rounding equals rounding then clamping.
+    const __m256 inv = _mm256_set1_ps(1.0f / params[r].scale);
+    const __m256 qlo = _mm256_set1_ps(-128.0f - static_cast<float>(params[r].zero_point));
+    const __m256 qhi = _mm256_set1_ps(127.0f - static_cast<float>(params[r].zero_point));
+    const __m256i zp = _mm256_set1_epi32(params[r].zero_point);
+    c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c), inv);
+      v = _mm256_min_ps(_mm256_max_ps(v, qlo), qhi);
+      const __m256i i32 = _mm256_add_epi32(_mm256_cvtps_epi32(v), zp);
+      const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q + c), _mm_packs_epi16(i16, i16));
+    }
+    if (c < cols) quantize_row(x + c, cols - c, q + c, params[r]);
+  }
+}
+#endif
+
+}  // namespace
+
 void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2")) {
+    quantize_dynamic_rows_avx2(in, rows, cols, out, params);
+    return;
+  }
+#endif
   for (size_t r = 0; r < rows; ++r) {
     const float* x = in + r * cols;
     float lo = 0.0f, hi = 0.0f;
@@ -486,55 +571,145 @@ void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* ou
       lo = std::min(lo, x[c]);
       hi = std::max(hi, x[c]);
     }
-    if (!std::isfinite(lo) || !std::isfinite(hi)) {
-      // Non-finite inputs have no meaningful int8 range; keep the parameters finite.
-      lo = std::isfinite(lo) ? lo : -std::numeric_limits<float>::max();
-      hi = std::isfinite(hi) ? hi : std::numeric_limits<float>::max();
-    }
-    params[r] = compute_dynamic_quant_params(lo, hi);
-    const float inv = 1.0f / params[r].scale;
-    const float zp = static_cast<float>(params[r].zero_point);
-    int8_t* q = out + r * cols;
-    for (size_t c = 0; c < cols; ++c) {
-      float v = std::nearbyint(x[c] * inv) + zp;
-      v = std::isnan(v) ? zp : std::min(std::max(v, -128.0f), 127.0f);
-      q[c] = static_cast<int8_t>(v);
-    }
+    params[r] = row_params(lo, hi);
+    quantize_row(x, cols, out + r * cols, params[r]);
   }
+}
+
+QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias)
+    : n_(n), k_(k), scales_(scales, scales + n), row_sums_(n, 0) {
+  const size_t kp = k_pairs();
+  packed_.assign(blocks() * kp * 16, 0);
+  for (size_t j = 0; j < n; ++j) {
+    int16_t* dst = packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
+    int32_t sum = 0;
+    for (size_t i = 0; i < k; ++i) {
+      dst[(i / 2) * 16 + (i % 2)] = w_nk[j * k + i];
+      sum += w_nk[j * k + i];
+    }
+    row_sums_[j] = sum;
+  }
+  if (bias != nullptr) bias_.assign(bias, bias + n);
 }
 
 namespace {
 
-ETNP_XNN_MULTIVERSION
-int32_t dot_s8(const int8_t* __restrict a, const int8_t* __restrict b, size_t k) {
-  int32_t acc = 0;
-  for (size_t i = 0; i < k; ++i) acc += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
-  return acc;
+// acc[r][c] (MR rows, NB blocks of 8 units) = sum over k pairs of the int16 pair products.
+template <int MR, int NB>
+void qd8_tile_scalar(const int32_t* pairs, size_t kp, const int16_t* const* w, int32_t* acc) {
+  for (int r = 0; r < MR; ++r) {
+    for (int b = 0; b < NB; ++b) {
+      for (int lane = 0; lane < 8; ++lane) {
+        int32_t sum = 0;
+        for (size_t p = 0; p < kp; ++p) {
+          const auto x0 = static_cast<int16_t>(pairs[r * kp + p] & 0xFFFF);
+          const auto x1 = static_cast<int16_t>(static_cast<uint32_t>(pairs[r * kp + p]) >> 16);
+          sum += x0 * w[b][p * 16 + lane * 2] + x1 * w[b][p * 16 + lane * 2 + 1];
+        }
+        acc[r * 8 * NB + b * 8 + lane] = sum;
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <int MR, int NB>
+__attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t kp, const int16_t* const* w,
+                                                    int32_t* acc) {
+  __m256i c[MR][NB];
+  for (int r = 0; r < MR; ++r) {
+    for (int b = 0; b < NB; ++b) c[r][b] = _mm256_setzero_si256();
+  }
+  for (size_t p = 0; p < kp; ++p) {
+    __m256i wv[NB];
+    for (int b = 0; b < NB; ++b) wv[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b] + p * 16));
+    for (int r = 0; r < MR; ++r) {
+      const __m256i x = _mm256_set1_epi32(pairs[r * kp + p]);
+      for (int b = 0; b < NB; ++b) c[r][b] = _mm256_add_epi32(c[r][b], _mm256_madd_epi16(x, wv[b]));
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int b = 0; b < NB; ++b) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + r * 8 * NB + b * 8), c[r][b]);
+    }
+  }
+}
+
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+template <int MR, int NB>
+void qd8_tile(const int32_t* pairs, size_t kp, const int16_t* const* w, int32_t* acc) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_avx2()) return qd8_tile_avx2<MR, NB>(pairs, kp, w, acc);
+#endif
+  qd8_tile_scalar<MR, NB>(pairs, kp, w, acc);
+}
+
+template <int NB>
+void qd8_tile_rows(int mr, const int32_t* pairs, size_t kp, const int16_t* const* w, int32_t* acc) {
+  switch (mr) {
+    case 1: qd8_tile<1, NB>(pairs, kp, w, acc); break;
+    case 2: qd8_tile<2, NB>(pairs, kp, w, acc); break;
+    case 3: qd8_tile<3, NB>(pairs, kp, w, acc); break;
+    default: qd8_tile<4, NB>(pairs, kp, w, acc); break;
+  }
 }
 
 }  // namespace
 
 void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params, size_t rows, const QD8Weights& w,
-                             float out_min, float out_max, float* out) {
-  const size_t n = w.n, k = w.k;
-  auto run = [&](size_t n0, size_t n1) {
-    for (size_t r = 0; r < rows; ++r) {
-      const int8_t* x = in + r * k;
-      const int32_t zp = params[r].zero_point;
-      const float s = params[r].scale;
-      float* o = out + r * n;
-      for (size_t j = n0; j < n1; ++j) {
-        const int32_t acc = dot_s8(x, w.data.data() + j * k, k) - zp * w.row_sums[j];
-        float v = static_cast<float>(acc) * s * w.scales[j];
-        if (!w.bias.empty()) v += w.bias[j];
-        o[j] = std::min(std::max(v, out_min), out_max);
+                             float out_min, float out_max, float* out, int32_t* scratch) {
+  const size_t n = w.n(), k = w.k(), kp = w.k_pairs(), blocks = w.blocks();
+  if (rows == 0 || n == 0) return;
+  // Each row as int16 pairs packed in int32 (odd k: the last pair's high half is 0).
+  for (size_t r = 0; r < rows; ++r) {
+    const int8_t* x = in + r * k;
+    for (size_t p = 0; p < kp; ++p) {
+      const auto lo = static_cast<uint16_t>(static_cast<int16_t>(x[2 * p]));
+      const auto hi = 2 * p + 1 < k ? static_cast<uint16_t>(static_cast<int16_t>(x[2 * p + 1])) : uint16_t{0};
+      scratch[r * kp + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16));
+    }
+  }
+  auto run_blocks = [&](size_t b0, size_t b1) {
+    int32_t acc[4 * 16];
+    for (size_t b = b0; b < b1; b += 2) {
+      const int nb = b + 1 < b1 ? 2 : 1;
+      const int16_t* wb[2] = {w.block(b), nb == 2 ? w.block(b + 1) : nullptr};
+      for (size_t r = 0; r < rows; r += 4) {
+        const int mr = static_cast<int>(std::min<size_t>(4, rows - r));
+        if (nb == 2) {
+          qd8_tile_rows<2>(mr, scratch + r * kp, kp, wb, acc);
+        } else {
+          qd8_tile_rows<1>(mr, scratch + r * kp, kp, wb, acc);
+        }
+        for (int i = 0; i < mr; ++i) {
+          const int32_t zp = params[r + i].zero_point;
+          const float s = params[r + i].scale;
+          float* o = out + (r + i) * n;
+          for (int c = 0; c < nb * 8; ++c) {
+            const size_t j = b * 8 + static_cast<size_t>(c);
+            if (j >= n) break;
+            const int32_t v = acc[i * nb * 8 + c] - zp * w.row_sums()[j];
+            float y = static_cast<float>(v) * s * w.scales()[j];
+            if (w.bias() != nullptr) y += w.bias()[j];
+            o[j] = std::min(std::max(y, out_min), out_max);
+          }
+        }
       }
     }
   };
-  if (rows * n * k >= (size_t{1} << 18) && n >= 64) {
-    ThreadPool::global().parallel_for(n, 32, run);
+  if (rows * n * k >= (size_t{1} << 20) && blocks >= 8) {
+    // Whole pairs of blocks per chunk so every chunk but the last uses the two-block tile.
+    const size_t pairs_of_blocks = (blocks + 1) / 2;
+    ThreadPool::global().parallel_for(pairs_of_blocks, 2, [&](size_t p0, size_t p1) {
+      run_blocks(p0 * 2, std::min(blocks, p1 * 2));
+    });
   } else {
-    run(0, n);
+    run_blocks(0, blocks);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backends/xnnpack/xnn_graph.h"
 
@@ -56,19 +57,36 @@ void softmax_f32(const float* in, float* out, size_t rows, size_t channels);
 DynamicQuantParams compute_dynamic_quant_params(float min, float max);
 void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params);
 
-/// Weights of a dynamically quantized fully-connected layer, packed at init: int8 [N, K] row-major with
-/// per-output-channel fp32 scales, row sums and an optional fp32 bias.
-struct QD8Weights {
-  size_t n = 0, k = 0;
-  std::vector<int8_t> data;   // [n, k]
-  std::vector<float> scales;  // [n]
-  std::vector<int32_t> row_sums;  // [n]
-  std::vector<float> bias;    // [n] or empty
+/// Weights of a dynamically quantized fully-connected layer, packed at load for the int8 GEMM: blocks of 8
+/// units, each k pair of a unit stored as two int16 (the layout of a multiply-add of int16 pairs).
+class QD8Weights {
+ public:
+  QD8Weights() = default;
+  /// `w_nk`: int8 [n, k] row-major; `scales`: n per-unit scales; `bias`: n floats or null.
+  QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias);
+
+  size_t n() const { return n_; }
+  size_t k() const { return k_; }
+  size_t k_pairs() const { return (k_ + 1) / 2; }
+  size_t blocks() const { return (n_ + 7) / 8; }
+  const int16_t* block(size_t b) const { return packed_.data() + b * k_pairs() * 16; }
+  const float* scales() const { return scales_.data(); }
+  const int32_t* row_sums() const { return row_sums_.data(); }
+  const float* bias() const { return bias_.empty() ? nullptr : bias_.data(); }
+
+ private:
+  size_t n_ = 0, k_ = 0;
+  std::vector<int16_t> packed_;
+  std::vector<float> scales_;
+  std::vector<int32_t> row_sums_;
+  std::vector<float> bias_;
 };
 
 /// out[r, n] = clamp((sum_k (q[r,k] - zp_r) * w[n,k]) * scale_r * wscale[n] + bias[n], min, max).
+/// `scratch` must hold qd8_scratch_ints(rows, w) int32s.
 void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params, size_t rows, const QD8Weights& w,
-                             float out_min, float out_max, float* out);
+                             float out_min, float out_max, float* out, int32_t* scratch);
+inline size_t qd8_scratch_ints(size_t rows, const QD8Weights& w) { return rows * w.k_pairs(); }
 
 /// Requantizes int8/uint8 data between two per-tensor parameter sets (and converts to/from fp32):
 /// q_out = clamp(round((q_in - zp_in) * scale_in / scale_out) + zp_out).
