@@ -76,8 +76,8 @@ std::vector<int64_t> infer_view_size(std::vector<int64_t> size, int64_t numel, c
       infer = static_cast<int>(i);
     } else if (size[i] < 0) {
       kernel_fail(std::string(op) + ": invalid shape dimension " + std::to_string(size[i]) + " in " + list_str(size));
-    } else {
-      known *= size[i];
+    } else if (__builtin_mul_overflow(known, size[i], &known)) {
+      kernel_fail(std::string(op) + ": shape " + list_str(size) + " is too large");
     }
   }
   if (infer >= 0) {
@@ -355,8 +355,13 @@ void as_strided_copy_out(KernelContext&, KernelArgs args) {
     if (size[i] == 0) empty = true;
   }
   if (!empty) {
-    for (size_t i = 0; i < size.size(); ++i) last += (size[i] - 1) * stride[i];
-    if (last >= self.numel()) {
+    bool overflow = false;
+    for (size_t i = 0; i < size.size(); ++i) {
+      int64_t span;
+      overflow = overflow || __builtin_mul_overflow(size[i] - 1, stride[i], &span) ||
+                 __builtin_add_overflow(last, span, &last);
+    }
+    if (overflow || last >= self.numel()) {
       kernel_fail(std::string(op) + ": size " + list_str(size) + ", stride " + list_str(stride) + " and offset " +
                   std::to_string(offset) + " reach element " + std::to_string(last) + ", out of bounds for storage of " +
                   std::to_string(self.numel()) + " elements");
@@ -949,7 +954,11 @@ void repeat_out(KernelContext&, KernelArgs args) {
   }
   const int lead = rank - self.dim();
   std::vector<int64_t> shape(static_cast<size_t>(rank));
-  for (int i = 0; i < rank; ++i) shape[i] = repeats[i] * (i < lead ? 1 : self.size(i - lead));
+  for (int i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(repeats[i], i < lead ? 1 : self.size(i - lead), &shape[i])) {
+      kernel_fail(std::string(op) + ": repeats " + list_str(repeats) + " give a too large output");
+    }
+  }
   resize_output(out, shape, op);
   if (out.numel() == 0) return;
   // Each out dim splits into (repeat, size): the repeat part has source stride 0.
