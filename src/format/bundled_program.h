@@ -65,6 +65,9 @@ class BundledProgram {
   /// The embedded .pte file, byte for byte (32-byte aligned relative to the start of the .bpte).
   std::span<const uint8_t> program() const { return program_; }
   const std::vector<BundledMethodTests>& method_test_suites() const { return suites_; }
+  /// What keeps the bytes behind program() and the tensors alive (null when the caller owns them), e.g. for
+  /// Program::load_buffer(program(), bytes_owner()).
+  const std::shared_ptr<const void>& bytes_owner() const { return keep_alive_; }
   /// The suite of `method`, or nullptr.
   const BundledMethodTests* find_method(std::string_view method) const;
 

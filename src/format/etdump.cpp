@@ -35,7 +35,8 @@ flatbuffers::Offset<ed::Value> build_value(flatbuffers::FlatBufferBuilder& b, co
   flatbuffers::Offset<ed::Bool> bool_value;
   switch (e.kind) {
     case K::Tensor:
-      if (e.tensors.size() != 1) throw Error(ErrorKind::InvalidArgument, "ETDump: a Tensor debug event needs one tensor");
+      if (e.tensors.size() != 1)
+        throw Error(ErrorKind::InvalidArgument, "ETDump: a Tensor debug event needs exactly one tensor");
       tensor = build_tensor(b, e.tensors[0]);
       break;
     case K::TensorList: {
@@ -100,7 +101,8 @@ EtdumpDebugEvent read_debug_event(const ed::DebugEvent& d, const std::string& wh
     case K::TensorList:
       if (v->tensor_list() == nullptr) fail(where + ": missing tensor list");
       if (const auto* items = v->tensor_list()->tensors())
-        for (flatbuffers::uoffset_t i = 0; i < items->size(); ++i) out.tensors.push_back(read_tensor(items->Get(i), where));
+        for (flatbuffers::uoffset_t i = 0; i < items->size(); ++i)
+          out.tensors.push_back(read_tensor(items->Get(i), where));
       break;
     case K::Int:
       if (v->int_value() == nullptr) fail(where + ": missing int value");
@@ -172,7 +174,8 @@ std::vector<RunBlock> parse_etdump(std::span<const uint8_t> bytes) {
   uint32_t prefix;
   std::memcpy(&prefix, bytes.data(), 4);  // little-endian hosts only, like the rest of etnp
   if (uint64_t(prefix) + 4 > bytes.size())
-    fail("size prefix says " + std::to_string(prefix) + " bytes follow, the data has " + std::to_string(bytes.size() - 4));
+    fail("size prefix says " + std::to_string(prefix) + " bytes follow, the data has " +
+         std::to_string(bytes.size() - 4));
   const size_t size = size_t(prefix) + 4;
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE) fail("buffer too large");
 
@@ -224,8 +227,8 @@ std::vector<RunBlock> parse_etdump(std::span<const uint8_t> bytes) {
           out.instruction_id = p->instruction_id();
           out.delegate_debug_id_int = p->delegate_debug_id_int();
           out.delegate_debug_id_str = str_or_empty(p->delegate_debug_id_str());
-          if (p->delegate_debug_metadata())
-            out.delegate_debug_metadata.assign(p->delegate_debug_metadata()->begin(), p->delegate_debug_metadata()->end());
+          if (const auto* meta = p->delegate_debug_metadata())
+            out.delegate_debug_metadata.assign(meta->begin(), meta->end());
           out.start_time = p->start_time();
           out.end_time = p->end_time();
           block.profile_events.push_back(std::move(out));

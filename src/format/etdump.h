@@ -47,7 +47,10 @@ struct EtdumpTensor {
 
 /// A logged value (program output or intermediate).
 struct EtdumpDebugEvent {
-  enum class Kind : uint8_t { Null = 0, Int = 1, Bool = 2, Float = 3, Double = 4, Tensor = 5, TensorList = 6, String = 7 };
+  /// Numbered as the file's ValueType.
+  enum class Kind : uint8_t {
+    Null = 0, Int = 1, Bool = 2, Float = 3, Double = 4, Tensor = 5, TensorList = 6, String = 7
+  };
   uint64_t chain_index = 0;
   int32_t instruction_id = -1;
   int32_t delegate_debug_id_int = -1;

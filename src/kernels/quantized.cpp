@@ -162,15 +162,17 @@ void quantize_groups(const Tensor& input, Tensor& out, const std::array<int64_t,
         const int32_t zp = zero_points[0];
         ThreadPool::global().parallel_for(static_cast<size_t>(input.numel()), 1 << 14, [&](size_t b, size_t e) {
           for (size_t i = b; i < e; ++i)
-            o[i] = static_cast<Out>(quantize_one<OpMath<In>>(inv, zp, static_cast<OpMath<In>>(in[i]), quant_min, quant_max));
+            o[i] = static_cast<Out>(
+                quantize_one<OpMath<In>>(inv, zp, static_cast<OpMath<In>>(in[i]), quant_min, quant_max));
         });
         return;
       }
       for_each_index<3>(input.sizes(), {input.strides().data(), out.strides().data(), group_strides.data()},
                         [&](const std::array<int64_t, 3>& off) {
                           const size_t g = static_cast<size_t>(off[2]);
-                          o[off[1]] = static_cast<Out>(quantize_one<OpMath<In>>(
-                              inv_scales[g], zero_points[g], static_cast<OpMath<In>>(in[off[0]]), quant_min, quant_max));
+                          const auto v = static_cast<OpMath<In>>(in[off[0]]);
+                          o[off[1]] = static_cast<Out>(
+                              quantize_one<OpMath<In>>(inv_scales[g], zero_points[g], v, quant_min, quant_max));
                         });
     });
   });
@@ -680,8 +682,9 @@ void embedding_4bit_dtype_out(KernelContext&, KernelArgs args) {
 // helpers below reproduce that so half results match too.
 
 template <typename A, typename B>
-using Promoted = std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double,
-                                    std::conditional_t<std::is_same_v<A, Half> && std::is_same_v<B, Half>, Half, float>>;
+using Promoted =
+    std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double,
+                       std::conditional_t<std::is_same_v<A, Half> && std::is_same_v<B, Half>, Half, float>>;
 
 template <typename A, typename B>
 inline Promoted<A, B> mul(A a, B b) {
@@ -730,8 +733,8 @@ void mixed_mm_out(KernelContext&, KernelArgs args) {
       for (int64_t j = 0; j < p; ++j) {
         T sum = 0;
         for (int64_t k = 0; k < n; ++k)
-          sum += x[i * in.stride(0) + k * in.stride(1)] * static_cast<T>(w[k * weight.stride(0) + j * weight.stride(1)]) *
-                 s[k * scales.stride(0)];
+          sum += x[i * in.stride(0) + k * in.stride(1)] *
+                 static_cast<T>(w[k * weight.stride(0) + j * weight.stride(1)]) * s[k * scales.stride(0)];
         z[i * out.stride(0) + j * out.stride(1)] = sum;
       }
   } else if (in.dtype() == ScalarType::Half) {
@@ -871,10 +874,10 @@ void quantized_add_out(KernelContext&, KernelArgs args) {
     T* po = out.data_as<T>();
     for_each_index<3>(a.sizes(), {a.strides().data(), b.strides().data(), out.strides().data()},
                       [&](const std::array<int64_t, 3>& off) {
-                        const float dqa = static_cast<float>(static_cast<double>(static_cast<int64_t>(pa[off[0]]) - a_zp) *
-                                                             static_cast<double>(a_scale));
-                        const float dqb = static_cast<float>(static_cast<double>(static_cast<int64_t>(pb[off[1]]) - b_zp) *
-                                                             static_cast<double>(b_scale));
+                        const int64_t qa = static_cast<int64_t>(pa[off[0]]) - a_zp;
+                        const int64_t qb = static_cast<int64_t>(pb[off[1]]) - b_zp;
+                        const float dqa = static_cast<float>(static_cast<double>(qa) * static_cast<double>(a_scale));
+                        const float dqb = static_cast<float>(static_cast<double>(qb) * static_cast<double>(b_scale));
                         const float sum = dqa + dqb;
                         const float shifted = static_cast<float>(out_zp) + std::nearbyint(inv_out_scale * sum);
                         const int64_t q = truncate_like_x86<int64_t>(shifted);

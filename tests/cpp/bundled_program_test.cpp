@@ -68,7 +68,8 @@ TEST(BundledProgramFormat, UpstreamFixtureMatchesGoldens) {
       EXPECT_EQ(v.tensor.dtype, ScalarType::Int);
       EXPECT_EQ(v.tensor.sizes, (std::vector<int64_t>{2, 2}));
       EXPECT_EQ(v.tensor.dim_order, (std::vector<uint8_t>{0, 1}));
-      EXPECT_EQ(span_bytes(v.tensor.data), npy_data(golden + std::to_string(c) + "/input_" + std::to_string(i) + ".npy"));
+      const std::string npy = golden + std::to_string(c) + "/input_" + std::to_string(i) + ".npy";
+      EXPECT_EQ(span_bytes(v.tensor.data), npy_data(npy));
     }
     const BundledValue& out = tc.expected_outputs[0];
     ASSERT_EQ(out.kind, BundledValue::Kind::Tensor);

@@ -43,8 +43,8 @@ TEST(CustomKernels, TripleFloatIntAndHalf) {
 
 TEST(CustomKernels, TripleHonoursDimOrder) {
   // logical [[1, 2, 3], [4, 5, 6]] stored column-major; out contiguous
-  auto x = OwnedTensor::make<float>(ScalarType::Float, {2, 3}, {1.f, 4.f, 2.f, 5.f, 3.f, 6.f}, ShapeDynamism::Static, -1,
-                                    {1, 0});
+  auto x = OwnedTensor::make<float>(ScalarType::Float, {2, 3}, {1.f, 4.f, 2.f, 5.f, 3.f, 6.f},
+                                    ShapeDynamism::Static, -1, {1, 0});
   auto out = OwnedTensor::make<float>(ScalarType::Float, {2, 3}, {});
   std::vector<EValue> args = {T(x), T(out), T(out)};
   call_kernel("etnp::triple.out", args);

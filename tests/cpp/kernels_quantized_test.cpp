@@ -132,7 +132,8 @@ TEST(QuantizedKernels, QuantizePerChannelUsesTheAxisParameters) {
   EXPECT_EQ(out2->values<int8_t>(), (std::vector<int8_t>{2, 2, -1, -6, 6, 2}));
 
   auto short_scales = OwnedTensor::make<double>(ScalarType::Double, {2}, {0.5, 1.0});
-  std::vector<EValue> bad = {T(x), T(short_scales), T(zps), I(1), I(-128), I(127), DT(ScalarType::Char), T(out), T(out)};
+  std::vector<EValue> bad = {T(x),   T(short_scales), T(zps), I(1), I(-128),
+                             I(127), DT(ScalarType::Char), T(out), T(out)};
   EXPECT_THROW(call_kernel("quantized_decomposed::quantize_per_channel.out", bad), etnp::Error);
   std::vector<EValue> bad_axis = {T(x), T(scales), T(zps), I(2), I(-128), I(127), DT(ScalarType::Char), T(out), T(out)};
   EXPECT_THROW(call_kernel("quantized_decomposed::quantize_per_channel.out", bad_axis), etnp::Error);
