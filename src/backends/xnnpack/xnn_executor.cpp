@@ -134,6 +134,8 @@ class OwnStep final : public Step {
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+// Largest element count of any value (2^36 fp32 elements is 256 GiB: beyond any real model).
+constexpr size_t kMaxValueElements = size_t{1} << 36;
 
 bool is_f32(const Value& v) { return v.dtype == DataType::fp32; }
 bool is_qs8(const Value& v) { return v.dtype == DataType::qint8 && v.quant == QuantKind::PerTensor; }
@@ -230,7 +232,18 @@ Executor::~Executor() = default;
 
 void Executor::propagate_shapes(ErrorKind kind) {
   for (const Node& node : graph_.nodes) {
-    const std::string err = infer_node_shapes(graph_, node, shapes_);
+    std::string err = infer_node_shapes(graph_, node, shapes_);
+    if (err.empty()) {
+      // Padding, resizing and transposed convolutions can grow shapes; keep byte sizes far from overflow.
+      for (uint32_t out : node.outputs) {
+        size_t numel = 1;
+        for (int d = 0; d < shapes_[out].rank && err.empty(); ++d) {
+          const size_t dim = shapes_[out][d];
+          if (dim != 0 && numel > kMaxValueElements / dim) err = "output shape " + shapes_[out].str() + " is too large";
+          numel *= dim;
+        }
+      }
+    }
     if (!err.empty()) {
       if (kind == ErrorKind::ProgramLoadError) load_fail(node.describe() + ": " + err);
       run_fail(node.describe() + ": " + err);
@@ -310,6 +323,18 @@ void Executor::compile() {
     const uint32_t in0 = node.inputs.empty() ? kInvalidId : node.inputs[0];
     const uint32_t out0 = node.outputs[0];
     const float out_min = node.output_min, out_max = node.output_max;
+    // XNNPACK asserts (rather than reports) on these, so they are checked here.
+    if (!(out_min < out_max)) unsupported("the output range is empty");
+    auto q8_range = [&](const Value& o, int8_t& lo, int8_t& hi) {
+      lo = q8_min(o, out_min);
+      hi = q8_min(o, out_max);
+      if (lo >= hi) unsupported("the output range is empty after quantization");
+    };
+    auto check_scale_ratio = [&](double ratio, double lo, double hi, const char* what) {
+      if (!(ratio >= lo && ratio < hi)) {
+        unsupported(std::string(what) + " scale ratio " + std::to_string(ratio) + " is outside XNNPACK's range");
+      }
+    };
     auto add_xnn = [&](const char* what, XnnStep::Create create, XnnStep::Setup setup, XnnStep::Key key = nullptr) {
       steps_.push_back(std::make_unique<XnnStep>(node, what, std::move(create), std::move(setup), std::move(key),
                                                  init_shapes));
@@ -377,7 +402,14 @@ void Executor::compile() {
         if (is_qs8(V(0)) && is_qs8(V(1)) && is_qs8(O()) &&
             (kind == NodeKind::Add || kind == NodeKind::Subtract || kind == NodeKind::Multiply)) {
           const Value a = V(0), b = V(1), o = O();
-          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          int8_t lo, hi;
+          q8_range(o, lo, hi);
+          if (kind == NodeKind::Multiply) {
+            check_scale_ratio(double(a.scale) * b.scale / o.scale, 0x1.0p-16, 0x1.0p+8, "product-to-output");
+          } else {
+            check_scale_ratio(double(a.scale) / o.scale, 0x1.0p-10, 0x1.0p+8, "input-to-output");
+            check_scale_ratio(double(b.scale) / o.scale, 0x1.0p-10, 0x1.0p+8, "input-to-output");
+          }
           add_xnn(
               "binary qs8",
               [=](const Shape*, xnn_operator_t* op) {
@@ -456,7 +488,8 @@ void Executor::compile() {
           break;
         }
         if (is_qs8(V(0)) && is_qs8(O()) && same_quant(V(0), O())) {
-          const int8_t lo = q8_min(O(), out_min), hi = q8_min(O(), out_max);
+          int8_t lo, hi;
+          q8_range(O(), lo, hi);
           add_xnn(
               "clamp s8",
               [=](const Shape*, xnn_operator_t* op) { return xnn_create_clamp_nc_s8(1, 1, 1, lo, hi, 0, op); },
@@ -746,8 +779,16 @@ void Executor::compile() {
           const Value o = O();
           const auto in_zp = static_cast<int8_t>(x.zero_point);
           const float in_scale = x.scale;
-          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          int8_t lo, hi;
+          q8_range(o, lo, hi);
           const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const int32_t*>(b->data);
+          if (w.quant == QuantKind::PerTensor) {
+            check_scale_ratio(double(in_scale) * w.scale / o.scale, 0x1.0p-32, 256.0, "requantization");
+          } else {
+            for (float ws : w.channel_scales) {
+              check_scale_ratio(double(in_scale) * ws / o.scale, 0x1.0p-32, 256.0, "requantization");
+            }
+          }
           if (w.quant == QuantKind::PerTensor) {
             if (w.zero_point != 0) unsupported("per-tensor int8 weights need zero point 0");
             const auto* kernel = reinterpret_cast<const int8_t*>(w.data);
@@ -905,7 +946,15 @@ void Executor::compile() {
           const Value o = O();
           const auto in_zp = static_cast<int8_t>(x.zero_point);
           const float in_scale = x.scale;
-          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          int8_t lo, hi;
+          q8_range(o, lo, hi);
+          if (f.quant == QuantKind::PerTensor) {
+            check_scale_ratio(double(in_scale) * f.scale / o.scale, 0x1.0p-32, 256.0, "requantization");
+          } else {
+            for (float fs : f.channel_scales) {
+              check_scale_ratio(double(in_scale) * fs / o.scale, 0x1.0p-32, 256.0, "requantization");
+            }
+          }
           const auto* kernel = reinterpret_cast<const int8_t*>(f.data);
           const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const int32_t*>(b->data);
           if (f.quant == QuantKind::PerChannel) {
@@ -969,7 +1018,9 @@ void Executor::compile() {
         }
         if (is_qs8(V(0)) && is_qs8(O())) {
           const Value x = V(0), o = O();
-          const int8_t lo = q8_min(o, out_min), hi = q8_min(o, out_max);
+          int8_t lo, hi;
+          q8_range(o, lo, hi);
+          check_scale_ratio(double(x.scale) / o.scale, 0x1.0p-8, 0x1.0p+8, "input-to-output");
           add_xnn(
               "global average pooling qs8",
               [=](const Shape* s, xnn_operator_t* op) {
@@ -979,6 +1030,9 @@ void Executor::compile() {
                                                                  op);
               },
               [=](xnn_operator_t op, const RunContext& c) {
+                // The per-pixel requantization scale shrinks with the pooled area; XNNPACK asserts on it.
+                const double scale = double(x.scale) / (double(o.scale) * double(std::max<size_t>(width_of(c), 1)));
+                if (!(scale >= 0x1.0p-32 && scale < 256.0)) return xnn_status_unsupported_parameter;
                 return xnn_setup_global_average_pooling_nwc_qs8(op, c.shapes[in0][0], width_of(c),
                                                                 static_cast<const int8_t*>(c.data[in0]),
                                                                 static_cast<int8_t*>(c.data[out0]), c.pool);
@@ -1021,7 +1075,8 @@ void Executor::compile() {
           break;
         }
         if (is_max && is_qs8(V(0)) && is_qs8(O()) && same_quant(V(0), O())) {
-          const int8_t lo = q8_min(O(), out_min), hi = q8_min(O(), out_max);
+          int8_t lo, hi;
+          q8_range(O(), lo, hi);
           add_xnn(
               "max pooling s8",
               [=](const Shape* s, xnn_operator_t* op) {
@@ -1153,7 +1208,11 @@ void Executor::plan_memory() {
   }
   arena_size_ = total;
   if (total > arena_capacity_ || !arena_) {
-    arena_ = allocate(total);
+    try {
+      arena_ = allocate(total);
+    } catch (const std::bad_alloc&) {
+      run_fail("cannot allocate " + std::to_string(total) + " bytes for intermediate values");
+    }
     arena_capacity_ = total;
   }
   for (auto& step : steps_) step->reshape(shapes_.data());

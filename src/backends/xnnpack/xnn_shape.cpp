@@ -283,9 +283,11 @@ std::string infer_node_shapes(const Graph& /*graph*/, const Node& n, std::span<S
     case NodeKind::StaticResizeBilinear2D: {
       const Shape& x = in(0);
       if (x.rank != 4) return dims_mismatch("input", x, "rank 4 (NHWC)");
-      if (n.new_height == 0 || n.new_width == 0 || n.new_height > (1u << 24) || n.new_width > (1u << 24)) {
+      // XNNPACK asserts that both sizes stay below 2^24.
+      if (n.new_height == 0 || n.new_width == 0 || n.new_height >= (1u << 24) || n.new_width >= (1u << 24)) {
         return "invalid output size";
       }
+      if (x[1] >= (1u << 24) || x[2] >= (1u << 24)) return dims_mismatch("input", x, "height and width below 2^24");
       if ((n.flags & ~kFlagAlignCorners) != 0) return "unsupported flags " + std::to_string(n.flags);
       out(0) = Shape{4, {x[0], n.new_height, n.new_width, x[3]}};
       return {};
