@@ -1,7 +1,8 @@
 // aten::convolution.out for 1-D and 2-D inputs: stride, padding, dilation, groups, transposed convolution with
 // output_padding, optional bias. Contiguous float32 runs as GEMM (1x1 kernels read the input directly, others
 // through an im2col buffer) or, for depthwise convolutions, as a direct row-vectorized loop; everything else
-// (other dtypes, transposed) uses a direct strided loop that accumulates in the op-math type.
+// (other dtypes) uses a direct strided loop that accumulates in the op-math type. Transposed float32 runs as
+// GEMM + col2im.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -464,6 +465,49 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
   }
 }
 
+/// Transposed float32 convolution on contiguous buffers, as GEMM + col2im: per group,
+/// cols[(oc, kh, kw)][(ih, iw)] = sum_ic w[ic][(oc, kh, kw)] * x[ic][(ih, iw)], then every column entry is added
+/// to the output pixel (ih * sh - ph + kh * dh, iw * sw - pw + kw * dw) it lands on.
+void conv_transposed_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in, const float* wt,
+                                    const float* bias, float* out, ThreadPool* pool) {
+  const int64_t kk = s.kh * s.kw, rows = s.cout_g * kk, plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  float* cols = static_cast<float*>(ctx.scratch(static_cast<size_t>(rows * plane_in) * sizeof(float)));
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t g = 0; g < s.groups; ++g) {
+      // weight [c_in, cout_g, kh, kw]: this group's block is [cin_g, rows], used transposed.
+      gemm_f32(rows, plane_in, s.cin_g, GemmMatrix{wt + g * s.cin_g * rows, 1, rows},
+               GemmMatrix{in + (n * s.c_in + g * s.cin_g) * plane_in, plane_in, 1}, cols, plane_in, 1, GemmEpilogue{},
+               pool);
+      float* out_g = out + (n * s.c_out + g * s.cout_g) * plane_out;
+      // Output channels are independent: each sums its own kh*kw column rows.
+      pool->parallel_for(static_cast<size_t>(s.cout_g), 1, [&](size_t b, size_t e) {
+        for (size_t ocl = b; ocl < e; ++ocl) {
+          float* o = out_g + static_cast<int64_t>(ocl) * plane_out;
+          const float bv = bias != nullptr ? bias[g * s.cout_g + static_cast<int64_t>(ocl)] : 0.0f;
+          std::fill(o, o + plane_out, 0.0f);
+          for (int64_t kh = 0; kh < s.kh; ++kh) {
+            for (int64_t kw = 0; kw < s.kw; ++kw) {
+              const float* c = cols + ((static_cast<int64_t>(ocl) * s.kh + kh) * s.kw + kw) * plane_in;
+              int64_t lo, hi;
+              valid_range(kw * s.dw - s.pw, s.sw, s.ow, s.w, lo, hi);
+              for (int64_t ih = 0; ih < s.h; ++ih) {
+                const int64_t oh = ih * s.sh - s.ph + kh * s.dh;
+                if (oh < 0 || oh >= s.oh) continue;
+                const int64_t row_off = oh * s.ow + kw * s.dw - s.pw;
+                const float* crow = c + ih * s.w;
+                for (int64_t iw = lo; iw < hi; ++iw) o[row_off + iw * s.sw] += crow[iw];
+              }
+            }
+          }
+          if (bias != nullptr) {
+            for (int64_t i = 0; i < plane_out; ++i) o[i] += bv;
+          }
+        }
+      });
+    }
+  }
+}
+
 /// Logical-order copy of a float tensor (so any dim order can use the contiguous path).
 std::vector<float> contiguous_f32(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -492,7 +536,7 @@ void convolution_out(KernelContext& ctx, KernelArgs args) {
   if (out.numel() == 0) return;
   ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
 
-  if (input.dtype() == ScalarType::Float && !s.transposed) {
+  if (input.dtype() == ScalarType::Float) {
     const bool contiguous = input.is_contiguous_order() && weight.is_contiguous_order() && out.is_contiguous_order();
     const float* bias_data = nullptr;
     std::vector<float> bias_copy;
@@ -504,15 +548,21 @@ void convolution_out(KernelContext& ctx, KernelArgs args) {
         bias_data = bias_copy.data();
       }
     }
+    auto run = [&](const float* in, const float* wt, float* o) {
+      if (s.transposed) {
+        conv_transposed_f32_contiguous(ctx, s, in, wt, bias_data, o, pool);
+      } else {
+        conv_f32_contiguous(ctx, s, in, wt, bias_data, o, pool);
+      }
+    };
     if (contiguous) {
-      conv_f32_contiguous(ctx, s, input.data_as<const float>(), weight.data_as<const float>(), bias_data,
-                          out.data_as<float>(), pool);
+      run(input.data_as<const float>(), weight.data_as<const float>(), out.data_as<float>());
       return;
     }
     // Other dim orders (channels-last, ...): convert, run the contiguous path, scatter back.
     const std::vector<float> in_c = contiguous_f32(input), w_c = contiguous_f32(weight);
     std::vector<float> out_c(static_cast<size_t>(out.numel()));
-    conv_f32_contiguous(ctx, s, in_c.data(), w_c.data(), bias_data, out_c.data(), pool);
+    run(in_c.data(), w_c.data(), out_c.data());
     float* dst = out.data_as<float>();
     const float* src = out_c.data();
     for_each_index<1>(out.sizes(), {out.strides().data()},

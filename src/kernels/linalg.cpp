@@ -110,10 +110,19 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
     const float* b = p.b->data_as<const float>();
     float* c = p.out->data_as<float>();
     ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
-    for (int64_t i = 0; i < p.batches; ++i) {
+    auto one = [&](int64_t i, ThreadPool* inner) {
       gemm_f32(p.m, p.n, p.k, GemmMatrix{a + i * p.a_bs, p.a_rs, p.a_cs}, GemmMatrix{b + i * p.b_bs, p.b_rs, p.b_cs},
-               c + i * p.c_bs, p.c_rs, p.c_cs, ep, pool);
+               c + i * p.c_bs, p.c_rs, p.c_cs, ep, inner);
+    };
+    // Many small products (attention heads): one per thread rather than splitting each one.
+    const double flops = 2.0 * double(p.m) * double(p.n) * double(p.k);
+    if (p.batches > 1 && pool->num_threads() > 1 && flops < 4e6) {
+      pool->parallel_for(static_cast<size_t>(p.batches), 1, [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) one(static_cast<int64_t>(i), nullptr);
+      });
+      return;
     }
+    for (int64_t i = 0; i < p.batches; ++i) one(i, pool);
     return;
   }
   dispatch<kMatmulTypes>(p.out->dtype(), op, [&](auto tag) {

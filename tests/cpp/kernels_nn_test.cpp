@@ -21,6 +21,7 @@
 #include <random>
 
 #include "etnp/error.h"
+#include "etnp/threadpool.h"
 #include "kernel_test_util.h"
 #include "kernels/gemm.h"
 
@@ -396,7 +397,7 @@ std::vector<double> conv_ref(const ConvCase& c, const std::vector<float>& x, con
   return out;
 }
 
-void run_conv_case(const ConvCase& c, uint32_t seed, std::vector<uint8_t> order = {}) {
+void run_conv_case(const ConvCase& c, uint32_t seed, std::vector<uint8_t> order = {}, bool as_double = false) {
   const int64_t cin_g = c.c_in / c.groups;
   const std::vector<int64_t> w_shape =
       c.transposed ? std::vector<int64_t>{c.c_in, c.c_out / c.groups, c.kh, c.kw}
@@ -412,10 +413,15 @@ void run_conv_case(const ConvCase& c, uint32_t seed, std::vector<uint8_t> order 
     ws.erase(ws.begin() + 2);
     os.erase(os.begin() + 2);
   }
-  auto x = f32(xs, xv, order);
-  auto w = f32(ws, wv, order);
-  auto b = f32({c.c_out}, bv);
-  auto out = out_tensor(ScalarType::Float, os, -1, order);
+  // Double runs take the same (float-representable) values through the generic direct path.
+  const ScalarType dtype = as_double ? ScalarType::Double : ScalarType::Float;
+  auto make = [&](std::vector<int64_t> sizes, const std::vector<float>& v, std::vector<uint8_t> o) {
+    return as_double ? tensor<double>(dtype, sizes, std::vector<double>(v.begin(), v.end()), o) : f32(sizes, v, o);
+  };
+  auto x = make(xs, xv, order);
+  auto w = make(ws, wv, order);
+  auto b = make({c.c_out}, bv, {});
+  auto out = out_tensor(dtype, os, -1, order);
   Call call;
   call.t(*x).t(*w);
   if (c.bias) {
@@ -430,7 +436,13 @@ void run_conv_case(const ConvCase& c, uint32_t seed, std::vector<uint8_t> order 
   }
   call.i(c.groups).t(*out).run("aten::convolution.out");
   EXPECT_EQ(shape(*out), os);
-  expect_close(logical<float>(*out), want, 1e-5, 1e-5,
+  std::vector<float> got;
+  if (as_double) {
+    for (double v : logical<double>(*out)) got.push_back(static_cast<float>(v));
+  } else {
+    got = logical<float>(*out);
+  }
+  expect_close(got, want, 1e-5, 1e-5,
                "conv cin=" + std::to_string(c.c_in) + " cout=" + std::to_string(c.c_out) + " g=" +
                    std::to_string(c.groups) + (c.transposed ? " transposed" : ""));
 }
@@ -468,9 +480,17 @@ TEST(NnKernelsConv, TransposedMatchesReference) {
   run_conv_case({1, 2, 1, 7, 3, 1, 3, 1, 3, 0, 1, 1, 1, 1, true, 0, 2, true, true}, 42);
 }
 
+TEST(NnKernelsConv, DoubleDirectPathMatchesReference) {
+  run_conv_case({1, 4, 5, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, 1, 0, true, false}, 45, {}, true);
+  run_conv_case({2, 4, 4, 3, 6, 2, 3, 1, 2, 0, 1, 2, 1, 2, true, 0, 1, false, false}, 46, {}, true);
+  run_conv_case({1, 6, 9, 9, 4, 3, 2, 1, 3, 2, 0, 2, 1, 2, false, 0, 0, true, false}, 47, {0, 2, 3, 1}, true);
+  run_conv_case({2, 3, 1, 17, 5, 1, 4, 1, 2, 0, 3, 1, 2, 1, false, 0, 0, true, true}, 48, {}, true);
+}
+
 TEST(NnKernelsConv, ChannelsLastLayoutMatchesReference) {
   run_conv_case({1, 6, 7, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true, false}, 50, {0, 2, 3, 1});
   run_conv_case({1, 6, 7, 8, 6, 3, 3, 2, 1, 1, 1, 1, 1, 6, false, 0, 0, true, false}, 51, {0, 2, 3, 1});
+  run_conv_case({1, 4, 5, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, 1, 1, true, false}, 52, {0, 2, 3, 1});
 }
 
 TEST(NnKernelsConv, DoubleDtypeAndErrors) {
@@ -492,6 +512,41 @@ TEST(NnKernelsConv, DoubleDtypeAndErrors) {
   EXPECT_THROW(Call().t(*x3).t(*w5).none().ints({1, 1}).ints({0, 0}).ints({1, 1}).b(false).ints({0, 0}).i(1).t(*o).run(
                    "aten::convolution.out"),
                Error);
+}
+
+// The parallel splits (GEMM tiles, GEMV chunks, batched heads, depthwise channels, im2col rows, col2im
+// channels) with an odd thread count, whatever the machine has.
+class NnKernelsThreads : public ::testing::Test {
+ protected:
+  void SetUp() override { ThreadPool::global().set_num_threads(3); }
+  void TearDown() override { ThreadPool::global().set_num_threads(0); }
+};
+
+TEST_F(NnKernelsThreads, ParallelPathsMatchReference) {
+  for (const MmCase& c : {MmCase{67, 300, 131}, MmCase{1, 512, 1000}, MmCase{200, 64, 3}}) {
+    const auto av = random_values(c.m * c.k, 90), bv = random_values(c.k * c.n, 91);
+    auto a = f32({c.m, c.k}, av);
+    auto b = f32({c.k, c.n}, bv, {1, 0});
+    auto out = out_tensor(ScalarType::Float, {c.m, c.n});
+    Call().t(*a).t(*b).t(*out).run("aten::mm.out");
+    expect_close(logical<float>(*out), matmul_ref(av, bv, c.m, c.k, c.n), 1e-5, 1e-5, "threaded mm");
+  }
+  const int64_t bs = 5, m = 9, k = 33, n = 17;
+  const auto av = random_values(bs * m * k, 92), bv = random_values(bs * k * n, 93);
+  auto a = f32({bs, m, k}, av);
+  auto b = f32({bs, k, n}, bv);
+  auto out = out_tensor(ScalarType::Float, {bs, m, n});
+  Call().t(*a).t(*b).t(*out).run("aten::bmm.out");
+  std::vector<double> want;
+  for (int64_t i = 0; i < bs; ++i) {
+    const auto ci = matmul_ref(std::vector<float>(av.begin() + i * m * k, av.begin() + (i + 1) * m * k),
+                               std::vector<float>(bv.begin() + i * k * n, bv.begin() + (i + 1) * k * n), m, k, n);
+    want.insert(want.end(), ci.begin(), ci.end());
+  }
+  expect_close(logical<float>(*out), want, 1e-5, 1e-5, "threaded bmm");
+  run_conv_case({2, 24, 30, 31, 24, 3, 3, 2, 2, 1, 1, 1, 1, 24, false, 0, 0, true, false}, 94);
+  run_conv_case({1, 16, 20, 21, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true, false}, 95);
+  run_conv_case({1, 8, 9, 10, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, 1, 1, true, false}, 96);
 }
 
 // ---------------------------------------------------------------------------------------------------------
