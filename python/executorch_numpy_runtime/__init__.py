@@ -1,0 +1,244 @@
+"""Run ExecuTorch ``.pte`` programs from Python with numpy arrays, without torch.
+
+.. code-block:: python
+
+    import numpy as np
+    from executorch_numpy_runtime import Runtime
+
+    program = Runtime.get().load_program("model.pte")
+    forward = program.load_method("forward")
+    outputs = forward.execute([np.ones((2, 2), dtype=np.float32)])
+
+The API follows ``executorch.runtime`` (Runtime, Program, Method, MethodMeta, Verification), with numpy arrays
+where that one takes torch tensors. See docs/python.md for the full reference.
+"""
+
+import enum
+import os
+import threading
+from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Set, Union
+
+import numpy as np
+
+from .errors import (
+    ERROR_CLASSES,
+    BackendNotAvailable,
+    ExecutionError,
+    ExecuTorchError,
+    InvalidInputError,
+    MethodNotFoundError,
+    OperatorNotFound,
+    ProgramLoadError,
+)
+from . import _C
+from ._C import Method, MethodMeta, Program, TensorInfo, Verification
+
+#: Element types, numbered as in the .pte format (PyTorch's c10::ScalarType); an IntEnum, so ScalarType.Float == 6.
+ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)
+_C._set_scalar_type_class(ScalarType)
+
+try:  # bfloat16 arrays are real bfloat16 only when ml_dtypes is installed; otherwise raw uint16 bits.
+    import ml_dtypes as _ml_dtypes
+
+    BFLOAT16_DTYPE: Optional[np.dtype] = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:
+    BFLOAT16_DTYPE = None
+
+_C._set_error_classes(ERROR_CLASSES)
+_C._set_bfloat16_dtype(BFLOAT16_DTYPE)
+
+__version__: str = _C._version()
+
+__all__ = [
+    "Runtime",
+    "Program",
+    "Method",
+    "MethodMeta",
+    "TensorInfo",
+    "Verification",
+    "ScalarType",
+    "BackendRegistry",
+    "OperatorRegistry",
+    "runtime_info",
+    "parse_etdump",
+    "BFLOAT16_DTYPE",
+    "ExecuTorchError",
+    "ProgramLoadError",
+    "BackendNotAvailable",
+    "OperatorNotFound",
+    "ExecutionError",
+    "InvalidInputError",
+    "MethodNotFoundError",
+    "__version__",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+BackendOptionValue = Union[bool, int, str]
+
+
+class BackendRegistry:
+    """The delegate backends compiled into the runtime, and their process-wide options."""
+
+    @property
+    def registered_backend_names(self) -> List[str]:
+        """Names of every registered backend (whether or not it is available on this machine)."""
+        return list(_C._registered_backend_names())
+
+    def is_available(self, backend_name: str) -> bool:
+        """True when ``backend_name`` is registered and can run here; False for unknown names."""
+        return bool(_C._backend_is_available(backend_name))
+
+    def option_names(self, backend_name: str) -> List[str]:
+        """The options ``backend_name`` understands. Raises BackendNotAvailable for an unknown backend."""
+        return list(_C._backend_option_names(backend_name))
+
+    def get_option(self, backend_name: str, key: str) -> BackendOptionValue:
+        """The current value of a process-wide backend option.
+
+        Raises BackendNotAvailable for an unknown backend and InvalidInputError for an unknown key.
+        """
+        return _C._backend_get_option(backend_name, key)
+
+    def set_option(self, backend_name: str, key: str, value: BackendOptionValue) -> None:
+        """Sets a process-wide backend option (methods loaded afterwards use it).
+
+        Raises BackendNotAvailable for an unknown backend and InvalidInputError for an unknown key or a bad value.
+        """
+        _C._backend_set_option(backend_name, key, value)
+
+
+class OperatorRegistry:
+    """The operators (kernels) compiled into the runtime."""
+
+    @property
+    def operator_names(self) -> Set[str]:
+        """Names of every registered operator, e.g. ``"aten::add.out"``."""
+        return set(_C._operator_names())
+
+
+def _as_path(value: Any) -> str:
+    return os.fsdecode(os.fspath(value))
+
+
+def _data_paths(data_path: Union[None, PathLike, Sequence[PathLike]]) -> List[str]:
+    if data_path is None:
+        return []
+    if isinstance(data_path, (str, bytes)) or hasattr(data_path, "__fspath__"):
+        return [_as_path(data_path)]
+    if isinstance(data_path, (list, tuple)):
+        return [_as_path(p) for p in data_path]
+    raise TypeError(f"data_path must be a path or a list of paths, got {type(data_path).__name__}")
+
+
+class Runtime:
+    """The runtime: loads programs, and knows the backends and operators it was built with.
+
+    Use :meth:`Runtime.get` for the process-wide instance. One Runtime (and any Program) may be used from any
+    number of threads.
+    """
+
+    _instance: Optional["Runtime"] = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.backend_registry = BackendRegistry()
+        self.operator_registry = OperatorRegistry()
+
+    @staticmethod
+    def get() -> "Runtime":
+        """The Runtime singleton."""
+        with Runtime._instance_lock:
+            if Runtime._instance is None:
+                Runtime._instance = Runtime()
+            return Runtime._instance
+
+    def load_program(
+        self,
+        data: Union[PathLike, bytes, bytearray, memoryview, BinaryIO],
+        *,
+        verification: Verification = Verification.InternalConsistency,
+        enable_etdump: bool = False,
+        debug_buffer_size: int = 0,
+        data_path: Union[None, PathLike, Sequence[PathLike]] = None,
+        backend_options: Optional[Mapping[str, Mapping[str, BackendOptionValue]]] = None,
+    ) -> Program:
+        """Loads a program.
+
+        Args:
+            data: a path (str or os.PathLike; the file is memory-mapped), the program's bytes (bytes, bytearray,
+                memoryview or any C-contiguous buffer: used in place and kept alive by the Program, not copied),
+                or a binary file-like object (read from its current position).
+            verification: how much of the file to check (default: everything, InternalConsistency).
+            enable_etdump: record an ETDump (per-instruction and per-delegate timings of every call) that
+                :meth:`Program.write_etdump_result_to_file` writes.
+            debug_buffer_size: with enable_etdump, bytes kept for logging the method outputs of each call.
+            data_path: a ``.ptd`` file, or a list of them, holding data the program keeps outside the ``.pte``.
+            backend_options: per-backend options for this program's delegates,
+                e.g. ``{"XnnpackBackend": {"num_threads": 2}}``.
+
+        Raises:
+            ProgramLoadError: the data is not a valid program (the message says what it is instead).
+            TypeError: ``data`` is none of the accepted types.
+        """
+        if not isinstance(verification, Verification):
+            raise TypeError(f"verification must be a Verification, got {type(verification).__name__}")
+        if int(debug_buffer_size) < 0:
+            raise ValueError(f"debug_buffer_size must be >= 0, got {debug_buffer_size}")
+        paths = _data_paths(data_path)
+        options = None if backend_options is None else {str(k): dict(v) for k, v in backend_options.items()}
+        args = (verification, bool(enable_etdump), int(debug_buffer_size), paths, options)
+        if isinstance(data, str) or hasattr(data, "__fspath__"):
+            return _C._load_program_file(_as_path(data), *args)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return _C._load_program_buffer(data, *args)
+        if hasattr(data, "read"):
+            content = data.read()
+            if not isinstance(content, (bytes, bytearray, memoryview)):
+                raise TypeError("the file-like object must be opened in binary mode (read() returned "
+                                f"{type(content).__name__})")
+            return _C._load_program_buffer(content, *args)
+        try:
+            view = memoryview(data)  # numpy uint8 arrays, array.array, ...
+        except TypeError:
+            raise TypeError(
+                "data must be a path, bytes, bytearray, memoryview or a binary file-like object, got "
+                f"{type(data).__name__}"
+            ) from None
+        return _C._load_program_buffer(view, *args)
+
+
+def parse_etdump(data: Union[PathLike, bytes, bytearray, memoryview]) -> List[Dict[str, Any]]:
+    """Decodes an ETDump (a file written by :meth:`Program.write_etdump_result_to_file`, or by the official
+    runtime) into a list of run blocks, each a dict with ``name``, ``profile_events``, ``allocation_events`` and
+    ``debug_events`` (lists of dicts with the ETDump schema's field names).
+
+    Raises InvalidInputError when the bytes are not a valid ETDump.
+    """
+    if isinstance(data, str) or hasattr(data, "__fspath__"):
+        with open(_as_path(data), "rb") as f:
+            data = f.read()
+    return _C._parse_etdump(bytes(data))
+
+
+def _kernel_libraries(operators: Sequence[str]) -> Dict[str, int]:
+    libraries: Dict[str, int] = {}
+    for name in operators:
+        namespace = name.split("::", 1)[0] if "::" in name else ""
+        libraries[namespace] = libraries.get(namespace, 0) + 1
+    return dict(sorted(libraries.items()))
+
+
+def runtime_info() -> Dict[str, Any]:
+    """What this runtime is and can do: versions, backends, operators, kernel libraries, dtypes."""
+    operators = sorted(_C._operator_names())
+    return {
+        "version": __version__,
+        "schema": _C._schema_identifier(),
+        "numpy_version": np.__version__,
+        "backends": {name: bool(_C._backend_is_available(name)) for name in _C._registered_backend_names()},
+        "operators": operators,
+        "kernel_libraries": _kernel_libraries(operators),
+        "dtypes": list(_C._supported_dtypes()),
+        "bfloat16": "ml_dtypes.bfloat16" if BFLOAT16_DTYPE is not None else "uint16 bits (ml_dtypes not installed)",
+        "num_threads": int(_C._num_threads()),
+    }

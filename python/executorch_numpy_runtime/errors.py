@@ -1,0 +1,96 @@
+"""Exceptions raised by executorch_numpy_runtime.
+
+Every failure of the runtime is an :class:`ExecuTorchError`; its subclass says what went wrong and its attributes
+say where. The attributes that do not apply are ``None``.
+"""
+
+from typing import Optional
+
+__all__ = [
+    "ExecuTorchError",
+    "ProgramLoadError",
+    "BackendNotAvailable",
+    "OperatorNotFound",
+    "ExecutionError",
+    "InvalidInputError",
+    "MethodNotFoundError",
+]
+
+
+class ExecuTorchError(Exception):
+    """Base class of every error the runtime raises.
+
+    Attributes:
+        kind: the runtime's error kind: ``"ProgramLoadError"``, ``"BackendNotAvailable"``, ``"OperatorNotFound"``,
+            ``"ExecutionError"`` or ``"InvalidArgument"``.
+        detail: the message without the context prefix.
+        method: name of the method involved.
+        instruction: index of the failing instruction.
+        operator: operator of the failing instruction (``"aten::add.out"``).
+        backend: backend id of the failing delegate (``"XnnpackBackend"``).
+        input_index: index of the rejected method input.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: Optional[str] = None,
+        detail: Optional[str] = None,
+        method: Optional[str] = None,
+        instruction: Optional[int] = None,
+        operator: Optional[str] = None,
+        backend: Optional[str] = None,
+        input_index: Optional[int] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.detail = detail if detail is not None else message
+        self.method = method
+        self.instruction = instruction
+        self.operator = operator
+        self.backend = backend
+        self.input_index = input_index
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProgramLoadError(ExecuTorchError):
+    """The file (or its .ptd data) is not a valid ExecuTorch program, or part of it is malformed."""
+
+
+class BackendNotAvailable(ExecuTorchError):
+    """The program delegates to a backend this runtime does not have (see :attr:`backend`)."""
+
+
+class OperatorNotFound(ExecuTorchError):
+    """The program calls an operator this runtime does not have (see :attr:`operator`)."""
+
+
+class ExecutionError(ExecuTorchError):
+    """A kernel or delegate failed while the method ran (see :attr:`instruction`, :attr:`operator`)."""
+
+
+class InvalidInputError(ExecuTorchError, ValueError):
+    """A bad argument: a method input of the wrong count, dtype, shape or layout (see :attr:`input_index`), a bad
+    backend option, a malformed ETDump given to :func:`parse_etdump`, ..."""
+
+
+class MethodNotFoundError(ExecuTorchError, KeyError):
+    """The program has no method of that name; the message lists the methods it has."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+#: Which class each runtime error kind raises (the extension looks the classes up here).
+ERROR_CLASSES = {
+    "ProgramLoadError": ProgramLoadError,
+    "BackendNotAvailable": BackendNotAvailable,
+    "OperatorNotFound": OperatorNotFound,
+    "ExecutionError": ExecutionError,
+    "InvalidArgument": InvalidInputError,
+    "MethodNotFound": MethodNotFoundError,
+}

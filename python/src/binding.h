@@ -1,0 +1,174 @@
+// Shared pieces of the executorch_numpy_runtime extension (_C): dtype mapping, input/output conversion between
+// numpy and etnp values, error translation, the ETDump recorder, and the Program / Method wrappers.
+//
+// Locking rules (the extension must never deadlock against the GIL):
+//  - A Method's mutex is only ever taken with the GIL released, or (set_output) with the GIL held by a thread
+//    that then never waits for anything else; whoever holds a Method's mutex never waits for the GIL.
+//  - Python objects reachable from code that runs without the GIL are held through PyRef, whose last owner
+//    takes the GIL to drop the reference.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "etnp/etnp.h"
+#include "format/etdump.h"
+
+namespace etnp::python {
+
+namespace py = pybind11;
+
+/// A name that is not a method of the program; raised as MethodNotFoundError (a KeyError and an ExecuTorchError).
+class MethodNotFound : public std::runtime_error {
+ public:
+  MethodNotFound(std::string method, std::string message)
+      : std::runtime_error(std::move(message)), method_(std::move(method)) {}
+  const std::string& method() const { return method_; }
+
+ private:
+  std::string method_;
+};
+
+/// A reference to a Python object that C++ code may drop without holding the GIL.
+class PyRef {
+ public:
+  explicit PyRef(py::object object) : object_(std::move(object)) {}
+  ~PyRef() {
+    py::gil_scoped_acquire gil;
+    object_ = py::object();
+  }
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+  const py::object& get() const { return object_; }
+
+ private:
+  py::object object_;
+};
+
+uint64_t now_ns();
+
+// --- Errors ---------------------------------------------------------------------------------------------------
+
+/// Registers the Python exception classes (errors.py) the extension raises, keyed by etnp::ErrorKind name plus
+/// "MethodNotFound".
+void set_error_classes(const py::dict& classes);
+/// Sets the Python error for `error` (the class its kind maps to, with its context as attributes).
+void raise_error(const Error& error);
+void raise_method_not_found(const MethodNotFound& error);
+
+// --- dtypes ---------------------------------------------------------------------------------------------------
+
+/// ml_dtypes.bfloat16's numpy dtype, or None to hand bfloat16 tensors out as raw uint16 bits.
+void set_bfloat16_dtype(py::object dtype);
+bool bfloat16_is_native();
+/// The element type of a numpy dtype in native byte order, or nullopt when the runtime has no equivalent.
+std::optional<ScalarType> scalar_type_of(const py::dtype& dtype);
+/// The numpy dtype for an element type; throws etnp::Error(kind) naming the type when there is none.
+py::dtype numpy_dtype_of(ScalarType type, ErrorKind kind = ErrorKind::ExecutionError);
+/// Element types that cross the boundary, as numpy dtype names.
+std::vector<std::string> supported_dtype_names();
+
+// --- Inputs and outputs -----------------------------------------------------------------------------------------
+
+/// Method inputs converted from Python, with the objects whose memory the tensor values point at.
+struct PreparedInputs {
+  std::vector<Value> values;
+  std::vector<py::object> keep_alive;
+};
+
+/// Converts `inputs` (a list/tuple, or one value) for a method with `meta`. Throws etnp::Error(InvalidArgument)
+/// with the input index for a wrong count, dtype, rank or memory layout, and for unsupported dtypes.
+PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs);
+
+/// Byte strides of a tensor of `sizes` laid out in `dim_order` (empty: contiguous).
+std::vector<py::ssize_t> byte_strides(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order,
+                                      size_t element_size);
+
+/// Description of a numpy array for messages: "int64 array of shape (2, 3), strides (24, 8)".
+std::string describe_array(const py::array& array);
+
+// --- ETDump ---------------------------------------------------------------------------------------------------
+
+/// Collects the profiling record of a program loaded with enable_etdump=True: one "Default" block per method
+/// load and one "Execute" block per execute call, plus (with a debug buffer) the method outputs of each call.
+class EtdumpRecorder {
+ public:
+  explicit EtdumpRecorder(size_t debug_buffer_size) : debug_capacity_(debug_buffer_size) {}
+
+  void record_load(uint64_t start_ns, uint64_t end_ns);
+  /// `events` are the method's instruction events of this call; `outputs` its outputs (data still valid).
+  void record_execute(const std::vector<ProfileEvent>& events, uint64_t start_ns, uint64_t end_ns,
+                      const std::vector<Value>& outputs);
+  /// Everything recorded since the last take(): the ETDump bytes and the used part of the debug buffer. Clears.
+  std::pair<std::vector<uint8_t>, std::vector<uint8_t>> take();
+  size_t debug_buffer_size() const { return debug_capacity_; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<format::RunBlock> blocks_;
+  std::vector<uint8_t> debug_;
+  size_t debug_capacity_;
+};
+
+/// Decodes an ETDump into Python dicts (for tests and tools).
+py::list etdump_to_python(const std::vector<format::RunBlock>& blocks);
+
+// --- Program and Method -----------------------------------------------------------------------------------------
+
+/// What a Program and all the Methods loaded from it share.
+struct ProgramState {
+  explicit ProgramState(Program p) : program(std::move(p)) {}
+  Program program;
+  std::unique_ptr<EtdumpRecorder> recorder;  ///< Null unless loaded with enable_etdump=True.
+};
+
+class PyMethod {
+ public:
+  PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> method);
+
+  const MethodMeta& meta() const { return method_->meta(); }
+  /// Runs the method; `self` is this method's Python object (the base of outputs that are views).
+  py::list execute(py::handle self, py::handle inputs, bool clone_outputs);
+  void set_output(py::handle array, size_t index);
+
+ private:
+  std::shared_ptr<ProgramState> state_;
+  std::unique_ptr<Method> method_;
+  std::mutex mutex_;                          ///< Serializes every use of method_.
+  std::vector<std::shared_ptr<PyRef>> bound_; ///< Per output: the caller's array from set_output, or null.
+  std::vector<std::string> alias_reason_;     ///< Per output: why it cannot be bound (aliased), or empty.
+};
+
+class PyProgram {
+ public:
+  explicit PyProgram(std::shared_ptr<ProgramState> state);
+
+  const std::vector<std::string>& method_names() const { return names_; }
+  /// The loaded method (loaded once, then cached). Throws MethodNotFound for unknown names.
+  std::shared_ptr<PyMethod> load_method(const std::string& name);
+  MethodMeta metadata(const std::string& name) const;
+  bool has_etdump() const { return state_->recorder != nullptr; }
+  void write_etdump_result_to_file(const std::string& etdump_path, const std::optional<std::string>& debug_path);
+
+ private:
+  void require_method(const std::string& name) const;
+
+  std::shared_ptr<ProgramState> state_;
+  std::vector<std::string> names_;
+  std::mutex cache_mutex_;
+  std::map<std::string, std::shared_ptr<PyMethod>, std::less<>> cache_;
+};
+
+}  // namespace etnp::python

@@ -1,0 +1,381 @@
+// numpy <-> etnp conversions and error translation.
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "binding.h"
+
+namespace etnp::python {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// --- Errors ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Leaked on purpose: these live until the process exits and must not be released after the interpreter is gone.
+py::dict* g_error_classes = nullptr;
+py::object* g_bfloat16_dtype = nullptr;
+
+py::object optional_str(const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); }
+py::object optional_int(int64_t v) { return v < 0 ? py::object(py::none()) : py::object(py::int_(v)); }
+
+py::object error_class(const char* key) {
+  if (g_error_classes != nullptr && g_error_classes->contains(key)) return (*g_error_classes)[key];
+  return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+}
+
+void set_python_error(const py::object& cls, const std::string& message, const py::dict& attributes) {
+  py::object exc;
+  if (cls.ptr() == PyExc_RuntimeError) {
+    exc = cls(message);
+  } else {
+    exc = cls(message, **attributes);
+  }
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+}
+
+}  // namespace
+
+void set_error_classes(const py::dict& classes) {
+  if (g_error_classes == nullptr) g_error_classes = new py::dict();
+  *g_error_classes = classes;
+}
+
+void raise_error(const Error& error) {
+  const char* key = error.kind() == ErrorKind::InvalidArgument ? "InvalidArgument" : error_kind_name(error.kind());
+  const ErrorContext& c = error.context();
+  py::dict attributes;
+  attributes["kind"] = error_kind_name(error.kind());
+  attributes["detail"] = error.detail();
+  attributes["method"] = optional_str(c.method);
+  attributes["instruction"] = optional_int(c.instruction);
+  attributes["operator"] = optional_str(c.op);
+  attributes["backend"] = optional_str(c.backend);
+  attributes["input_index"] = optional_int(c.input_index);
+  set_python_error(error_class(key), error.what(), attributes);
+}
+
+void raise_method_not_found(const MethodNotFound& error) {
+  py::dict attributes;
+  attributes["kind"] = error_kind_name(ErrorKind::InvalidArgument);
+  attributes["detail"] = error.what();
+  attributes["method"] = error.method();
+  set_python_error(error_class("MethodNotFound"), error.what(), attributes);
+}
+
+// --- dtypes ---------------------------------------------------------------------------------------------------
+
+void set_bfloat16_dtype(py::object dtype) {
+  if (g_bfloat16_dtype == nullptr) g_bfloat16_dtype = new py::object();
+  *g_bfloat16_dtype = dtype.is_none() ? py::object() : py::object(py::dtype::from_args(dtype));
+}
+
+bool bfloat16_is_native() { return g_bfloat16_dtype != nullptr && *g_bfloat16_dtype; }
+
+std::optional<ScalarType> scalar_type_of(const py::dtype& dtype) {
+  const char kind = dtype.kind();
+  const py::ssize_t size = dtype.itemsize();
+  switch (kind) {
+    case 'b': return ScalarType::Bool;
+    case 'f':
+      if (size == 2) return ScalarType::Half;
+      if (size == 4) return ScalarType::Float;
+      if (size == 8) return ScalarType::Double;
+      return std::nullopt;
+    case 'i':
+      if (size == 1) return ScalarType::Char;
+      if (size == 2) return ScalarType::Short;
+      if (size == 4) return ScalarType::Int;
+      if (size == 8) return ScalarType::Long;
+      return std::nullopt;
+    case 'u':
+      if (size == 1) return ScalarType::Byte;
+      if (size == 2) return ScalarType::UInt16;
+      if (size == 4) return ScalarType::UInt32;
+      if (size == 8) return ScalarType::UInt64;
+      return std::nullopt;
+    case 'V':
+      // ml_dtypes registers bfloat16 as a user-defined (void-kind) dtype.
+      if (size == 2 && py::str(dtype.attr("name")).cast<std::string>() == "bfloat16") return ScalarType::BFloat16;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+py::dtype numpy_dtype_of(ScalarType type, ErrorKind kind) {
+  switch (type) {
+    case ScalarType::Bool: return py::dtype("bool");
+    case ScalarType::Byte: return py::dtype("uint8");
+    case ScalarType::Char: return py::dtype("int8");
+    case ScalarType::Short: return py::dtype("int16");
+    case ScalarType::Int: return py::dtype("int32");
+    case ScalarType::Long: return py::dtype("int64");
+    case ScalarType::Half: return py::dtype("float16");
+    case ScalarType::Float: return py::dtype("float32");
+    case ScalarType::Double: return py::dtype("float64");
+    case ScalarType::UInt16: return py::dtype("uint16");
+    case ScalarType::UInt32: return py::dtype("uint32");
+    case ScalarType::UInt64: return py::dtype("uint64");
+    case ScalarType::BFloat16:
+      if (bfloat16_is_native()) return py::reinterpret_borrow<py::dtype>(*g_bfloat16_dtype);
+      return py::dtype("uint16");
+    default:
+      break;
+  }
+  throw Error(kind, "dtype " + std::string(scalar_type_name(type)) +
+                        " has no numpy equivalent (supported: float32, float64, float16, bfloat16, int64, int32, "
+                        "int16, int8, uint8, uint16, uint32, uint64, bool)");
+}
+
+std::vector<std::string> supported_dtype_names() {
+  return {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+          "uint8",   "uint16",  "uint32",  "uint64",   "bool"};
+}
+
+// --- Inputs ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+template <typename T>
+std::string list_string(const std::vector<T>& v, const char* open = "[", const char* close = "]") {
+  std::ostringstream os;
+  os << open;
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << static_cast<int64_t>(v[i]);
+  if (v.size() == 1 && std::string(open) == "(") os << ",";
+  os << close;
+  return os.str();
+}
+
+std::vector<uint8_t> contiguous_order(size_t rank) {
+  std::vector<uint8_t> order(rank);
+  std::iota(order.begin(), order.end(), uint8_t{0});
+  return order;
+}
+
+std::string describe_expected(const TensorInfo& info) {
+  std::ostringstream os;
+  os << scalar_type_name(info.dtype) << " tensor of shape " << (info.dynamism == ShapeDynamism::Static ? "" : "up to ")
+     << list_string(info.sizes);
+  if (info.dim_order != contiguous_order(info.dim_order.size())) {
+    os << " in dim order " << list_string(info.dim_order);
+    if (info.dim_order.size() == 4 || info.dim_order.size() == 5) {
+      const bool channels_last = info.dim_order[0] == 0 && info.dim_order.back() == 1;
+      if (channels_last) os << " (channels-last)";
+    }
+  }
+  std::vector<int64_t> sizes = info.sizes;
+  std::vector<py::ssize_t> strides = byte_strides(sizes, info.dim_order, element_size(info.dtype));
+  os << ", strides " << list_string(strides, "(", ")");
+  return os.str();
+}
+
+[[noreturn]] void reject(size_t index, const std::string& message) {
+  ErrorContext c;
+  c.input_index = static_cast<int64_t>(index);
+  throw Error(ErrorKind::InvalidArgument, message, c);
+}
+
+bool is_numpy_array(py::handle obj) { return py::isinstance<py::array>(obj); }
+
+/// Turns a tensor-like input into a numpy array: ndarray, numpy scalar, __dlpack__ producer or buffer.
+py::array as_array(size_t index, py::handle obj, const TensorInfo& info) {
+  if (is_numpy_array(obj)) return py::reinterpret_borrow<py::array>(obj);
+  py::module_ np = py::module_::import("numpy");
+  if (py::isinstance(obj, np.attr("generic"))) return np.attr("asarray")(obj);
+  if (py::hasattr(obj, "__dlpack__")) {
+    try {
+      return np.attr("from_dlpack")(obj);
+    } catch (py::error_already_set& e) {
+      reject(index, "cannot import the " + std::string(py::str(py::type::of(obj).attr("__name__"))) +
+                        " object through DLPack (" + e.what() + "); expected " + describe_expected(info));
+    }
+  }
+  if (PyObject_CheckBuffer(obj.ptr())) {
+    // memoryview keeps the buffer's format and shape (np.asarray(bytes) would make a string scalar).
+    return np.attr("asarray")(py::memoryview(py::reinterpret_borrow<py::object>(obj)));
+  }
+  reject(index, "expected a numpy array (or a buffer / __dlpack__ object) holding a " + describe_expected(info) +
+                    ", got " + std::string(py::str(py::type::of(obj).attr("__name__"))));
+}
+
+/// True when every dimension of size > 1 has the stride the dim order gives it.
+bool strides_match(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>& strides,
+                   const std::vector<py::ssize_t>& expected) {
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1 && strides[d] != expected[d]) return false;
+  }
+  return true;
+}
+
+/// True when the array covers its elements without gaps in some order of its dimensions (C order,
+/// channels-last, Fortran order, ...). Such an array has a layout of its own; others (slices, broadcasts,
+/// reversed views) have none and are copied into the layout the method wants.
+bool is_dense(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>& strides, py::ssize_t itemsize) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1) dims.push_back(d);
+  }
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] > strides[b]; });
+  py::ssize_t expected = itemsize;
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    if (strides[*it] != expected) return false;
+    expected *= static_cast<py::ssize_t>(sizes[*it]);
+  }
+  return true;
+}
+
+Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, std::vector<py::object>& keep_alive) {
+  py::array array = as_array(index, obj, info);
+  py::module_ np;
+  std::optional<ScalarType> given = scalar_type_of(array.dtype());
+  if (!given) {
+    reject(index, "unsupported dtype " + std::string(py::str(array.dtype())) + " (supported: float32, float64, "
+                  "float16, bfloat16, int64, int32, int16, int8, uint8, uint16, uint32, uint64, bool); expected " +
+                      describe_expected(info));
+  }
+  // Raw uint16 bits stand for bfloat16 only where the method wants bfloat16 (numpy has no bfloat16 of its own).
+  if (*given == ScalarType::UInt16 && info.dtype == ScalarType::BFloat16) given = ScalarType::BFloat16;
+  if (*given != info.dtype) {
+    reject(index, "expected " + describe_expected(info) + ", got " + describe_array(array) + " (dtype " +
+                      std::string(scalar_type_name(*given)) + " instead of " + std::string(scalar_type_name(info.dtype)) +
+                      ")");
+  }
+  if (static_cast<size_t>(array.ndim()) != info.sizes.size()) {
+    reject(index, "expected " + describe_expected(info) + ", got " + describe_array(array) + " (rank " +
+                      std::to_string(array.ndim()) + " instead of " + std::to_string(info.sizes.size()) + ")");
+  }
+  if (!py::bool_(array.dtype().attr("isnative"))) {
+    np = py::module_::import("numpy");
+    array = array.attr("astype")(array.dtype().attr("newbyteorder")("="));
+  }
+  std::vector<int64_t> sizes(array.shape(), array.shape() + array.ndim());
+  std::vector<py::ssize_t> strides(array.strides(), array.strides() + array.ndim());
+  const py::ssize_t itemsize = array.itemsize();
+  const std::vector<uint8_t>& order = info.dim_order;
+  const bool empty = std::any_of(sizes.begin(), sizes.end(), [](int64_t s) { return s == 0; });
+  if (!empty && !strides_match(sizes, strides, byte_strides(sizes, order, static_cast<size_t>(itemsize)))) {
+    if (is_dense(sizes, strides, itemsize)) {
+      reject(index, "memory layout not accepted: expected " + describe_expected(info) + ", got " +
+                        describe_array(array) +
+                        (order == contiguous_order(order.size())
+                             ? "; make it C-contiguous (numpy.ascontiguousarray)"
+                             : "; lay it out in the method's dim order"));
+    }
+    // No layout of its own: copy it into the method's dim order (an empty array in physical order,
+    // viewed back in logical order).
+    np = py::module_::import("numpy");
+    std::vector<py::ssize_t> physical(order.size()), axes(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      physical[k] = static_cast<py::ssize_t>(sizes[order[k]]);
+      axes[order[k]] = static_cast<py::ssize_t>(k);
+    }
+    py::array buffer = np.attr("empty")(py::cast(physical), array.dtype());
+    py::array view = buffer.attr("transpose")(py::cast(axes));
+    np.attr("copyto")(view, array);
+    array = view;
+  }
+  keep_alive.push_back(array);
+  TensorRef ref;
+  ref.dtype = info.dtype;
+  ref.sizes = std::move(sizes);
+  ref.dim_order = order;
+  ref.data = array.data();
+  return ref;
+}
+
+Value scalar_input(size_t index, py::handle obj, std::vector<py::object>& keep_alive, const ValueInfo& info) {
+  if (obj.is_none()) return std::monostate{};
+  if (py::isinstance<py::bool_>(obj)) return obj.cast<bool>();
+  if (py::isinstance<py::int_>(obj)) {
+    try {
+      return obj.cast<int64_t>();
+    } catch (const py::cast_error&) {
+      reject(index, "the integer " + std::string(py::str(obj)) + " does not fit in int64");
+    }
+  }
+  if (py::isinstance<py::float_>(obj)) return obj.cast<double>();
+  if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();
+  py::module_ np = py::module_::import("numpy");
+  const bool numpy_scalar = py::isinstance(obj, np.attr("generic")) ||
+                            (is_numpy_array(obj) && py::reinterpret_borrow<py::array>(obj).ndim() == 0);
+  if (numpy_scalar && info.tag != Tag::Tensor) return scalar_input(index, obj.attr("item")(), keep_alive, info);
+  if (is_numpy_array(obj) || py::hasattr(obj, "__dlpack__")) {
+    // A tensor where the method wants a scalar: let the runtime say what it expected.
+    TensorInfo any;
+    py::array array = as_array(index, obj, any);
+    auto dtype = scalar_type_of(array.dtype());
+    TensorRef ref;
+    ref.dtype = dtype.value_or(ScalarType::Float);
+    ref.sizes.assign(array.shape(), array.shape() + array.ndim());
+    ref.data = array.data();
+    keep_alive.push_back(array);
+    return ref;
+  }
+  reject(index, std::string("expected ") + tag_name(info.tag) + ", got a Python " +
+                    std::string(py::str(py::type::of(obj).attr("__name__"))));
+}
+
+}  // namespace
+
+std::vector<py::ssize_t> byte_strides(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order,
+                                      size_t element_size) {
+  const size_t rank = sizes.size();
+  std::vector<int64_t> elements(rank);
+  std::vector<uint8_t> order = dim_order.empty() ? contiguous_order(rank) : dim_order;
+  strides_from_dim_order(sizes, order, elements);
+  std::vector<py::ssize_t> bytes(rank);
+  for (size_t d = 0; d < rank; ++d) bytes[d] = static_cast<py::ssize_t>(elements[d]) * static_cast<py::ssize_t>(element_size);
+  return bytes;
+}
+
+std::string describe_array(const py::array& array) {
+  std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+  std::vector<int64_t> strides(array.strides(), array.strides() + array.ndim());
+  return std::string(py::str(array.dtype())) + " array of shape " + list_string(shape, "(", ")") + ", strides " +
+         list_string(strides, "(", ")");
+}
+
+PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs) {
+  std::vector<py::handle> items;
+  py::list holder;
+  if (inputs.is_none()) {
+    // No inputs.
+  } else if (py::isinstance<py::list>(inputs) || py::isinstance<py::tuple>(inputs)) {
+    holder = py::list(py::reinterpret_borrow<py::object>(inputs));
+    for (py::handle h : holder) items.push_back(h);
+  } else {
+    items.push_back(inputs);  // one input given on its own
+  }
+  if (items.size() != meta.inputs.size()) {
+    ErrorContext c;
+    c.method = meta.name;
+    throw Error(ErrorKind::InvalidArgument,
+                "expected " + std::to_string(meta.inputs.size()) + " input" + (meta.inputs.size() == 1 ? "" : "s") +
+                    ", got " + std::to_string(items.size()),
+                c);
+  }
+  PreparedInputs prepared;
+  prepared.values.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ValueInfo& info = meta.inputs[i];
+    try {
+      if (info.tag == Tag::Tensor) {
+        prepared.values.push_back(tensor_input(i, items[i], info.tensor, prepared.keep_alive));
+      } else {
+        prepared.values.push_back(scalar_input(i, items[i], prepared.keep_alive, info));
+      }
+    } catch (const Error& e) {
+      ErrorContext c;
+      c.method = meta.name;
+      throw e.with_context(c);
+    }
+  }
+  return prepared;
+}
+
+}  // namespace etnp::python

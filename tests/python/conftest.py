@@ -1,0 +1,73 @@
+"""pytest set-up for the executorch_numpy_runtime tests.
+
+The package is taken from, in order: $ETNP_PYTHON_DIR (a folder holding executorch_numpy_runtime/, e.g.
+build/python), an installed package, build/python, build-py/python. The public fixtures come from $ETNP_FIXTURES or
+../shared/fixtures next to the repository; tests that need them are skipped when they are absent.
+"""
+
+import json
+import os
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # programs.py
+
+
+def _locate_package() -> None:
+    explicit = os.environ.get("ETNP_PYTHON_DIR")
+    if explicit:
+        sys.path.insert(0, explicit)
+        return
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("executorch_numpy_runtime") is not None:
+            return
+    except ImportError:
+        pass
+    for candidate in (REPO / "build" / "python", REPO / "build-py" / "python"):
+        if (candidate / "executorch_numpy_runtime").is_dir():
+            sys.path.insert(0, str(candidate))
+            return
+
+
+_locate_package()
+
+
+def fixtures_dir():
+    env = os.environ.get("ETNP_FIXTURES")
+    path = pathlib.Path(env) if env else REPO.parent / "shared" / "fixtures"
+    return path if (path / "manifest.json").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def fixtures():
+    path = fixtures_dir()
+    if path is None:
+        pytest.skip("shared fixtures not found (expected ../shared/fixtures or $ETNP_FIXTURES)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def manifest(fixtures):
+    return json.loads((fixtures / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory):
+    """The test programs of programs.py, compiled with flatc (skipped when flatc is not installed)."""
+    import programs as builder
+
+    if builder.flatc() is None:
+        pytest.skip("flatc not found: it compiles the test programs")
+    return builder.build_all(tmp_path_factory.mktemp("programs"))
+
+
+@pytest.fixture(scope="session")
+def runtime():
+    from executorch_numpy_runtime import Runtime
+
+    return Runtime.get()

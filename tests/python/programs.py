@@ -1,0 +1,205 @@
+"""Small .pte programs written for the Python tests, as FlatBuffers JSON compiled with flatc against the project's
+own schema (src/format/schema/program.fbs). They cover what the public fixtures do not: channels-last inputs,
+every dtype, outputs that are not memory-planned, non-tensor inputs and outputs, and each error class.
+"""
+
+import json
+import pathlib
+import shutil
+import subprocess
+from typing import Dict, List, Optional, Sequence
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SCHEMA_DIR = REPO / "src" / "format" / "schema"
+
+# numpy dtype name -> (schema enum name, element size)
+DTYPES = {
+    "float32": ("FLOAT", 4),
+    "float64": ("DOUBLE", 8),
+    "float16": ("HALF", 2),
+    "bfloat16": ("BFLOAT16", 2),
+    "int64": ("LONG", 8),
+    "int32": ("INT", 4),
+    "int16": ("SHORT", 2),
+    "int8": ("CHAR", 1),
+    "uint8": ("BYTE", 1),
+    "bool": ("BOOL", 1),
+    "uint16": ("UINT16", 2),
+}
+
+
+def flatc() -> Optional[str]:
+    return shutil.which("flatc")
+
+
+def tensor(dtype: str, sizes: Sequence[int], dim_order: Optional[Sequence[int]] = None,
+           offset: Optional[int] = None, dynamism: str = "STATIC") -> Dict:
+    t = {
+        "scalar_type": DTYPES[dtype][0],
+        "sizes": list(sizes),
+        "dim_order": list(dim_order) if dim_order is not None else list(range(len(sizes))),
+        "shape_dynamism": dynamism,
+    }
+    if offset is not None:  # memory-planned in arena 1 at `offset`
+        t["allocation_info"] = {"memory_id": 1, "memory_offset_low": offset}
+    return {"val_type": "Tensor", "val": t}
+
+
+def int_value(v: int) -> Dict:
+    return {"val_type": "Int", "val": {"int_val": v}}
+
+
+def double_value(v: float) -> Dict:
+    return {"val_type": "Double", "val": {"double_val": v}}
+
+
+def bool_value(v: bool) -> Dict:
+    return {"val_type": "Bool", "val": {"bool_val": v}}
+
+
+def kernel(op_index: int, args: Sequence[int]) -> Dict:
+    return {"instr_args_type": "KernelCall", "instr_args": {"op_index": op_index, "args": list(args)}}
+
+
+def delegate_call(index: int, args: Sequence[int]) -> Dict:
+    return {"instr_args_type": "DelegateCall", "instr_args": {"delegate_index": index, "args": list(args)}}
+
+
+def operator(name: str) -> Dict:
+    ns_name, _, overload = name.partition(".")
+    return {"name": ns_name, "overload": overload}
+
+
+def plan(name: str, values: List[Dict], inputs: Sequence[int], outputs: Sequence[int],
+         instructions: Sequence[Dict] = (), operators: Sequence[str] = (), arena_bytes: int = 0,
+         delegates: Sequence[Dict] = ()) -> Dict:
+    return {
+        "name": name,
+        "values": values,
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "chains": [{"inputs": list(inputs), "outputs": list(outputs), "instructions": list(instructions)}],
+        "operators": [operator(o) for o in operators],
+        "delegates": list(delegates),
+        "non_const_buffer_sizes": [0, arena_bytes] if arena_bytes else [0],
+    }
+
+
+def program(plans: List[Dict], delegate_data: Sequence[Sequence[int]] = ()) -> Dict:
+    return {
+        "version": 0,
+        "execution_plan": plans,
+        "constant_buffer": [],
+        "backend_delegate_data": [{"data": list(d)} for d in delegate_data],
+        "segments": [],
+    }
+
+
+def compile_program(spec: Dict, path: pathlib.Path) -> pathlib.Path:
+    """Writes `spec` as a .pte at `path` (flatc JSON -> binary)."""
+    json_path = path.with_suffix(".json")
+    json_path.write_text(json.dumps(spec, indent=1))
+    subprocess.run(
+        [flatc(), "-b", "-o", str(path.parent), "-I", str(SCHEMA_DIR), str(SCHEMA_DIR / "program.fbs"), str(json_path)],
+        check=True, capture_output=True,
+    )
+    # flatc names its output after the JSON file, with the schema's file extension (".pte") or ".bin".
+    for produced in (json_path.with_suffix(".pte"), json_path.with_suffix(".bin")):
+        if produced.exists() and produced != path:
+            produced.rename(path)
+    json_path.unlink()
+    return path
+
+
+# --- The programs ---------------------------------------------------------------------------------------------
+
+
+def layouts_program() -> Dict:
+    """identity_cl: returns its f32[1,3,4,4] channels-last input; identity_contig: returns its f32[2,3,4] input;
+    passthrough: returns its f32[2,3,4] input, which is not memory-planned (the caller's buffer is bound)."""
+    return program([
+        plan("identity_cl", [tensor("float32", [1, 3, 4, 4], [0, 2, 3, 1], offset=0)], [0], [0], arena_bytes=192),
+        plan("identity_contig", [tensor("float32", [2, 3, 4], offset=0)], [0], [0], arena_bytes=96),
+        plan("passthrough", [tensor("float32", [2, 3, 4])], [0], [0]),
+    ])
+
+
+def dtypes_program() -> Dict:
+    """id_<dtype>: returns its [2, 3] input, one method per dtype."""
+    return program([
+        plan(f"id_{name}", [tensor(name, [2, 3], offset=0)], [0], [0], arena_bytes=64) for name in DTYPES
+    ])
+
+
+def arith_program() -> Dict:
+    """
+    add_mul(x, y): (x + y planned, x * y NOT memory-planned), f32[2, 3].
+    gather(x f32[4], idx i64[2]): index_select(x, 0, idx) -> an ExecutionError for an index out of range.
+    scalars(3, 2.5, True): returns its three non-tensor inputs.
+    dynamic(x f32[<=4, 3]): x + x, bounded dynamic shape.
+    """
+    add_mul = plan(
+        "add_mul",
+        [tensor("float32", [2, 3], offset=0), tensor("float32", [2, 3], offset=32), int_value(1),
+         tensor("float32", [2, 3], offset=64), tensor("float32", [2, 3])],
+        [0, 1], [3, 4],
+        [kernel(0, [0, 1, 2, 3, 3]), kernel(1, [0, 1, 4, 4])],
+        ["aten::add.out", "aten::mul.out"], arena_bytes=96,
+    )
+    gather = plan(
+        "gather",
+        [tensor("float32", [4], offset=0), int_value(0), tensor("int64", [2], offset=16), tensor("float32", [2], offset=32)],
+        [0, 2], [3],
+        [kernel(0, [0, 1, 2, 3, 3])],
+        ["aten::index_select.out"], arena_bytes=48,
+    )
+    scalars = plan("scalars", [int_value(3), double_value(2.5), bool_value(True)], [0, 1, 2], [0, 1, 2])
+    dynamic = plan(
+        "dynamic",
+        [tensor("float32", [4, 3], offset=0, dynamism="DYNAMIC_BOUND"), int_value(1),
+         tensor("float32", [4, 3], offset=48, dynamism="DYNAMIC_BOUND")],
+        [0], [2],
+        [kernel(0, [0, 0, 1, 2, 2])],
+        ["aten::add.out"], arena_bytes=96,
+    )
+    return program([add_mul, gather, scalars, dynamic])
+
+
+def missing_operator_program() -> Dict:
+    return program([
+        plan("forward", [tensor("float32", [2], offset=0), tensor("float32", [2], offset=16)], [0], [1],
+             [kernel(0, [0, 1, 1])], ["etnp_test_missing::frobnicate.out"], arena_bytes=32),
+    ])
+
+
+def missing_backend_program() -> Dict:
+    delegate = {"id": "EtnpTestMissingBackend", "processed": {"location": "INLINE", "index": 0}, "compile_specs": []}
+    return program(
+        [plan("forward", [tensor("float32", [2], offset=0), tensor("float32", [2], offset=16)], [0], [1],
+              [delegate_call(0, [0, 1])], arena_bytes=32, delegates=[delegate])],
+        delegate_data=[[1, 2, 3, 4]],
+    )
+
+
+def add_program() -> Dict:
+    """forward(x f32[2, 2], y f32[2, 2]) -> x + y: the model.pte of the examples in docs/python.md."""
+    return program([
+        plan("forward",
+             [tensor("float32", [2, 2], offset=0), tensor("float32", [2, 2], offset=16), int_value(1),
+              tensor("float32", [2, 2], offset=32)],
+             [0, 1], [3], [kernel(0, [0, 1, 2, 3, 3])], ["aten::add.out"], arena_bytes=48),
+    ])
+
+
+ALL = {
+    "add": add_program,
+    "layouts": layouts_program,
+    "dtypes": dtypes_program,
+    "arith": arith_program,
+    "missing_operator": missing_operator_program,
+    "missing_backend": missing_backend_program,
+}
+
+
+def build_all(directory: pathlib.Path) -> Dict[str, pathlib.Path]:
+    return {name: compile_program(make(), directory / f"{name}.pte") for name, make in ALL.items()}

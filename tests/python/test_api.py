@@ -1,0 +1,220 @@
+"""Runtime, Program, Method and MethodMeta: loading in every accepted form, method lookup, metadata, registries."""
+
+import io
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import executorch_numpy_runtime as et
+from executorch_numpy_runtime import (
+    ExecuTorchError,
+    InvalidInputError,
+    MethodNotFoundError,
+    ProgramLoadError,
+    Runtime,
+    ScalarType,
+    Verification,
+)
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+Y = np.full((2, 3), 0.5, dtype=np.float32)
+
+
+def check_add_mul(program):
+    out = program.load_method("add_mul").execute([X, Y])
+    np.testing.assert_array_equal(out[0], X + Y)
+    np.testing.assert_array_equal(out[1], X * Y)
+
+
+def test_runtime_is_a_singleton():
+    assert Runtime.get() is Runtime.get()
+
+
+@pytest.mark.parametrize("form", ["str", "path", "bytes", "bytearray", "memoryview", "file", "numpy"])
+def test_load_program_accepts_every_form(runtime, programs, form):
+    path = programs["arith"]
+    data = path.read_bytes()
+    source = {
+        "str": str(path),
+        "path": pathlib.Path(path),
+        "bytes": data,
+        "bytearray": bytearray(data),
+        "memoryview": memoryview(data),
+        "file": io.BytesIO(data),
+        "numpy": np.frombuffer(data, dtype=np.uint8),
+    }[form]
+    program = runtime.load_program(source)
+    assert program.method_names == {"add_mul", "gather", "scalars", "dynamic"}
+    check_add_mul(program)
+
+
+def test_load_program_from_an_open_file(runtime, programs):
+    with open(programs["arith"], "rb") as f:
+        check_add_mul(runtime.load_program(f))
+
+
+def test_buffer_is_kept_alive_not_copied(runtime, programs):
+    data = bytearray(programs["arith"].read_bytes())
+    program = runtime.load_program(data)
+    # The program holds an export of the buffer: a bytearray cannot be resized while it is in use.
+    with pytest.raises(BufferError):
+        data.extend(b"0" * 16)
+    del program
+    import gc
+
+    gc.collect()
+    data.extend(b"0" * 16)  # released with the program
+
+
+def test_buffer_outlives_the_caller_reference(runtime, programs):
+    program = runtime.load_program(bytes(programs["arith"].read_bytes()))
+    import gc
+
+    gc.collect()
+    check_add_mul(program)
+
+
+def test_load_program_rejects_other_types(runtime):
+    with pytest.raises(TypeError, match="got int"):
+        runtime.load_program(42)
+    with pytest.raises(TypeError, match="binary mode"):
+        runtime.load_program(io.StringIO("text"))
+
+
+def test_verification_levels(runtime, programs):
+    for level in (Verification.Minimal, Verification.InternalConsistency):
+        check_add_mul(runtime.load_program(programs["arith"], verification=level))
+    with pytest.raises(TypeError):
+        runtime.load_program(programs["arith"], verification="Minimal")
+
+
+def test_method_names_is_a_set(runtime, programs):
+    names = runtime.load_program(programs["layouts"]).method_names
+    assert isinstance(names, set)
+    assert names == {"identity_cl", "identity_contig", "passthrough"}
+
+
+def test_load_method_is_cached(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    assert program.load_method("add_mul") is program.load_method("add_mul")
+
+
+def test_unknown_method_is_a_key_error_and_an_executorch_error(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    with pytest.raises(KeyError) as info:
+        program.load_method("nope")
+    err = info.value
+    assert isinstance(err, ExecuTorchError) and isinstance(err, MethodNotFoundError)
+    for name in ("'nope'", "add_mul", "gather", "scalars", "dynamic"):
+        assert name in str(err)
+    assert err.method == "nope"
+    with pytest.raises(MethodNotFoundError):
+        program.metadata("nope")
+
+
+def test_program_metadata_without_loading(runtime, programs):
+    meta = runtime.load_program(programs["arith"]).metadata("add_mul")
+    assert meta.name() == "add_mul"
+    assert meta.num_inputs() == 2 and meta.num_outputs() == 2
+    x = meta.input_tensor_meta(0)
+    assert x.sizes() == (2, 3)
+    assert x.dtype() == ScalarType.Float and x.dtype() == 6
+    assert x.numpy_dtype() == np.float32
+    assert x.dim_order() == (0, 1)
+    assert x.nbytes() == 24
+    assert x.is_memory_planned()
+    assert x.dynamism() == "static"
+    assert meta.output_tensor_meta(0).is_memory_planned()
+    assert not meta.output_tensor_meta(1).is_memory_planned()
+    assert meta.num_memory_planned_buffers() == 1
+    assert meta.memory_planned_buffer_size(0) == 96
+    assert meta.backends() == []
+    assert meta.operators() == ["aten::add.out", "aten::mul.out"]
+    assert meta.num_instructions() == 2
+    assert "add_mul" in repr(meta) and "is_memory_planned=False" in repr(meta)
+    with pytest.raises(IndexError):
+        meta.input_tensor_meta(2)
+    with pytest.raises(IndexError):
+        meta.memory_planned_buffer_size(1)
+
+
+def test_method_metadata(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    meta = program.load_method("scalars").metadata
+    assert meta.name() == "scalars"
+    assert [meta.input_tag(i) for i in range(3)] == ["Int", "Double", "Bool"]
+    with pytest.raises(ValueError, match="not a tensor"):
+        meta.input_tensor_meta(0)
+    dyn = program.load_method("dynamic").metadata.input_tensor_meta(0)
+    assert dyn.dynamism() == "dynamic_bound" and dyn.sizes() == (4, 3)
+    cl = runtime.load_program(programs["layouts"]).metadata("identity_cl").input_tensor_meta(0)
+    assert cl.dim_order() == (0, 2, 3, 1)
+
+
+def test_method_metadata_names_backends(runtime, fixtures):
+    meta = runtime.load_program(fixtures / "nprt" / "add.pte").metadata("forward")
+    assert meta.backends() == ["XnnpackBackend"]
+    assert meta.uses_backend("XnnpackBackend") and not meta.uses_backend("Other")
+
+
+def test_backend_registry(runtime):
+    registry = runtime.backend_registry
+    names = registry.registered_backend_names
+    assert "XnnpackBackend" in names
+    assert registry.is_available("XnnpackBackend") is True
+    assert registry.is_available("NoSuchBackend") is False
+    for key in registry.option_names("XnnpackBackend"):
+        value = registry.get_option("XnnpackBackend", key)
+        registry.set_option("XnnpackBackend", key, value)  # writing the current value back is accepted
+        assert registry.get_option("XnnpackBackend", key) == value
+    with pytest.raises(et.BackendNotAvailable, match="NoSuchBackend") as info:
+        registry.get_option("NoSuchBackend", "num_threads")
+    assert info.value.backend == "NoSuchBackend"
+    with pytest.raises(InvalidInputError, match="no_such_option"):
+        registry.get_option("XnnpackBackend", "no_such_option")
+
+
+def test_operator_registry(runtime):
+    names = runtime.operator_registry.operator_names
+    assert isinstance(names, set)
+    assert {"aten::add.out", "aten::mul.out", "aten::index_select.out"} <= names
+
+
+def test_runtime_info():
+    info = et.runtime_info()
+    assert info["version"] == et.__version__ and info["version"].count(".") == 2
+    assert info["schema"] == "ET12"
+    assert "XnnpackBackend" in info["backends"]
+    assert "aten::add.out" in info["operators"]
+    assert info["kernel_libraries"]["aten"] > 50
+    assert sum(info["kernel_libraries"].values()) == len(info["operators"])
+    for dtype in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"):
+        assert dtype in info["dtypes"]
+    expected_mode = "ml_dtypes.bfloat16" if et.BFLOAT16_DTYPE is not None else "uint16 bits (ml_dtypes not installed)"
+    assert info["bfloat16"] == expected_mode
+    assert info["num_threads"] >= 1
+
+
+def test_import_never_imports_torch(programs):
+    script = f"""
+import sys
+import numpy as np
+import executorch_numpy_runtime as et
+rt = et.Runtime.get()
+p = rt.load_program({str(programs['arith'])!r})
+out = p.load_method('add_mul')([np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)])
+assert out[0].sum() == 12.0
+et.runtime_info()
+assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))
+print('ok')
+"""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+

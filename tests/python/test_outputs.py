@@ -1,0 +1,125 @@
+"""Method outputs: owned copies by default, read-only views with clone_outputs=False, and set_output."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from executorch_numpy_runtime import InvalidInputError
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+Y = np.full((2, 3), 0.5, dtype=np.float32)
+
+
+@pytest.fixture()
+def arith(runtime, programs):
+    return runtime.load_program(programs["arith"])  # a fresh program: set_output binds are per method
+
+
+def test_outputs_survive_later_calls(arith):
+    add_mul = arith.load_method("add_mul")
+    first = add_mul([X, Y])
+    second = add_mul([X * 10, Y])
+    np.testing.assert_array_equal(first[0], X + Y)
+    np.testing.assert_array_equal(first[1], X * Y)
+    np.testing.assert_array_equal(second[0], X * 10 + Y)
+    assert first[0].flags.writeable and first[0].flags.c_contiguous
+    first[0][0, 0] = 123.0  # the copy is the caller's
+    np.testing.assert_array_equal(add_mul([X, Y])[0], X + Y)
+
+
+def test_outputs_outlive_program_and_method(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    out = program.load_method("add_mul")([X, Y])
+    del program
+    gc.collect()
+    np.testing.assert_array_equal(out[0], X + Y)
+
+
+def test_views_without_clone_are_read_only_and_change_with_the_next_call(arith):
+    add_mul = arith.load_method("add_mul")
+    view = add_mul([X, Y], clone_outputs=False)[0]
+    assert not view.flags.writeable
+    with pytest.raises(ValueError):
+        view[0, 0] = 1.0
+    np.testing.assert_array_equal(view, X + Y)
+    add_mul([X, 2 * Y])
+    # Documented: a view shows the method's memory, which the next call of the method overwrote.
+    np.testing.assert_array_equal(view, X + 2 * Y)
+
+
+def test_views_keep_the_method_alive(runtime, programs):
+    view = runtime.load_program(programs["arith"]).load_method("add_mul").execute([X, Y], clone_outputs=False)[0]
+    gc.collect()
+    np.testing.assert_array_equal(view, X + Y)
+
+
+def test_non_tensor_outputs_are_python_scalars(arith):
+    assert arith.load_method("scalars").execute([3, 2.5, True], clone_outputs=False) == [3, 2.5, True]
+
+
+def test_set_output_writes_into_the_callers_array(arith):
+    add_mul = arith.load_method("add_mul")
+    buffer = np.zeros((2, 3), np.float32)
+    add_mul.set_output(buffer, 1)
+    out = add_mul([X, Y])
+    np.testing.assert_array_equal(buffer, X * Y)
+    np.testing.assert_array_equal(out[1], X * Y)
+    assert not np.shares_memory(out[1], buffer)  # clone_outputs=True still copies
+    view = add_mul([X, 3 * Y], clone_outputs=False)[1]
+    assert np.shares_memory(view, buffer)
+    np.testing.assert_array_equal(buffer, X * 3 * Y)
+    # Rebinding releases the old array and uses the new one.
+    other = np.zeros((2, 3), np.float32)
+    add_mul.set_output(other, 1)
+    add_mul([X, Y])
+    np.testing.assert_array_equal(other, X * Y)
+    np.testing.assert_array_equal(buffer, X * 3 * Y)
+    np.testing.assert_array_equal(view, X * 3 * Y)  # the view still holds the old array
+
+
+@pytest.mark.parametrize(
+    "array, index, words",
+    [
+        (np.zeros((2, 3), np.float32), 0, "memory-planned"),
+        (np.zeros((2, 3), np.float64), 1, "wrong dtype"),
+        (np.zeros((3, 2), np.float32), 1, "wrong size"),
+        (np.zeros((6,), np.float32), 1, "wrong size"),
+        (np.zeros((3, 2), np.float32).T, 1, "non-contiguous"),
+        (np.zeros((2, 6), np.float32)[:, ::2], 1, "non-contiguous"),
+    ],
+    ids=["planned", "dtype", "shape", "rank", "transposed", "strided"],
+)
+def test_set_output_rules(arith, array, index, words):
+    with pytest.raises(ValueError, match=words):
+        arith.load_method("add_mul").set_output(array, index)
+
+
+def test_set_output_rejects_aliased_outputs(runtime, programs):
+    # passthrough returns its (unplanned) input: the output is the caller's input memory, not redirectable.
+    layouts = runtime.load_program(programs["layouts"])
+    buffer = np.zeros((2, 3, 4), np.float32)
+    with pytest.raises(ValueError, match="aliased"):
+        layouts.load_method("passthrough").set_output(buffer, 0)
+    # identity_contig returns its planned input: memory-planned.
+    with pytest.raises(ValueError, match="memory-planned"):
+        layouts.load_method("identity_contig").set_output(buffer, 0)
+
+
+def test_set_output_rejects_non_tensors_bad_indices_and_read_only_arrays(arith):
+    with pytest.raises(ValueError, match="not a tensor"):
+        arith.load_method("scalars").set_output(np.zeros(1, np.int64), 0)
+    with pytest.raises(IndexError):
+        arith.load_method("add_mul").set_output(np.zeros((2, 3), np.float32), 2)
+    ro = np.zeros((2, 3), np.float32)
+    ro.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        arith.load_method("add_mul").set_output(ro, 1)
+    with pytest.raises(TypeError):
+        arith.load_method("add_mul").set_output([0.0] * 6, 1)
+
+
+def test_set_output_errors_are_plain_value_errors_not_input_errors(arith):
+    with pytest.raises(ValueError) as info:
+        arith.load_method("add_mul").set_output(np.zeros((2, 3), np.float32), 0)
+    assert not isinstance(info.value, InvalidInputError)

@@ -1,0 +1,140 @@
+"""Concurrency: one Runtime and one Program shared by many threads; calls of one method serialize on its lock,
+different methods run in parallel, execute releases the GIL."""
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+THREADS = 16
+CALLS = 40
+
+
+def test_many_threads_on_one_method(runtime, programs):
+    add_mul = runtime.load_program(programs["arith"]).load_method("add_mul")
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(CALLS):
+            x = rng.standard_normal((2, 3)).astype(np.float32)
+            y = rng.standard_normal((2, 3)).astype(np.float32)
+            s, p = add_mul([x, y])
+            # Each call must see its own inputs: the calls serialize on the method's lock.
+            np.testing.assert_array_equal(s, x + y)
+            np.testing.assert_array_equal(p, x * y)
+        return seed
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        assert sorted(pool.map(worker, range(THREADS))) == list(range(THREADS))
+
+
+def test_different_methods_in_parallel_and_shared_program(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    layouts = runtime.load_program(programs["layouts"])
+
+    def worker(seed):
+        rng = np.random.default_rng(100 + seed)
+        for k in range(CALLS):
+            which = (seed + k) % 4
+            if which == 0:
+                x = rng.standard_normal((2, 3)).astype(np.float32)
+                np.testing.assert_array_equal(program.load_method("add_mul")([x, x])[0], x + x)
+            elif which == 1:
+                rows = int(rng.integers(1, 5))
+                x = rng.standard_normal((rows, 3)).astype(np.float32)
+                np.testing.assert_array_equal(program.load_method("dynamic")([x])[0], x + x)
+            elif which == 2:
+                x = rng.standard_normal(4).astype(np.float32)
+                idx = rng.integers(0, 4, 2)
+                np.testing.assert_array_equal(program.load_method("gather")([x, idx])[0], x[idx])
+            else:
+                x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+                np.testing.assert_array_equal(layouts.load_method("identity_contig")([x])[0], x)
+        return True
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        assert all(pool.map(worker, range(THREADS)))
+
+
+def test_concurrent_first_loads_give_one_method(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    barrier = threading.Barrier(THREADS)
+
+    def worker(_):
+        barrier.wait()
+        return program.load_method("add_mul")
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        methods = list(pool.map(worker, range(THREADS)))
+    assert all(m is methods[0] for m in methods)
+
+
+def test_concurrent_program_loads(runtime, programs):
+    data = programs["arith"].read_bytes()
+
+    def worker(i):
+        program = runtime.load_program(data if i % 2 else programs["arith"])
+        x = np.full((2, 3), float(i), np.float32)
+        return float(program.load_method("add_mul")([x, x])[1].sum())
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(worker, range(8))) == [6.0 * i * i for i in range(8)]
+
+
+def test_errors_in_threads_do_not_poison_the_method(runtime, programs):
+    from executorch_numpy_runtime import ExecutionError
+
+    gather = runtime.load_program(programs["arith"]).load_method("gather")
+    x = np.arange(4, dtype=np.float32)
+
+    def worker(i):
+        if i % 2:
+            with pytest.raises(ExecutionError):
+                gather([x, np.array([0, 9])])
+            return None
+        return gather([x, np.array([i % 4, 3])])[0].tolist()
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        results = list(pool.map(worker, range(THREADS)))
+    assert results[0::2] == [[float(i % 4), 3.0] for i in range(0, THREADS, 2)]
+
+
+def test_execute_releases_the_gil(runtime, fixtures):
+    # A portable MobileNetV2 runs long enough for a pure-Python thread to make visible progress meanwhile, which
+    # it cannot do if execute holds the GIL.
+    path = fixtures / "exported" / "mobilenet_v2_portable.pte"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    method = runtime.load_program(path).load_method("forward")
+    info = method.metadata.input_tensor_meta(0)
+    x = np.zeros(info.sizes(), info.numpy_dtype())
+    method([x])  # warm up
+    progress = []
+    stop = threading.Event()
+
+    def spin():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                progress.append(time.perf_counter())
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        time.sleep(0.05)
+        start = time.perf_counter()
+        method([x])
+        end = time.perf_counter()
+    finally:
+        stop.set()
+        spinner.join()
+        sys.setswitchinterval(old)
+    during = [t for t in progress if start < t < end]
+    assert end - start > 0.01
+    assert len(during) >= 5, f"{len(during)} progress marks during a {end - start:.3f}s execute"
