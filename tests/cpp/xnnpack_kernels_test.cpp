@@ -58,6 +58,26 @@ TEST(XnnpackKernels, TransposeBytesAndLargeTiles) {
   }
 }
 
+TEST(XnnpackKernels, TransposeFloatMatricesAllSizes) {
+  // Sizes around the 8x8 SIMD blocks and the 32x32 tiles, batched (rank 3, swapping the last two dims).
+  for (size_t rows : {1, 7, 8, 9, 16, 33, 64}) {
+    for (size_t cols : {1, 3, 8, 13, 40, 128}) {
+      const size_t batch = 2;
+      std::vector<float> in(batch * rows * cols), out(in.size(), -1.0f);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+      const size_t perm[] = {0, 2, 1};
+      transpose(in.data(), out.data(), shape({batch, rows, cols}), perm, sizeof(float));
+      for (size_t b = 0; b < batch; ++b) {
+        for (size_t r = 0; r < rows; ++r) {
+          for (size_t c = 0; c < cols; ++c) {
+            ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]) << rows << "x" << cols;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(XnnpackKernels, TransposeOnlySizeOneDimsIsCopy) {
   const std::vector<float> in = iota_f(5);
   std::vector<float> out(5);
@@ -99,32 +119,37 @@ TEST(XnnpackKernels, BatchMatmulBroadcastAndTranspose) {
   const std::vector<float> a = {1, 2, 3, 4, 5, 6, -1, 0, 1, 2, 2, 2};
   const std::vector<float> b = {1, 0, 0, 1, 1, 1};  // [[1,0],[0,1],[1,1]]
   std::vector<float> out(8);
-  batch_matmul_f32(a.data(), shape({2, 2, 3}), b.data(), shape({3, 2}), false, out.data(), shape({2, 2, 2}), nullptr);
+  batch_matmul_f32(a.data(), shape({2, 2, 3}), b.data(), shape({3, 2}), false, out.data(), shape({2, 2, 2}));
   EXPECT_EQ(out, (std::vector<float>{4, 5, 10, 11, 0, 1, 4, 4}));
 
   // Same product with b given as [N, K] = [[1, 0, 1], [0, 1, 1]].
   const std::vector<float> bt = {1, 0, 1, 0, 1, 1};
-  std::vector<float> scratch(batch_matmul_scratch_floats(shape({2, 3}), true));
   std::vector<float> out_t(8);
-  batch_matmul_f32(a.data(), shape({2, 2, 3}), bt.data(), shape({2, 3}), true, out_t.data(), shape({2, 2, 2}),
-                   scratch.data());
+  batch_matmul_f32(a.data(), shape({2, 2, 3}), bt.data(), shape({2, 3}), true, out_t.data(), shape({2, 2, 2}));
   EXPECT_EQ(out_t, out);
 }
 
-TEST(XnnpackKernels, GemmLargeMatchesNaive) {
+TEST(XnnpackKernels, LinearMatchesNaive) {
   const size_t rows = 7, k = 300, n = 33;
-  std::vector<float> x(rows * k), w(k * n), bias(n);
+  std::vector<float> x(rows * k), w(n * k), bias(n);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) - 5.0f;
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 13) % 7) - 3.0f;
   for (size_t i = 0; i < n; ++i) bias[i] = static_cast<float>(i);
-  std::vector<float> out(rows * n);
-  gemm_f32(x.data(), rows, k, w.data(), n, bias.data(), -1000.0f, 1000.0f, out.data());
+  // W as [N, K] (fully-connected layout) and the same W as [K, N].
+  std::vector<float> w_kn(k * n);
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t i = 0; i < k; ++i) w_kn[i * n + j] = w[j * k + i];
+  }
+  std::vector<float> out(rows * n), out_kn(rows * n);
+  linear_f32(x.data(), rows, k, w.data(), true, n, bias.data(), -1000.0f, 1000.0f, out.data());
+  linear_f32(x.data(), rows, k, w_kn.data(), false, n, bias.data(), -1000.0f, 1000.0f, out_kn.data());
   for (size_t r = 0; r < rows; ++r) {
     for (size_t j = 0; j < n; ++j) {
       double acc = bias[j];
-      for (size_t i = 0; i < k; ++i) acc += double(x[r * k + i]) * w[i * n + j];
+      for (size_t i = 0; i < k; ++i) acc += double(x[r * k + i]) * w[j * k + i];
       acc = std::min(std::max(acc, -1000.0), 1000.0);
       ASSERT_EQ(out[r * n + j], static_cast<float>(acc)) << r << "," << j;  // small integers: exact
+      ASSERT_EQ(out_kn[r * n + j], static_cast<float>(acc)) << r << "," << j;
     }
   }
 }

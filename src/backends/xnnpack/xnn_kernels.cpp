@@ -6,16 +6,10 @@
 #include <limits>
 
 #include "etnp/threadpool.h"
+#include "kernels/gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#endif
-
-// Hot loops get an AVX2/FMA clone next to the baseline one (the library is built for generic x86-64).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ETNP_XNN_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define ETNP_XNN_MULTIVERSION
 #endif
 
 namespace etnp::xnn {
@@ -40,6 +34,78 @@ void broadcast_strides(const Shape& s, const Shape& out, size_t* strides) {
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// dst[r][c] = src[c * src_stride + r] for an 8x8 block of 4-byte elements.
+__attribute__((target("avx2"))) void transpose_8x8_avx2(const uint32_t* src, size_t src_stride, uint32_t* dst,
+                                                        size_t dst_stride) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * src_stride));
+  t[0] = _mm256_unpacklo_ps(r[0], r[1]);
+  t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+  t[2] = _mm256_unpacklo_ps(r[2], r[3]);
+  t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+  t[4] = _mm256_unpacklo_ps(r[4], r[5]);
+  t[5] = _mm256_unpackhi_ps(r[4], r[5]);
+  t[6] = _mm256_unpacklo_ps(r[6], r[7]);
+  t[7] = _mm256_unpackhi_ps(r[6], r[7]);
+  r[0] = _mm256_shuffle_ps(t[0], t[2], 0x44);
+  r[1] = _mm256_shuffle_ps(t[0], t[2], 0xEE);
+  r[2] = _mm256_shuffle_ps(t[1], t[3], 0x44);
+  r[3] = _mm256_shuffle_ps(t[1], t[3], 0xEE);
+  r[4] = _mm256_shuffle_ps(t[4], t[6], 0x44);
+  r[5] = _mm256_shuffle_ps(t[4], t[6], 0xEE);
+  r[6] = _mm256_shuffle_ps(t[5], t[7], 0x44);
+  r[7] = _mm256_shuffle_ps(t[5], t[7], 0xEE);
+  const __m256 o[8] = {_mm256_permute2f128_ps(r[0], r[4], 0x20), _mm256_permute2f128_ps(r[1], r[5], 0x20),
+                       _mm256_permute2f128_ps(r[2], r[6], 0x20), _mm256_permute2f128_ps(r[3], r[7], 0x20),
+                       _mm256_permute2f128_ps(r[0], r[4], 0x31), _mm256_permute2f128_ps(r[1], r[5], 0x31),
+                       _mm256_permute2f128_ps(r[2], r[6], 0x31), _mm256_permute2f128_ps(r[3], r[7], 0x31)};
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(dst + i * dst_stride), o[i]);
+}
+
+bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+// dst[r][c] = src[r * row_stride + c * col_stride] over [rows, cols], in cache-sized tiles.
+template <typename T>
+void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_stride, size_t col_stride) {
+  constexpr size_t kTile = 32;
+#if defined(__x86_64__) && defined(__GNUC__)
+  // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
+  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && cpu_has_avx2();
+#else
+  const bool simd = false;
+#endif
+  for (size_t r0 = 0; r0 < rows; r0 += kTile) {
+    const size_t r1 = std::min(rows, r0 + kTile);
+    for (size_t c0 = 0; c0 < cols; c0 += kTile) {
+      const size_t c1 = std::min(cols, c0 + kTile);
+      size_t r_done = r0, c_done = c0;
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (simd) {
+        r_done = r0 + (r1 - r0) / 8 * 8;
+        c_done = c0 + (c1 - c0) / 8 * 8;
+        for (size_t r = r0; r < r_done; r += 8) {
+          for (size_t c = c0; c < c_done; c += 8) {
+            transpose_8x8_avx2(reinterpret_cast<const uint32_t*>(src + c * col_stride + r), col_stride,
+                               reinterpret_cast<uint32_t*>(dst + r * cols + c), cols);
+          }
+        }
+      }
+#endif
+      for (size_t r = r0; r < r1; ++r) {
+        const T* s = src + r * row_stride;
+        T* d = dst + r * cols;
+        // Only what the 8x8 blocks left: the ragged right columns, and whole rows below them.
+        for (size_t c = (r < r_done ? c_done : c0); c < c1; ++c) d[c] = s[c * col_stride];
+      }
+    }
+  }
+}
+
 template <typename T>
 void transpose_typed(const T* in, T* out, int rank, const size_t* size, const size_t* in_stride) {
   // The last two output dims form 2-D tiles; the leading ones are walked with a counter.
@@ -52,24 +118,13 @@ void transpose_typed(const T* in, T* out, int rank, const size_t* size, const si
   for (int i = 0; i < outer_rank; ++i) outer *= size[i];
   size_t index[kMaxDims] = {};
   size_t in_base = 0;
-  constexpr size_t kTile = 32;
   for (size_t o = 0; o < outer; ++o) {
     const T* src = in + in_base;
     T* dst = out + o * rows * cols;
     if (col_stride == 1) {
       for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * row_stride, cols * sizeof(T));
     } else {
-      for (size_t r0 = 0; r0 < rows; r0 += kTile) {
-        const size_t r1 = std::min(rows, r0 + kTile);
-        for (size_t c0 = 0; c0 < cols; c0 += kTile) {
-          const size_t c1 = std::min(cols, c0 + kTile);
-          for (size_t r = r0; r < r1; ++r) {
-            const T* s = src + r * row_stride;
-            T* d = dst + r * cols;
-            for (size_t c = c0; c < c1; ++c) d[c] = s[c * col_stride];
-          }
-        }
-      }
+      transpose_2d(src, dst, rows, cols, row_stride, col_stride);
     }
     for (int i = outer_rank; i-- > 0;) {
       in_base += in_stride[i];
@@ -201,41 +256,6 @@ void constant_pad(const void* in, const Shape& in_shape, std::span<const size_t>
 
 namespace {
 
-// out[rows, n] (+)= in[rows, k] * w[k, n]; rows of `out` start at bias (or 0).
-ETNP_XNN_MULTIVERSION
-void gemm_rows(const float* __restrict in, size_t rows, size_t k, const float* __restrict w, size_t n,
-               const float* __restrict bias, float* __restrict out) {
-  constexpr size_t kBlockK = 256;
-  for (size_t r = 0; r < rows; ++r) {
-    float* o = out + r * n;
-    if (bias != nullptr) {
-      std::memcpy(o, bias, n * sizeof(float));
-    } else {
-      std::memset(o, 0, n * sizeof(float));
-    }
-  }
-  for (size_t k0 = 0; k0 < k; k0 += kBlockK) {
-    const size_t k1 = std::min(k, k0 + kBlockK);
-    for (size_t r = 0; r < rows; ++r) {
-      float* __restrict o = out + r * n;
-      const float* a = in + r * k;
-      size_t kk = k0;
-      // Two rows of w per pass halves the loads and stores of the output row.
-      for (; kk + 1 < k1; kk += 2) {
-        const float a0 = a[kk], a1 = a[kk + 1];
-        const float* __restrict w0 = w + kk * n;
-        const float* __restrict w1 = w0 + n;
-        for (size_t j = 0; j < n; ++j) o[j] += a0 * w0[j] + a1 * w1[j];
-      }
-      for (; kk < k1; ++kk) {
-        const float a0 = a[kk];
-        const float* __restrict w0 = w + kk * n;
-        for (size_t j = 0; j < n; ++j) o[j] += a0 * w0[j];
-      }
-    }
-  }
-}
-
 void clamp_in_place(float* p, size_t n, float lo, float hi) {
   if (lo == -std::numeric_limits<float>::infinity() && hi == std::numeric_limits<float>::infinity()) return;
   for (size_t i = 0; i < n; ++i) p[i] = std::min(std::max(p[i], lo), hi);
@@ -243,28 +263,19 @@ void clamp_in_place(float* p, size_t n, float lo, float hi) {
 
 }  // namespace
 
-void gemm_f32(const float* in, size_t rows, size_t k, const float* w_kn, size_t n, const float* bias, float out_min,
-              float out_max, float* out) {
+void linear_f32(const float* in, size_t rows, size_t k, const float* w, bool w_is_nk, size_t n, const float* bias,
+                float out_min, float out_max, float* out) {
   if (rows == 0 || n == 0) return;
-  const size_t work = rows * k * n;
-  if (rows >= 2 && work >= (size_t{1} << 18)) {
-    ThreadPool::global().parallel_for(rows, 1, [&](size_t r0, size_t r1) {
-      gemm_rows(in + r0 * k, r1 - r0, k, w_kn, n, bias, out + r0 * n);
-      clamp_in_place(out + r0 * n, (r1 - r0) * n, out_min, out_max);
-    });
-    return;
-  }
-  gemm_rows(in, rows, k, w_kn, n, bias, out);
+  const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
+  kernels::GemmEpilogue epilogue;
+  if (bias != nullptr) epilogue.bias = {bias, 0, 1};
+  const kernels::GemmMatrix b = w_is_nk ? kernels::GemmMatrix{w, 1, kk} : kernels::GemmMatrix{w, nn, 1};
+  kernels::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, &ThreadPool::global());
   clamp_in_place(out, rows * n, out_min, out_max);
 }
 
-size_t batch_matmul_scratch_floats(const Shape& b_shape, bool transpose_b) {
-  if (!transpose_b) return 0;
-  return b_shape[b_shape.rank - 1] * b_shape[b_shape.rank - 2];
-}
-
 void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, bool transpose_b,
-                      float* out, const Shape& out_shape, float* scratch) {
+                      float* out, const Shape& out_shape) {
   const size_t m = a_shape[a_shape.rank - 2], k = a_shape[a_shape.rank - 1];
   const size_t n = out_shape[out_shape.rank - 1];
   Shape batch = out_shape, a_batch = a_shape, b_batch = b_shape;
@@ -280,15 +291,7 @@ void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, cons
   size_t a_off = 0, b_off = 0;
   const float inf = std::numeric_limits<float>::infinity();
   for (size_t bi = 0; bi < batches; ++bi) {
-    const float* bm = b + b_off * b_mat;
-    if (transpose_b) {
-      // [N, K] -> [K, N] so the product streams along N.
-      const Shape nk{2, {n, k}};
-      const size_t perm[2] = {1, 0};
-      transpose(bm, scratch, nk, perm, sizeof(float));
-      bm = scratch;
-    }
-    gemm_f32(a + a_off * a_mat, m, k, bm, n, nullptr, -inf, inf, out + bi * o_mat);
+    linear_f32(a + a_off * a_mat, m, k, b + b_off * b_mat, transpose_b, n, nullptr, -inf, inf, out + bi * o_mat);
     for (int i = batch.rank; i-- > 0;) {
       a_off += a_str[i];
       b_off += b_str[i];

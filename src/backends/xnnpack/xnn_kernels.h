@@ -29,15 +29,14 @@ void constant_pad(const void* in, const Shape& in_shape, std::span<const size_t>
                   const void* pad_bytes, void* out, size_t elem_size);
 
 /// Batched matmul with numpy broadcasting of the batch dims: a [..., M, K] x b [..., K, N] (or b [..., N, K]
-/// when transpose_b) -> out [..., M, N]. `scratch` must hold batch_matmul_scratch_floats(...) floats.
+/// when transpose_b) -> out [..., M, N].
 void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, bool transpose_b,
-                      float* out, const Shape& out_shape, float* scratch);
-size_t batch_matmul_scratch_floats(const Shape& b_shape, bool transpose_b);
+                      float* out, const Shape& out_shape);
 
-/// out[r, n] = clamp(sum_k in[r, k] * w[k, n] + bias[n], min, max) with w given as [K, N] (row-major).
-/// `bias` may be null.
-void gemm_f32(const float* in, size_t rows, size_t k, const float* w_kn, size_t n, const float* bias, float out_min,
-              float out_max, float* out);
+/// out[r, n] = clamp(sum_k in[r, k] * W(k, n) + bias[n], min, max), with W given as [N, K] (w_is_nk, the
+/// fully-connected layout) or [K, N]. `bias` may be null.
+void linear_f32(const float* in, size_t rows, size_t k, const float* w, bool w_is_nk, size_t n, const float* bias,
+                float out_min, float out_max, float* out);
 
 /// Element-wise fp32 unary ops (the kinds XNNPACK 2022 lacks, plus the rest as a fallback). `scalar` is
 /// the LeakyReLU slope / ELU alpha; min/max clamp the result (Clamp itself uses them as its bounds).
