@@ -10,10 +10,13 @@ etnp=build/etnp
 
 model="${1:-}"
 extra=()
+inputs=(--fill random --seed 0)
 if [ -z "$model" ]; then
   if [ -x build/etnp_demo ]; then
     model=build/demo/mobilenet_v2_xnnpack.pte
-    [ -f "$model" ] || build/etnp_demo --output-dir build/demo >/dev/null
+    # MobileNetV2 written by etnp's own .pte writer (seeded weights), with a sample input.
+    [ -f "$model" ] && [ -f build/demo/mobilenet_v2_input.npy ] || build/etnp_demo --output-dir build/demo >/dev/null
+    inputs=(--input build/demo/mobilenet_v2_input.npy)
   elif [ -f ../shared/fixtures/exported/mobilenet_v2_xnnpack_fp32.pte ]; then
     model=../shared/fixtures/exported/mobilenet_v2_xnnpack_fp32.pte
   else
@@ -27,8 +30,8 @@ for data in "$@"; do extra+=(--data "$data"); done
 echo "== etnp inspect $model"
 "$etnp" inspect "$model" "${extra[@]}"
 echo
-echo "== etnp run $model (random inputs)"
-"$etnp" run "$model" "${extra[@]}" --fill random --seed 0 --output-dir build/quickstart-out --print summary
+echo "== etnp run $model (${inputs[*]})"
+"$etnp" run "$model" "${extra[@]}" "${inputs[@]}" --output-dir build/quickstart-out --print summary --top 5
 echo
 echo "== etnp bench $model"
 "$etnp" bench "$model" "${extra[@]}" --warmup 3 --iters 20

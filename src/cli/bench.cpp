@@ -65,6 +65,7 @@ int run_bench(Args& args) {
   const int iters = std::stoi(args.value("--iters", "50"));
   const int threads = std::stoi(args.value("--threads", "0"));
   const auto shape_specs = args.values("--shape");
+  const auto input_specs = args.values("--input");  // stored inputs (e.g. a KV-cache position); random otherwise
   const bool json = args.has_flag("--json");
   const bool profile = args.has_flag("--profile");
   const auto files = args.positionals();
@@ -79,7 +80,7 @@ int run_bench(Args& args) {
   const double load_ms = ms_since(load_start);
 
   PreparedInputs inputs =
-      prepare_inputs(method->meta(), {}, "random", 0, parse_shapes(shape_specs, method->meta().inputs.size()));
+      prepare_inputs(method->meta(), input_specs, "random", 0, parse_shapes(shape_specs, method->meta().inputs.size()));
   for (int i = 0; i < warmup; ++i) method->execute(inputs.values);
   method->clear_profile_events();
 

@@ -13,13 +13,15 @@ commands:
   inspect FILE [--data F.ptd]... [--json]
       Show the container, methods, operators, delegates and memory of a .pte, and whether it runs here.
   run FILE [--data F.ptd]... [--method NAME] [--input PATH.npy | --input LITERAL]...
-           [--fill ones|zeros|random] [--seed S] [--output-dir DIR] [--print none|summary|all]
+           [--fill ones|zeros|random] [--seed S] [--output-dir DIR] [--print none|summary|all] [--top K]
       Run a method. Inputs in order: a .npy file, or a literal (2.0, 3, true) for a non-tensor input.
       --fill supplies the inputs not given (tensors at their full, upper-bound shape).
       Each output is written to DIR/output_<i>.npy (non-tensor outputs as 0-d arrays).
+      --top K prints the K largest entries (index: value) of each float32 output, e.g. class scores.
   bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
-             [--shape I=1x3x224x224]... [--json] [--profile]
-      Time a method: min/median/p90/p99/max, throughput, load time and peak memory.
+             [--shape I=1x3x224x224]... [--input PATH.npy]... [--json] [--profile]
+      Time a method: min/median/p90/p99/max, throughput, load time and peak memory. Inputs are random
+      unless given (in order) with --input.
   version
       Print the etnp version and the program schema it reads.
 

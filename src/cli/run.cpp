@@ -1,5 +1,6 @@
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -66,6 +67,21 @@ void print_values(const Value& v) {
   std::printf("]\n");
 }
 
+// "top-5 of output 0: 281 (9.53), 285 (8.91), ..." for a float tensor output (classifier logits).
+void print_top_k(size_t index, const Value& v, int k) {
+  const auto* t = std::get_if<TensorRef>(&v);
+  if (t == nullptr || t->data == nullptr || t->dtype != ScalarType::Float || t->numel() == 0) return;
+  const auto* data = static_cast<const float*>(t->data);
+  std::vector<int64_t> order(static_cast<size_t>(t->numel()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  const size_t n = std::min(order.size(), static_cast<size_t>(k));
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&](int64_t a, int64_t b) { return data[a] > data[b] || (data[a] == data[b] && a < b); });
+  std::printf("top-%zu of output %zu (index: value):", n, index);
+  for (size_t i = 0; i < n; ++i) std::printf("%s %lld: %.4g", i ? "," : "", static_cast<long long>(order[i]), data[order[i]]);
+  std::printf("\n");
+}
+
 }  // namespace
 
 int run_run(Args& args) {
@@ -76,6 +92,7 @@ int run_run(Args& args) {
   const uint64_t seed = std::stoull(args.value("--seed", "0"));
   const std::string output_dir = args.value("--output-dir", "");
   const std::string print = args.value("--print", "summary");
+  const int top = std::stoi(args.value("--top", "0"));
   if (print != "none" && print != "summary" && print != "all") usage_error("--print must be none, summary or all");
   const auto files = args.positionals();
   if (files.size() != 1) usage_error("run takes one .pte file");
@@ -93,6 +110,9 @@ int run_run(Args& args) {
       std::printf("output %zu: %s\n", i, value_summary(outputs[i]).c_str());
       if (print == "all") print_values(outputs[i]);
     }
+  }
+  if (top > 0) {
+    for (size_t i = 0; i < outputs.size(); ++i) print_top_k(i, outputs[i], top);
   }
   return 0;
 }

@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""Side-by-side benchmarks of etnp, written to bench/RESULTS.md.
+
+    /usr/bin/python3 bench/run_benchmarks.py [--build-dir build] [--output bench/RESULTS.md] [--quick]
+
+1. The etnp_demo MobileNetV2 (XNNPACK-delegated) against PyTorch eager and TorchScript on the same weights, at 1
+   and 2 threads, after checking that the outputs agree.
+2. The portable-operator variant against the delegated one.
+3. Per-call overhead of a tiny program (x + y on one element) from C++ (`etnp bench`) and from Python (when the
+   Python package is built).
+4. Cold start: process start, load and first run, against `import torch` (and a TorchScript load + first run).
+5. Every program of shared/fixtures/benchmarks.json at 1 and 2 threads, with the ratio to the official
+   ExecuTorch runtime's figures.
+
+Benchmarks are reported, never asserted. PyTorch (Debian's python3-torch, python3-torchvision) is the baseline
+only; etnp itself never uses it.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def run(cmd, timeout=900):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def first_error_line(proc):
+    for line in (proc.stderr or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return "exit status %d" % proc.returncode
+
+
+def etnp_bench(etnp, pte, threads, warmup, iters, inputs=(), data=(), method="forward"):
+    """The `etnp bench --json` record, or {"error": message}."""
+    cmd = [etnp, "bench", pte, "--method", method, "--threads", str(threads), "--warmup", str(warmup),
+           "--iters", str(iters), "--json"]
+    for d in data:
+        cmd += ["--data", d]
+    for i in inputs:
+        cmd += ["--input", i]
+    try:
+        proc = run(cmd)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
+    if proc.returncode != 0:
+        return {"error": first_error_line(proc)}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def time_calls(fn, warmup, iters):
+    """Median and minimum of `iters` timed calls (ms) after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), min(times)
+
+
+def wall_times(cmd, repeats, env=None):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        elapsed = (time.perf_counter() - t0) * 1e3
+        if proc.returncode != 0:
+            return None, first_error_line(proc)
+        times.append(elapsed)
+    return statistics.median(times), None
+
+
+def fmt(ms, digits=3):
+    if ms is None:
+        return "n/a"
+    if ms >= 100:
+        return "%.1f" % ms
+    if ms >= 1:
+        return "%.2f" % ms
+    return "%.*f" % (digits, ms)
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return "n/a"
+    return "%.2f" % (a / b)
+
+
+def try_import_python_package(build_dir):
+    """The etnp Python package if it can be imported (built in-tree or installed), else (None, reason)."""
+    for path in (os.path.join(build_dir, "python"), os.path.join(ROOT, "build", "python")):
+        if os.path.isdir(path) and path not in sys.path:
+            sys.path.insert(0, path)
+    last = "not built"
+    try:
+        return __import__("executorch_numpy_runtime"), "executorch_numpy_runtime"
+    except ImportError as e:
+        last = str(e)
+    return None, last
+
+
+def python_tiny_call(pkg, pte):
+    """A zero-argument callable running the tiny program once through the Python package, or None."""
+    a = np.ones(1, dtype=np.float32)
+    b = np.ones(1, dtype=np.float32)
+    try:
+        method = pkg.Runtime.get().load_program(pte).load_method("forward")
+        method.execute([a, b])
+    except Exception as e:  # an API this script does not know
+        log("python package call failed:", e)
+        return None
+    return lambda: method.execute([a, b])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    parser.add_argument("--fixtures", default=os.path.join(os.path.dirname(ROOT), "shared", "fixtures"))
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run, noisy numbers)")
+    args = parser.parse_args()
+    if args.quick:
+        args.warmup, args.iters = 2, 5
+
+    build = os.path.abspath(args.build_dir)
+    etnp = os.path.join(build, "etnp")
+    demo_bin = os.path.join(build, "etnp_demo")
+    for exe in (etnp, demo_bin):
+        if not os.access(exe, os.X_OK):
+            sys.exit("missing %s: build first (scripts/build.sh or cmake --build %s)" % (exe, build))
+    demo_dir = os.path.join(build, "demo")
+    proc = run([demo_bin, "--output-dir", demo_dir])
+    if proc.returncode != 0:
+        sys.exit("etnp_demo failed: " + first_error_line(proc))
+    xnn_pte = os.path.join(demo_dir, "mobilenet_v2_xnnpack.pte")
+    portable_pte = os.path.join(demo_dir, "mobilenet_v2_portable.pte")
+    tiny_pte = os.path.join(demo_dir, "tiny_add.pte")
+    input_npy = os.path.join(demo_dir, "mobilenet_v2_input.npy")
+    load_before = os.getloadavg()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    md = []
+    notes = []
+
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch = None
+        torch_version = None
+        notes.append("PyTorch is not installed (apt-get install python3-torch python3-torchvision): the PyTorch "
+                     "columns are empty.")
+
+    # ---- 1. Demo network: outputs, then latency ---------------------------------------------------------------
+    log("== demo MobileNetV2: outputs")
+    x = np.load(input_npy)
+    outputs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, pte in (("etnp XNNPACK", xnn_pte), ("etnp portable", portable_pte)):
+            out_dir = os.path.join(tmp, name.replace(" ", "_"))
+            proc = run([etnp, "run", pte, "--input", input_npy, "--output-dir", out_dir, "--print", "none"])
+            if proc.returncode == 0:
+                outputs[name] = np.load(os.path.join(out_dir, "output_0.npy"))
+            else:
+                notes.append("`etnp run %s` failed: %s" % (os.path.basename(pte), first_error_line(proc)))
+    model = traced = None
+    agreement = []
+    if torch is not None:
+        import mobilenet_torch
+        model, source = mobilenet_torch.load_model(demo_dir)
+        with torch.inference_mode():
+            xt = torch.from_numpy(x)
+            ref = model(xt).numpy()
+            traced = torch.jit.freeze(torch.jit.trace(model, xt))
+            outputs["PyTorch TorchScript"] = traced(xt).numpy()
+        top5_ref = list(np.argsort(-ref[0])[:5])
+        for name, out in outputs.items():
+            diff = float(np.max(np.abs(out - ref)))
+            close = bool(np.allclose(out, ref, rtol=1e-3, atol=1e-3))
+            top5 = list(np.argsort(-out[0])[:5])
+            agreement.append((name, diff, close, top5 == top5_ref, top5))
+    else:
+        source = None
+
+    log("== demo MobileNetV2: latency")
+    demo_rows = []
+    for threads in (1, 2):
+        row = {"threads": threads}
+        r = etnp_bench(etnp, xnn_pte, threads, args.warmup, args.iters, inputs=[input_npy])
+        row["etnp"] = r.get("median_ms")
+        row["etnp_error"] = r.get("error")
+        if model is not None:
+            torch.set_num_threads(threads)
+            xt = torch.from_numpy(x)
+            with torch.inference_mode():
+                row["eager"], _ = time_calls(lambda: model(xt), args.warmup, args.iters)
+                row["script"], _ = time_calls(lambda: traced(xt), args.warmup, args.iters)
+        demo_rows.append(row)
+
+    log("== portable vs delegated")
+    portable_rows = []
+    for threads in (1, 2):
+        r_xnn = etnp_bench(etnp, xnn_pte, threads, args.warmup, args.iters, inputs=[input_npy])
+        iters = max(3, args.iters // 3)
+        r_port = etnp_bench(etnp, portable_pte, threads, min(args.warmup, 2), iters, inputs=[input_npy])
+        portable_rows.append((threads, r_xnn.get("median_ms"), r_port.get("median_ms"), r_port.get("error")))
+
+    # ---- 3. Per-call overhead ----------------------------------------------------------------------------------
+    log("== per-call overhead")
+    overhead = []
+    r = etnp_bench(etnp, tiny_pte, 1, 1000, 20000)
+    overhead.append(("etnp, C++ (`etnp bench`, Method::execute incl. setting inputs)",
+                     r.get("median_ms"), r.get("min_ms"), r.get("error")))
+    pkg, pkg_name = try_import_python_package(build)
+    if pkg is not None:
+        call = python_tiny_call(pkg, tiny_pte)
+        if call is not None:
+            med, mn = time_calls(call, 1000, 20000)
+            overhead.append(("etnp, Python (`%s`)" % pkg_name, med, mn, None))
+        else:
+            overhead.append(("etnp, Python (`%s`)" % pkg_name, None, None, "could not find a load/run API to call"))
+    else:
+        overhead.append(("etnp, Python", None, None, "skipped: the Python package is not built (%s)" % pkg_name))
+    if torch is not None:
+        torch.set_num_threads(1)
+        a = torch.ones(1)
+        b = torch.ones(1)
+        with torch.inference_mode():
+            med, mn = time_calls(lambda: torch.add(a, b), 1000, 20000)
+        overhead.append(("PyTorch eager `torch.add` on [1] tensors (reference)", med, mn, None))
+
+    # ---- 4. Cold start -----------------------------------------------------------------------------------------
+    log("== cold start")
+    cold = []
+    repeats = 3 if args.quick else 7
+    med, err = wall_times([etnp, "run", xnn_pte, "--fill", "random", "--print", "none"], repeats)
+    cold.append(("`etnp run` demo XNNPACK (process start, load, first run)", med, err))
+    med, err = wall_times([etnp, "version"], repeats)
+    cold.append(("`etnp version` (process start only)", med, err))
+    if pkg is not None:
+        code = ("import sys; sys.path[:0] = %r; import %s" % (sys.path[:3], pkg_name))
+        med, err = wall_times([sys.executable, "-c", code], repeats)
+        cold.append(("`python3 -c 'import %s'`" % pkg_name, med, err))
+    if torch is not None:
+        med, err = wall_times([sys.executable, "-c", "import torch"], repeats)
+        cold.append(("`python3 -c 'import torch'`", med, err))
+        with tempfile.TemporaryDirectory() as tmp:
+            ts_path = os.path.join(tmp, "mobilenet_v2.pt")
+            traced.save(ts_path)
+            code = ("import torch; m = torch.jit.load(%r); torch.set_num_threads(1); "
+                    "m(torch.rand(1, 3, 224, 224))" % ts_path)
+            med, err = wall_times([sys.executable, "-c", code], repeats)
+            cold.append(("PyTorch: import torch, torch.jit.load, first run (same network)", med, err))
+
+    # ---- 5. Fixture programs vs the official runtime -----------------------------------------------------------
+    log("== fixtures vs official figures")
+    fixture_rows = []
+    bench_json = os.path.join(args.fixtures, "benchmarks.json")
+    official_about = None
+    if os.path.exists(bench_json):
+        with open(bench_json) as f:
+            official = json.load(f)
+        official_about = official.get("machine", {})
+        for e in official["entries"]:
+            pte = os.path.join(args.fixtures, e["file"])
+            data = [os.path.join(args.fixtures, d) for d in e["data_files"]]
+            inputs = [os.path.join(args.fixtures, e["inputs"].replace("<i>", str(i))) for i in range(len(e["input_shapes"]))]
+            case = e["inputs"].split("/")[-2]
+            for threads in (1, 2):
+                off = e["threads_%d" % threads]["median_ms"]
+                iters = args.iters if off < 200 else max(3, args.iters // 3)
+                log("   %s (%s) %d thread(s)" % (e["id"], case, threads))
+                r = etnp_bench(etnp, pte, threads, args.warmup if off < 200 else 2, iters, inputs=inputs, data=data,
+                               method=e["method"])
+                fixture_rows.append((e["id"], case, threads, r.get("median_ms"), off, r.get("error")))
+    else:
+        notes.append("%s not found: the fixture comparison is skipped." % bench_json)
+    load_after = os.getloadavg()
+
+    # ---- RESULTS.md ----------------------------------------------------------------------------------------------
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    md.append("# etnp benchmark results\n")
+    md.append("Generated by `bench/run_benchmarks.py` on %s. All times are medians in milliseconds unless noted; "
+              "ratios are etnp / other (below 1 = etnp faster). Benchmarks are reported, never asserted.\n"
+              % started.strftime("%Y-%m-%d %H:%M UTC"))
+    md.append("Machine: %s, %d logical CPUs, load average %.1f at the start and %.1f at the end "
+              "(a shared machine: expect ±20-30%% noise, more when the load exceeds the core count). "
+              "PyTorch %s. %d warm-up + %d timed runs per measurement%s.\n"
+              % (cpu, os.cpu_count() or 0, load_before[0], load_after[0], torch_version or "absent", args.warmup,
+                 args.iters, " (--quick)" if args.quick else ""))
+    md.append("## Reproduce\n")
+    md.append("```sh\n./scripts/install-deps.sh        # includes python3-torch and python3-torchvision (baseline only)\n"
+              "./scripts/build.sh\n/usr/bin/python3 bench/run_benchmarks.py --build-dir build --output bench/RESULTS.md\n"
+              "# single measurements:\nbuild/etnp_demo --output-dir build/demo\n"
+              "build/etnp bench build/demo/mobilenet_v2_xnnpack.pte --threads 1 --warmup 5 --iters 30 "
+              "--input build/demo/mobilenet_v2_input.npy\n```\n")
+
+    md.append("## 1. Demo MobileNetV2: etnp vs PyTorch (same weights)\n")
+    md.append("The network `etnp_demo` writes (torchvision's MobileNetV2, batch norm folded, seeded weights, input "
+              "1x3x224x224 float32). etnp runs `mobilenet_v2_xnnpack.pte` (one XNNPACK delegate). PyTorch runs %s; "
+              "TorchScript is `torch.jit.freeze(torch.jit.trace(model))`. Inputs are the same array "
+              "(`mobilenet_v2_input.npy`).\n" % (source or "nothing (not installed)"))
+    if agreement:
+        md.append("Output agreement with PyTorch eager (`np.allclose(out, ref, rtol=1e-3, atol=1e-3)`):\n")
+        md.append("| runtime | max abs diff | allclose | same top-5 | top-5 classes |\n|---|---|---|---|---|")
+        for name, diff, close, same, top5 in agreement:
+            md.append("| %s | %.3g | %s | %s | %s |" % (name, diff, "yes" if close else "**no**",
+                                                       "yes" if same else "**no**", ", ".join(map(str, top5))))
+        md.append("")
+    md.append("| threads | etnp (XNNPACK) | PyTorch eager | TorchScript | etnp / eager | etnp / TorchScript |")
+    md.append("|---|---|---|---|---|---|")
+    for row in demo_rows:
+        etnp_cell = fmt(row["etnp"]) if row["etnp"] is not None else "error: " + str(row["etnp_error"])
+        md.append("| %d | %s | %s | %s | %s | %s |" % (row["threads"], etnp_cell, fmt(row.get("eager")),
+                                                      fmt(row.get("script")), ratio(row["etnp"], row.get("eager")),
+                                                      ratio(row["etnp"], row.get("script"))))
+    md.append("")
+
+    md.append("## 2. Portable operators vs the XNNPACK delegate (etnp, demo network)\n")
+    md.append("`mobilenet_v2_portable.pte` runs the same network with aten::convolution, hardtanh, add, mean and "
+              "addmm kernels (fewer timed runs: %d).\n" % max(3, args.iters // 3))
+    md.append("| threads | XNNPACK delegate | portable operators | portable / XNNPACK |\n|---|---|---|---|")
+    for threads, x_ms, p_ms, err in portable_rows:
+        md.append("| %d | %s | %s | %s |" % (threads, fmt(x_ms), fmt(p_ms) if p_ms is not None else "error: %s" % err,
+                                            ratio(p_ms, x_ms)))
+    md.append("")
+
+    md.append("## 3. Per-call overhead (`tiny_add.pte`: x + y on one-element float tensors)\n")
+    md.append("| caller | median µs | min µs | note |\n|---|---|---|---|")
+    for name, med, mn, err in overhead:
+        md.append("| %s | %s | %s | %s |" % (name, "%.2f" % (med * 1e3) if med is not None else "n/a",
+                                             "%.2f" % (mn * 1e3) if mn is not None else "n/a", err or ""))
+    md.append("")
+
+    md.append("## 4. Cold start (wall time of a fresh process, median of %d; files in the page cache)\n" % repeats)
+    md.append("| what | ms |\n|---|---|")
+    for name, med, err in cold:
+        md.append("| %s | %s |" % (name, fmt(med) if med is not None else "error: %s" % err))
+    md.append("")
+
+    md.append("## 5. Fixture programs: etnp vs the official ExecuTorch runtime's figures\n")
+    if official_about:
+        md.append("Official figures: `shared/fixtures/benchmarks.json` (ExecuTorch 1.4.1, %s, %s cores, %s). "
+                  "Same inputs (the stored case), same warm-up/timed counts; the machines differ, so the ratio is "
+                  "indicative.\n" % (official_about.get("cpu_model", "?"), official_about.get("cores", "?"),
+                                     official_about.get("note", "")))
+    md.append("| program | case | threads | etnp | official | etnp / official |\n|---|---|---|---|---|---|")
+    for pid, case, threads, mine, off, err in fixture_rows:
+        md.append("| %s | %s | %d | %s | %s | %s |" % (pid, case, threads,
+                                                       fmt(mine) if mine is not None else "error: %s" % err,
+                                                       fmt(off), ratio(mine, off)))
+    md.append("")
+    if notes:
+        md.append("## Notes\n")
+        for n in notes:
+            md.append("- " + n)
+        md.append("")
+    with open(args.output, "w") as f:
+        f.write("\n".join(md))
+    log("wrote", args.output)
+
+
+if __name__ == "__main__":
+    main()
