@@ -28,13 +28,13 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         explicit = os.environ.get("ETNP_CMAKE_BUILD_DIR")
         build_dir = Path(explicit or Path(self.build_temp) / "cmake").resolve()
-        configure = [
-            "cmake", "-S", str(ROOT), "-B", str(build_dir),
-            f"-DPython3_EXECUTABLE={sys.executable}",
-            "-DETNP_BUILD_PYTHON=ON",
-        ]
+        configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DETNP_BUILD_PYTHON=ON"]
         if not (build_dir / "CMakeCache.txt").exists():
             configure += ["-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release"]
+        if not explicit or not (build_dir / "CMakeCache.txt").exists():
+            # A venv's python is the same interpreter as the one it was made from; a given, already configured
+            # build folder keeps the interpreter it was configured with.
+            configure.append(f"-DPython3_EXECUTABLE={sys.executable}")
         if not explicit:
             configure.append("-DETNP_BUILD_TESTS=OFF")  # a private build folder: only what the package needs
         configure += os.environ.get("CMAKE_ARGS", "").split()

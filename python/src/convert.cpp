@@ -231,7 +231,6 @@ bool is_dense(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>&
 
 Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, std::vector<py::object>& keep_alive) {
   py::array array = as_array(index, obj, info);
-  py::module_ np;
   std::optional<ScalarType> given = scalar_type_of(array.dtype());
   if (!given) {
     reject(index, "unsupported dtype " + std::string(py::str(array.dtype())) + " (supported: float32, float64, "
@@ -250,7 +249,6 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, std::ve
                       std::to_string(array.ndim()) + " instead of " + std::to_string(info.sizes.size()) + ")");
   }
   if (!py::bool_(array.dtype().attr("isnative"))) {
-    np = py::module_::import("numpy");
     array = array.attr("astype")(array.dtype().attr("newbyteorder")("="));
   }
   std::vector<int64_t> sizes(array.shape(), array.shape() + array.ndim());
@@ -258,17 +256,19 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, std::ve
   const py::ssize_t itemsize = array.itemsize();
   const std::vector<uint8_t>& order = info.dim_order;
   const bool empty = std::any_of(sizes.begin(), sizes.end(), [](int64_t s) { return s == 0; });
-  if (!empty && !strides_match(sizes, strides, byte_strides(sizes, order, static_cast<size_t>(itemsize)))) {
-    if (is_dense(sizes, strides, itemsize)) {
-      reject(index, "memory layout not accepted: expected " + describe_expected(info) + ", got " +
-                        describe_array(array) +
-                        (order == contiguous_order(order.size())
-                             ? "; make it C-contiguous (numpy.ascontiguousarray)"
-                             : "; lay it out in the method's dim order"));
-    }
-    // No layout of its own: copy it into the method's dim order (an empty array in physical order,
-    // viewed back in logical order).
-    np = py::module_::import("numpy");
+  const bool layout_matches =
+      empty || strides_match(sizes, strides, byte_strides(sizes, order, static_cast<size_t>(itemsize)));
+  if (!layout_matches && is_dense(sizes, strides, itemsize)) {
+    reject(index, "memory layout not accepted: expected " + describe_expected(info) + ", got " + describe_array(array) +
+                      (order == contiguous_order(order.size()) ? "; make it C-contiguous (numpy.ascontiguousarray)"
+                                                               : "; lay it out in the method's dim order"));
+  }
+  // Kernels may load elements with aligned instructions: a misaligned array (a view into a byte buffer at an odd
+  // offset) is copied like an array with no layout of its own.
+  const bool aligned = (array.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0;
+  if (!layout_matches || !aligned) {
+    // Copy it into the method's dim order (an empty array in physical order, viewed back in logical order).
+    py::module_ np = py::module_::import("numpy");
     std::vector<py::ssize_t> physical(order.size()), axes(order.size());
     for (size_t k = 0; k < order.size(); ++k) {
       physical[k] = static_cast<py::ssize_t>(sizes[order[k]]);

@@ -33,15 +33,17 @@ def flatc() -> Optional[str]:
 
 
 def tensor(dtype: str, sizes: Sequence[int], dim_order: Optional[Sequence[int]] = None,
-           offset: Optional[int] = None, dynamism: str = "STATIC") -> Dict:
+           offset: Optional[int] = None, dynamism: str = "STATIC", constant: int = 0) -> Dict:
     t = {
-        "scalar_type": DTYPES[dtype][0],
+        "scalar_type": DTYPES[dtype][0] if dtype in DTYPES else dtype,
         "sizes": list(sizes),
         "dim_order": list(dim_order) if dim_order is not None else list(range(len(sizes))),
         "shape_dynamism": dynamism,
     }
     if offset is not None:  # memory-planned in arena 1 at `offset`
         t["allocation_info"] = {"memory_id": 1, "memory_offset_low": offset}
+    if constant:  # data in Program.constant_buffer[constant]
+        t["data_buffer_idx"] = constant
     return {"val_type": "Tensor", "val": t}
 
 
@@ -85,11 +87,13 @@ def plan(name: str, values: List[Dict], inputs: Sequence[int], outputs: Sequence
     }
 
 
-def program(plans: List[Dict], delegate_data: Sequence[Sequence[int]] = ()) -> Dict:
+def program(plans: List[Dict], delegate_data: Sequence[Sequence[int]] = (),
+            constants: Sequence[Sequence[int]] = ()) -> Dict:
     return {
         "version": 0,
         "execution_plan": plans,
-        "constant_buffer": [],
+        # The legacy constant layout: entry 0 is the reserved empty buffer.
+        "constant_buffer": [{"storage": list(c)} for c in ([[]] + list(constants))] if constants else [],
         "backend_delegate_data": [{"data": list(d)} for d in delegate_data],
         "segments": [],
     }
@@ -125,10 +129,15 @@ def layouts_program() -> Dict:
 
 
 def dtypes_program() -> Dict:
-    """id_<dtype>: returns its [2, 3] input, one method per dtype."""
-    return program([
-        plan(f"id_{name}", [tensor(name, [2, 3], offset=0)], [0], [0], arena_bytes=64) for name in DTYPES
-    ])
+    """id_<dtype>: returns its [2, 3] input, one method per dtype. const_int64: returns the constant int64 [1, -2]
+    (not memory-planned but a constant); const_qint8: returns a quantized qint8[2] constant, which numpy cannot
+    hold."""
+    return program(
+        [plan(f"id_{name}", [tensor(name, [2, 3], offset=0)], [0], [0], arena_bytes=64) for name in DTYPES]
+        + [plan("const_int64", [tensor("int64", [2], constant=1)], [], [0]),
+           plan("const_qint8", [tensor("QINT8", [2], constant=2)], [], [0])],
+        constants=[[1, 0, 0, 0, 0, 0, 0, 0, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], [5, 0xFB]],
+    )
 
 
 def arith_program() -> Dict:

@@ -178,6 +178,29 @@ def test_backend_registry(runtime):
         registry.get_option("XnnpackBackend", "no_such_option")
 
 
+def test_backend_option_errors(runtime):
+    registry = runtime.backend_registry
+    with pytest.raises(InvalidInputError, match="workspace_sharing_mode"):
+        registry.set_option("XnnpackBackend", "workspace_sharing_mode", 7)
+    with pytest.raises(TypeError):
+        registry.set_option("XnnpackBackend", "workspace_sharing_mode", 1.5)
+    with pytest.raises(et.BackendNotAvailable):
+        registry.option_names("NoSuchBackend")
+
+
+def test_backend_options_at_load(runtime, fixtures):
+    path = fixtures / "nprt" / "add.pte"
+    ones = np.ones(3, np.float32)
+    program = runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 1}})
+    np.testing.assert_array_equal(program.load_method("forward")([ones, ones])[0], 2 * ones)
+    bad = runtime.load_program(path, backend_options={"XnnpackBackend": {"no_such_option": 1}})
+    with pytest.raises(InvalidInputError, match="no_such_option") as info:
+        bad.load_method("forward")
+    assert info.value.backend == "XnnpackBackend"
+    with pytest.raises(TypeError, match="bool, int or str"):
+        runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 1.5}})
+
+
 def test_operator_registry(runtime):
     names = runtime.operator_registry.operator_names
     assert isinstance(names, set)

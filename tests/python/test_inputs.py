@@ -149,6 +149,14 @@ def test_non_native_byte_order_is_converted(dtypes):
     np.testing.assert_array_equal(out, x.astype(np.float32))
 
 
+def test_constant_outputs_and_types_numpy_cannot_hold(dtypes):
+    out = dtypes.load_method("const_int64")()
+    assert out[0].dtype == np.int64 and out[0].tolist() == [1, -2]
+    with pytest.raises(et.ExecutionError, match="output 0: dtype qint8 has no numpy equivalent") as info:
+        dtypes.load_method("const_qint8")()
+    assert info.value.method == "const_qint8"
+
+
 @pytest.mark.parametrize("bad", [np.complex64, np.object_, np.str_, np.float128 if hasattr(np, "float128") else np.clongdouble])
 def test_unsupported_dtype_is_named(arith, bad):
     x = np.zeros((2, 3), dtype=bad)
@@ -239,6 +247,23 @@ def test_strides_of_size_one_dimensions_do_not_matter(layouts):
     cl = np.ascontiguousarray(logical.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     odd = np.lib.stride_tricks.as_strided(cl, shape=cl.shape, strides=(0,) + cl.strides[1:])
     np.testing.assert_array_equal(layouts.load_method("identity_cl")([odd])[0], logical)
+
+
+def test_misaligned_inputs_are_copied(arith, layouts):
+    # A float32 view one byte into a buffer: kernels must not see a misaligned pointer.
+    x = np.frombuffer(bytes(1) + X.tobytes(), dtype=np.uint8)[1:].view(np.float32).reshape(2, 3)
+    assert not x.flags.aligned
+    np.testing.assert_array_equal(arith.load_method("add_mul")([x, Y])[0], X + Y)
+    # passthrough binds its (unplanned) input and returns it: the view shows the memory the method was given.
+    data = np.arange(24, dtype=np.float32)
+    y = np.frombuffer(bytes(1) + data.tobytes(), dtype=np.uint8)[1:].view(np.float32).reshape(2, 3, 4)
+    out = layouts.load_method("passthrough")([y], clone_outputs=False)[0]
+    assert out.flags.aligned and not np.shares_memory(out, y)
+    np.testing.assert_array_equal(out, data.reshape(2, 3, 4))
+    # An aligned input is bound as is, and the view keeps that input alive.
+    z = data.reshape(2, 3, 4).copy()
+    out = layouts.load_method("passthrough")([z], clone_outputs=False)[0]
+    assert np.shares_memory(out, z) and out.base is z
 
 
 def test_readonly_inputs_are_fine(arith):

@@ -106,6 +106,12 @@ def test_set_output_rejects_aliased_outputs(runtime, programs):
         layouts.load_method("identity_contig").set_output(buffer, 0)
 
 
+def test_set_output_rejects_constant_outputs(runtime, programs):
+    method = runtime.load_program(programs["dtypes"]).load_method("const_int64")
+    with pytest.raises(ValueError, match="memory-planned \\(or a constant\\)"):
+        method.set_output(np.zeros(2, np.int64), 0)
+
+
 def test_set_output_rejects_non_tensors_bad_indices_and_read_only_arrays(arith):
     with pytest.raises(ValueError, match="not a tensor"):
         arith.load_method("scalars").set_output(np.zeros(1, np.int64), 0)

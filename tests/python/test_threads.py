@@ -138,3 +138,32 @@ def test_execute_releases_the_gil(runtime, fixtures):
     during = [t for t in progress if start < t < end]
     assert end - start > 0.01
     assert len(during) >= 5, f"{len(during)} progress marks during a {end - start:.3f}s execute"
+
+
+def test_set_output_while_other_threads_execute(runtime, programs):
+    add_mul = runtime.load_program(programs["arith"]).load_method("add_mul")
+    stop = threading.Event()
+
+    def rebind():
+        n = 0
+        while not stop.is_set():
+            add_mul.set_output(np.zeros((2, 3), np.float32), 1)
+            n += 1
+        return n
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(CALLS):
+            x = rng.standard_normal((2, 3)).astype(np.float32)
+            s, p = add_mul([x, x])
+            np.testing.assert_array_equal(s, x + x)
+            np.testing.assert_array_equal(p, x * x)
+            view = add_mul([x, x], clone_outputs=False)[1]
+            assert view.shape == (2, 3)  # the bound array it lives in stays alive
+        return True
+
+    with ThreadPoolExecutor(6) as pool:
+        binder = pool.submit(rebind)
+        assert all(pool.map(work, range(5)))
+        stop.set()
+        assert binder.result() > 0
