@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 
 #include "kernel_test_util.h"
 #include "kernels/kernel_util.h"
@@ -84,6 +85,54 @@ TEST(CustomKernels, LstmRejectsInconsistentShapes) {
   auto c_n = OwnedTensor::make<float>(ScalarType::Float, {1, 2}, {});
   std::vector<EValue> args = {T(x), T(h0), T(c0), T(w_ih), T(w_hh), T(b), T(b), T(out), T(h_n), T(c_n), EValue()};
   EXPECT_THROW(call_kernel("etnp::lstm.out", args), etnp::Error);
+}
+
+TEST(CustomKernels, LstmBatchRowsAreIndependent) {
+  // Large enough for the multi-threaded path: each batch row must equal a batch-of-one run of that row.
+  const int64_t steps = 20, batch = 4, in_size = 16, hidden = 32;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = dist(rng);
+    return v;
+  };
+  const auto xv = random(steps * batch * in_size), h0v = random(batch * hidden), c0v = random(batch * hidden);
+  auto w_ih = OwnedTensor::make<float>(ScalarType::Float, {4 * hidden, in_size}, random(4 * hidden * in_size));
+  auto w_hh = OwnedTensor::make<float>(ScalarType::Float, {4 * hidden, hidden}, random(4 * hidden * hidden));
+  auto b_ih = OwnedTensor::make<float>(ScalarType::Float, {4 * hidden}, random(4 * hidden));
+  auto b_hh = OwnedTensor::make<float>(ScalarType::Float, {4 * hidden}, random(4 * hidden));
+  auto run = [&](int64_t first_row, int64_t rows, std::vector<float>& out_v, std::vector<float>& hn_v) {
+    std::vector<float> x, h, c;
+    for (int64_t t = 0; t < steps; ++t)
+      for (int64_t b = first_row; b < first_row + rows; ++b)
+        x.insert(x.end(), xv.begin() + (t * batch + b) * in_size, xv.begin() + (t * batch + b + 1) * in_size);
+    h.assign(h0v.begin() + first_row * hidden, h0v.begin() + (first_row + rows) * hidden);
+    c.assign(c0v.begin() + first_row * hidden, c0v.begin() + (first_row + rows) * hidden);
+    auto xt = OwnedTensor::make<float>(ScalarType::Float, {steps, rows, in_size}, x);
+    auto ht = OwnedTensor::make<float>(ScalarType::Float, {rows, hidden}, h);
+    auto ct = OwnedTensor::make<float>(ScalarType::Float, {rows, hidden}, c);
+    auto out = OwnedTensor::make<float>(ScalarType::Float, {steps, rows, hidden}, {});
+    auto h_n = OwnedTensor::make<float>(ScalarType::Float, {rows, hidden}, {});
+    auto c_n = OwnedTensor::make<float>(ScalarType::Float, {rows, hidden}, {});
+    std::vector<EValue> args = {T(xt),  T(ht),  T(ct),  T(w_ih), T(w_hh), T(b_ih),
+                                T(b_hh), T(out), T(h_n), T(c_n), EValue()};
+    call_kernel("etnp::lstm.out", args);
+    out_v = out->values<float>();
+    hn_v = h_n->values<float>();
+  };
+  std::vector<float> all_out, all_hn;
+  run(0, batch, all_out, all_hn);
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<float> one_out, one_hn;
+    run(b, 1, one_out, one_hn);
+    for (int64_t t = 0; t < steps; ++t)
+      for (int64_t k = 0; k < hidden; ++k)
+        ASSERT_EQ(all_out[static_cast<size_t>((t * batch + b) * hidden + k)],
+                  one_out[static_cast<size_t>(t * hidden + k)]);
+    for (int64_t k = 0; k < hidden; ++k)
+      ASSERT_EQ(all_hn[static_cast<size_t>(b * hidden + k)], one_hn[static_cast<size_t>(k)]);
+  }
 }
 
 // ---- nprt/lstm fixture --------------------------------------------------------------------------------------

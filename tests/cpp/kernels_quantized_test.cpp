@@ -3,6 +3,7 @@
 // the float-vs-double cases were cross-checked with torch.quantize_per_tensor / _choose_qparams_per_tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -54,6 +55,29 @@ TEST(QuantizedKernels, QuantizePerTensorRoundsHalfToEvenAndClamps) {
   call_kernel("quantized_decomposed::quantize_per_tensor.out", args);
   // x / 0.5 = 0.5, 1.5, -0.5, 2.5, 200, -200, 2, -1.5 -> even rounding 0, 2, -0, 2, 200, -200, 2, -2; + 3; clamp.
   EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{3, 5, 3, 5, 203, 0, 5, 1}));
+}
+
+TEST(QuantizedKernels, LargeTensorsTakeTheParallelPathWithTheSameResults) {
+  // 100000 elements: the contiguous per-tensor path splits the work across threads.
+  const int64_t n = 100000;
+  std::vector<float> xs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xs[static_cast<size_t>(i)] = static_cast<float>(i % 1001 - 500) * 0.01f;
+  auto x = OwnedTensor::make<float>(ScalarType::Float, {n}, xs);
+  auto q = OwnedTensor::make<int8_t>(ScalarType::Char, {n}, {});
+  std::vector<EValue> args = {T(x), D(0.02), I(1), I(-128), I(127), DT(ScalarType::Char), T(q), T(q)};
+  call_kernel("quantized_decomposed::quantize_per_tensor.out", args);
+  auto back = OwnedTensor::make<float>(ScalarType::Float, {n}, {});
+  std::vector<EValue> args2 = {T(q), D(0.02), I(1), I(-128), I(127), DT(ScalarType::Char), None(), T(back), T(back)};
+  call_kernel("quantized_decomposed::dequantize_per_tensor.out", args2);
+  const auto qv = q->values<int8_t>();
+  const auto bv = back->values<float>();
+  const float inv = 1.0f / 0.02f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = xs[static_cast<size_t>(i)];
+    const int64_t expect = std::clamp<int64_t>(static_cast<int64_t>(1.0f + std::nearbyint(inv * v)), -128, 127);
+    ASSERT_EQ(qv[static_cast<size_t>(i)], expect) << "element " << i;
+    ASSERT_EQ(bv[static_cast<size_t>(i)], static_cast<float>(expect - 1) * 0.02f) << "element " << i;
+  }
 }
 
 TEST(QuantizedKernels, QuantizeUsesFloatInverseScale) {
