@@ -40,18 +40,13 @@ T scalar_to(const Scalar& s, const char* op) {
   } else {
     using L = std::numeric_limits<T>;
     if (s.is_floating()) {
+      // c10's overflow rule for a floating value: NaN, infinities and anything outside [lowest, max] fail
+      // (no negative wrap-around for unsigned types, unlike integer values).
       const double d = s.d;
-      bool overflow;
-      if constexpr (L::is_signed) {
-        overflow = d < static_cast<double>(L::lowest()) || d > static_cast<double>(L::max());
-      } else {  // negative values down to -max wrap, as for integers
-        overflow = d > static_cast<double>(L::max()) || (d < 0 && -d > static_cast<double>(L::max()));
+      if (std::isnan(d) || d < static_cast<double>(L::lowest()) || d > static_cast<double>(L::max())) {
+        scalar_overflow(op, s, scalar_type_of<T>());
       }
-      if (overflow) scalar_overflow(op, s, scalar_type_of<T>());
-      if constexpr (!L::is_signed) {
-        if (d < 0) return static_cast<T>(cast_element<int64_t>(d));
-      }
-      return cast_element<T>(d);  // NaN included: no UB
+      return cast_element<T>(d);
     }
     const int64_t i = s.i;
     if constexpr (L::is_signed) {

@@ -760,6 +760,20 @@ TEST(FillKernels, FullOnesZerosScalarTensor) {
   auto u8 = OwnedTensor::make<uint8_t>(ScalarType::Byte, {2}, {});
   std::vector<EValue> b{l.ints({2}), iv(300), tv(u8), tv(u8)};
   EXPECT_NE(failure("aten::full.out", b).find("overflow"), std::string::npos);
+  std::vector<EValue> nan_into_int{l.ints({2, 2}), dv(std::nan("")), tv(o), tv(o)};
+  EXPECT_NE(failure("aten::full.out", nan_into_int).find("overflow"), std::string::npos);
+  // Integers wrap into unsigned types down to -max; floating values do not (torch.full semantics).
+  std::vector<EValue> minus_one{l.ints({2}), iv(-1), tv(u8), tv(u8)};
+  call_kernel("aten::full.out", minus_one);
+  EXPECT_EQ(u8->values<uint8_t>(), (std::vector<uint8_t>{255, 255}));
+  std::vector<EValue> minus_half{l.ints({2}), dv(-1.5), tv(u8), tv(u8)};
+  EXPECT_NE(failure("aten::full.out", minus_half).find("overflow"), std::string::npos);
+  auto h = OwnedTensor::make<uint16_t>(ScalarType::Half, {2}, {});
+  std::vector<EValue> big_half{l.ints({2}), dv(1e10), tv(h), tv(h)};
+  EXPECT_NE(failure("aten::full.out", big_half).find("overflow"), std::string::npos);
+  std::vector<EValue> inf_half{l.ints({2}), dv(INFINITY), tv(h), tv(h)};
+  call_kernel("aten::full.out", inf_half);
+  EXPECT_EQ(h->values<uint16_t>()[0], 0x7c00);
   auto f = f32({3});
   std::vector<EValue> c{l.ints({3}), tv(f)};
   c.push_back(tv(f));
