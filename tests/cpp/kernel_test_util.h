@@ -44,7 +44,7 @@ struct OwnedTensor {
     std::vector<T> out(static_cast<size_t>(tensor.numel()));
     if constexpr (std::is_same_v<T, bool>) {
       for (size_t i = 0; i < out.size(); ++i) out[i] = storage[i] != 0;
-    } else {
+    } else if (!out.empty()) {  // memcpy with a null pointer is undefined even for 0 bytes
       std::memcpy(out.data(), storage.data(), out.size() * sizeof(T));
     }
     return out;
