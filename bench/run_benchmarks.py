@@ -106,9 +106,12 @@ def ratio(a, b):
 
 def try_import_python_package(build_dir):
     """The etnp Python package if it can be imported (built in-tree or installed), else (None, reason)."""
-    for path in (os.path.join(build_dir, "python"), os.path.join(ROOT, "build", "python")):
-        if os.path.isdir(path) and path not in sys.path:
+    candidates = [os.environ.get("ETNP_PYTHON_DIR", ""), os.path.join(build_dir, "python"),
+                  os.path.join(ROOT, "build", "python"), os.path.join(ROOT, "build-py", "python")]
+    for path in candidates:
+        if path and os.path.isdir(os.path.join(path, "executorch_numpy_runtime")):
             sys.path.insert(0, path)
+            break
     last = "not built"
     try:
         return __import__("executorch_numpy_runtime"), "executorch_numpy_runtime"
@@ -257,9 +260,14 @@ def main():
     med, err = wall_times([etnp, "version"], repeats)
     cold.append(("`etnp version` (process start only)", med, err))
     if pkg is not None:
-        code = ("import sys; sys.path[:0] = %r; import %s" % (sys.path[:3], pkg_name))
+        pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
+        code = "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name)
         med, err = wall_times([sys.executable, "-c", code], repeats)
         cold.append(("`python3 -c 'import %s'`" % pkg_name, med, err))
+        code += ("; import numpy as np; m = %s.Runtime.get().load_program(%r).load_method('forward'); "
+                 "m.execute([np.random.rand(1, 3, 224, 224).astype(np.float32)])" % (pkg_name, xnn_pte))
+        med, err = wall_times([sys.executable, "-c", code], repeats)
+        cold.append(("Python package: import, load, first run (demo XNNPACK)", med, err))
     if torch is not None:
         med, err = wall_times([sys.executable, "-c", "import torch"], repeats)
         cold.append(("`python3 -c 'import torch'`", med, err))

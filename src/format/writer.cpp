@@ -544,29 +544,23 @@ std::vector<uint8_t> PtdWriter::serialize() const {
     }
   }
 
-  ft::FlatTensorT root;
-  root.version = 0;
-  for (const auto& it : segments.items) {
-    auto seg = std::make_unique<ft::DataSegmentT>();
-    seg->offset = it.offset;
-    seg->size = it.data.size();
-    root.segments.push_back(std::move(seg));
-  }
+  // Built field by field: the generated object-API Pack() would drop empty vectors (a rank-0 tensor's sizes,
+  // an empty file's lists), which readers require to be present.
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<ft::DataSegment>> segment_offsets;
+  for (const auto& it : segments.items) segment_offsets.push_back(ft::CreateDataSegment(b, it.offset, it.data.size()));
+  std::vector<flatbuffers::Offset<ft::NamedData>> named;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    auto nd = std::make_unique<ft::NamedDataT>();
-    nd->key = entries_[i].key;
-    nd->segment_index = segment_of[i];
+    flatbuffers::Offset<ft::TensorLayout> layout = 0;
     if (entries_[i].has_layout) {
       const auto& l = entries_[i].layout;
-      nd->tensor_layout = std::make_unique<ft::TensorLayoutT>();
-      nd->tensor_layout->scalar_type = static_cast<executorch_flatbuffer::ScalarType>(l.dtype);
-      for (int64_t s : l.sizes) nd->tensor_layout->sizes.push_back(static_cast<int32_t>(s));
-      nd->tensor_layout->dim_order = l.dim_order;
+      std::vector<int32_t> sizes(l.sizes.begin(), l.sizes.end());
+      layout = ft::CreateTensorLayout(b, static_cast<executorch_flatbuffer::ScalarType>(l.dtype), b.CreateVector(sizes),
+                                      b.CreateVector(l.dim_order));
     }
-    root.named_data.push_back(std::move(nd));
+    named.push_back(ft::CreateNamedData(b, b.CreateString(entries_[i].key), segment_of[i], layout));
   }
-  flatbuffers::FlatBufferBuilder b;
-  b.Finish(ft::FlatTensor::Pack(b, &root), "FT01");
+  b.Finish(ft::CreateFlatTensor(b, 0, b.CreateVector(segment_offsets), b.CreateVector(named)), "FT01");
 
   const uint64_t fb_size = b.GetSize();
   const uint64_t segment_base = round_up(kPaddedHeaderLength + fb_size, kSegmentAlignment);

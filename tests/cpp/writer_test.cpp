@@ -117,17 +117,21 @@ TEST(WriterRoundTrip, ScalarValuesAndListsLoadAsWritten) {
   m.int_list({1, 2, 3});
   m.double_list({0.5, 1.5});
   m.bool_list({true, false});
-  m.set_outputs({i, d, b, s, n});
+  const std::vector<float> pi = {3.25f};
+  const int32_t scalar = m.constant_tensor(f32({}), format::as_bytes(pi));  // rank 0: empty sizes and dim_order
+  m.set_outputs({i, d, b, s, n, scalar});
   Program p = load_bytes(w.serialize());
   EXPECT_EQ(p.method_meta("get_values").num_instructions, 0u);
   auto method = p.load_method("get_values");
   const auto out = exec(*method, {});
-  ASSERT_EQ(out.size(), 5u);
+  ASSERT_EQ(out.size(), 6u);
   EXPECT_EQ(std::get<int64_t>(out[0]), -7);
   EXPECT_EQ(std::get<double>(out[1]), 2.5);
   EXPECT_EQ(std::get<bool>(out[2]), true);
   EXPECT_EQ(std::get<std::string>(out[3]), "hello");
   EXPECT_TRUE(std::holds_alternative<std::monostate>(out[4]));
+  EXPECT_EQ(floats(out[5]), pi);
+  EXPECT_TRUE(sizes_of(out[5]).empty());
 }
 
 TEST(WriterRoundTrip, TensorListAndOptionalTensorListArguments) {
