@@ -371,7 +371,7 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
   const int64_t mult = s.cout_g;  // output channels per input channel
   const int64_t taps = s.kh * s.kw, plane_out = s.oh * s.ow;
   const size_t per_channel = static_cast<size_t>(std::max<int64_t>(1, plane_out * taps * mult));
-  const size_t grain = std::max<size_t>(1, (1u << 15) / per_channel);
+  const size_t grain = std::max<size_t>(1, (1u << 17) / per_channel);
   const size_t channels = static_cast<size_t>(s.n * s.c_in);
 #if defined(__x86_64__) || defined(__i386__)
   if (have_avx2()) {
@@ -436,7 +436,7 @@ void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* po
     }
   };
   const size_t rows = static_cast<size_t>(s.cin_g * kk);
-  pool->parallel_for(rows, std::max<size_t>(1, 8192 / static_cast<size_t>(std::max<int64_t>(1, plane_out))), body);
+  pool->parallel_for(rows, std::max<size_t>(1, (1u << 16) / static_cast<size_t>(std::max<int64_t>(1, plane_out))), body);
 }
 
 /// Non-transposed float32 convolution on contiguous buffers.
@@ -480,7 +480,8 @@ void conv_transposed_f32_contiguous(KernelContext& ctx, const ConvShape& s, cons
                pool);
       float* out_g = out + (n * s.c_out + g * s.cout_g) * plane_out;
       // Output channels are independent: each sums its own kh*kw column rows.
-      pool->parallel_for(static_cast<size_t>(s.cout_g), 1, [&](size_t b, size_t e) {
+      const size_t grain = std::max<size_t>(1, (1u << 16) / static_cast<size_t>(std::max<int64_t>(1, plane_in * kk)));
+      pool->parallel_for(static_cast<size_t>(s.cout_g), grain, [&](size_t b, size_t e) {
         for (size_t ocl = b; ocl < e; ++ocl) {
           float* o = out_g + static_cast<int64_t>(ocl) * plane_out;
           const float bv = bias != nullptr ? bias[g * s.cout_g + static_cast<int64_t>(ocl)] : 0.0f;

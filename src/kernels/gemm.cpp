@@ -305,12 +305,13 @@ void run_gemv(const Problem& pr, ThreadPool* pool) {
     if (needs_epilogue(pr.ep)) apply_epilogue(pr, 0, 1, static_cast<int64_t>(begin), static_cast<int64_t>(end - begin));
   };
   const int64_t work = pr.n * pr.k;
-  if (pool == nullptr || work < (1 << 15)) {
+  if (pool == nullptr || work < (int64_t{1} << 18)) {
     body(0, static_cast<size_t>(pr.n));
     return;
   }
-  // Chunks of whole cache lines of the output, at least ~16K multiply-adds each.
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(16, round_up(ceil_div(1 << 14, pr.k), 16)));
+  // Chunks of whole cache lines of the output, at least ~64K multiply-adds each (a parallel region costs
+  // microseconds of wake-up and synchronization).
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(16, round_up(ceil_div(int64_t{1} << 16, pr.k), 16)));
   pool->parallel_for(static_cast<size_t>(pr.n), grain, body);
 }
 
@@ -348,7 +349,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float
 
   const size_t threads = pool == nullptr ? 1 : pool->num_threads();
   const double flops = double(pr.m) * double(pr.n) * double(pr.k);
-  const bool parallel = threads > 1 && flops >= 64.0 * 64.0 * 64.0;
+  // Below ~4 MFLOP (tens of microseconds) splitting costs more than it saves.
+  const bool parallel = threads > 1 && flops >= 4e6;
   int64_t mc = std::min(kMCMax, round_up(pr.m, kMR));
   int64_t nc = std::min(kNCMax, round_up(pr.n, kNR));
   if (parallel) {

@@ -1,6 +1,7 @@
 // Matrix products: mm, bmm, addmm and linear. float32 goes through the blocked gemm_f32 (any strides, so
 // every dim order works without copies where a matrix view exists); other dtypes use a strided triple loop
 // that accumulates in the op-math type (integers wrap modulo 2^bits, computed in unsigned arithmetic).
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -117,7 +118,8 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
     // Many small products (attention heads): one per thread rather than splitting each one.
     const double flops = 2.0 * double(p.m) * double(p.n) * double(p.k);
     if (p.batches > 1 && pool->num_threads() > 1 && flops < 4e6) {
-      pool->parallel_for(static_cast<size_t>(p.batches), 1, [&](size_t begin, size_t end) {
+      const size_t grain = static_cast<size_t>(std::max(1.0, std::ceil(2e6 / std::max(flops, 1.0))));
+      pool->parallel_for(static_cast<size_t>(p.batches), grain, [&](size_t begin, size_t end) {
         for (size_t i = begin; i < end; ++i) one(static_cast<int64_t>(i), nullptr);
       });
       return;

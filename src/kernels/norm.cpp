@@ -17,7 +17,7 @@ namespace {
 ThreadPool& pool_of(KernelContext& ctx) { return ctx.pool() != nullptr ? *ctx.pool() : ThreadPool::global(); }
 
 void parallel_rows(KernelContext& ctx, int64_t rows, int64_t work_per_row, const std::function<void(int64_t)>& fn) {
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, work_per_row)));
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, work_per_row)));
   pool_of(ctx).parallel_for(static_cast<size_t>(rows), grain, [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) fn(static_cast<int64_t>(r));
   });

@@ -48,7 +48,7 @@ std::vector<int64_t> with_spatial(const Tensor& in, int64_t oh, int64_t ow) {
 template <typename F>
 void for_planes(KernelContext& ctx, int64_t planes, int64_t work_per_plane, F&& fn) {
   ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_plane)));
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, work_per_plane)));
   pool->parallel_for(static_cast<size_t>(planes), grain, [&](size_t b, size_t e) {
     for (size_t p = b; p < e; ++p) fn(static_cast<int64_t>(p));
   });
