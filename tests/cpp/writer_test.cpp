@@ -501,6 +501,111 @@ TEST(WriterXnnpack, DelegateConstantsInPtdFile) {
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-4) << i;
 }
 
+// The demo's other XNNPACK nodes, and the same network in portable operators: NCHW [1, 4, 5, 5] -> depthwise 3x3
+// stride 2 (+ReLU6) -> global average pool -> flatten -> fully connected [3, 4]; both must match a direct loop.
+struct DepthwiseNet {
+  static constexpr int kC = 4, kH = 5, kOut = 3, kOH = 3;
+  std::vector<float> dw_oihw, dw_bias, fc_w, fc_b, x;
+  DepthwiseNet() {
+    for (int i = 0; i < kC * 9; ++i) dw_oihw.push_back(std::cos(static_cast<float>(i)) * 0.7f);
+    dw_bias = {0.1f, -0.2f, 0.3f, 0.0f};
+    for (int i = 0; i < kOut * kC; ++i) fc_w.push_back(static_cast<float>(i % 5) * 0.25f - 0.5f);
+    fc_b = {1.0f, -1.0f, 0.5f};
+    for (int i = 0; i < kC * kH * kH; ++i) x.push_back(std::sin(static_cast<float>(i) * 0.3f) * 4.0f);
+  }
+  std::vector<float> reference() const {
+    std::vector<double> pooled(kC, 0.0);
+    for (int c = 0; c < kC; ++c)
+      for (int oy = 0; oy < kOH; ++oy)
+        for (int ox = 0; ox < kOH; ++ox) {
+          double s = dw_bias[c];
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx) {
+              const int iy = oy * 2 + ky - 1, ix = ox * 2 + kx - 1;
+              if (iy < 0 || iy >= kH || ix < 0 || ix >= kH) continue;
+              s += static_cast<double>(x[(c * kH + iy) * kH + ix]) * dw_oihw[c * 9 + ky * 3 + kx];
+            }
+          pooled[c] += std::min(std::max(s, 0.0), 6.0) / (kOH * kOH);
+        }
+    std::vector<float> out(kOut);
+    for (int o = 0; o < kOut; ++o) {
+      double s = fc_b[o];
+      for (int c = 0; c < kC; ++c) s += pooled[c] * fc_w[o * kC + c];
+      out[o] = static_cast<float>(s);
+    }
+    return out;
+  }
+};
+
+TEST(WriterXnnpack, DepthwisePoolReshapeFullyConnected) {
+  if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";
+  const DepthwiseNet net;
+  constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH, OH = DepthwiseNet::kOH, O = DepthwiseNet::kOut;
+  std::vector<float> dw_1hwc(C * 9);
+  for (int c = 0; c < C; ++c)
+    for (int k = 0; k < 9; ++k) dw_1hwc[k * C + c] = net.dw_oihw[c * 9 + k];
+  XnnpackGraphWriter g;
+  const uint32_t in = g.input({1, C, H, H}, 0), out = g.output({1, O}, 1);
+  const uint32_t nhwc = g.internal({1, H, H, C});
+  g.static_transpose({0, 2, 3, 1}, in, nhwc);
+  format::XnnConv2dParams p;
+  p.kernel_h = p.kernel_w = 3;
+  p.stride_h = p.stride_w = 2;
+  p.pad_top = p.pad_right = p.pad_bottom = p.pad_left = 1;
+  p.groups = C;
+  p.group_input_channels = p.group_output_channels = 1;
+  const uint32_t dw = g.internal({1, OH, OH, C});
+  g.depthwise_conv2d(p, nhwc, g.constant({1, 3, 3, C}, dw_1hwc), g.constant({C}, net.dw_bias), dw, 0.0f, 6.0f);
+  const uint32_t pooled = g.internal({1, 1, 1, C});
+  g.global_avg_pool2d(dw, pooled);
+  const uint32_t flat = g.internal({1, C});
+  g.static_reshape({1, C}, pooled, flat);
+  g.fully_connected(flat, g.constant({O, C}, net.fc_w), g.constant({O}, net.fc_b), out);
+  ProgramWriter w;
+  auto& m = w.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, C, H, H})), y = m.planned_tensor(f32({1, O}));
+  format::add_xnnpack_delegate(w, m, g.finish(), {x, y});
+  m.set_inputs({x});
+  m.set_outputs({y});
+  Program prog = load_bytes(w.serialize());
+  const auto got = floats(exec(*prog.load_method("forward"), {tensor_input(net.x, {1, C, H, H})})[0]);
+  const auto expected = net.reference();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4) << i;
+}
+
+TEST(WriterRoundTrip, PortableDepthwisePoolFullyConnected) {
+  const DepthwiseNet net;
+  constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH, OH = DepthwiseNet::kOH, O = DepthwiseNet::kOut;
+  ProgramWriter w;
+  auto& m = w.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, C, H, H}));
+  const int32_t wv = m.constant_tensor(f32({C, 1, 3, 3}), format::as_bytes(net.dw_oihw));
+  const int32_t bv = m.constant_tensor(f32({C}), format::as_bytes(net.dw_bias));
+  const int32_t conv = m.planned_tensor(f32({1, C, OH, OH}));
+  m.kernel("aten::convolution.out", {x, wv, bv, m.int_list({2, 2}), m.int_list({1, 1}), m.int_list({1, 1}),
+                                      m.bool_value(false), m.int_list({0, 0}), m.int_value(C), conv, conv});
+  const int32_t act = m.planned_tensor(f32({1, C, OH, OH}));
+  m.kernel("aten::hardtanh.out", {conv, m.double_value(0.0), m.double_value(6.0), act, act});
+  const int32_t pooled = m.planned_tensor(f32({1, C, 1, 1}));
+  m.kernel("aten::mean.out", {act, m.int_list({-1, -2}), m.bool_value(true), m.none(), pooled, pooled});
+  const int32_t flat = m.planned_alias(pooled, f32({1, C}));
+  std::vector<float> wt(C * O);
+  for (int o = 0; o < O; ++o)
+    for (int c = 0; c < C; ++c) wt[c * O + o] = net.fc_w[o * C + c];
+  const int32_t fc_w = m.constant_tensor(f32({C, O}), format::as_bytes(wt));
+  const int32_t fc_b = m.constant_tensor(f32({O}), format::as_bytes(net.fc_b));
+  const int32_t y = m.planned_tensor(f32({1, O}));
+  m.kernel("aten::addmm.out", {fc_b, flat, fc_w, m.int_value(1), m.int_value(1), y, y});
+  m.set_inputs({x});
+  m.set_outputs({y});
+  Program prog = load_bytes(w.serialize());
+  const auto got = floats(exec(*prog.load_method("forward"), {tensor_input(net.x, {1, C, H, H})})[0]);
+  const auto expected = net.reference();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4) << i;
+}
+
 TEST(WriterPtd, LayoutAndExternalTensors) {
   ProgramWriter w;
   auto& m = w.add_method("forward");
