@@ -65,8 +65,14 @@ ConvShape conv_shape(const Tensor& input, const Tensor& weight, const Tensor* bi
   const bool transposed = args[6]->to_bool();
   const auto output_padding = spatial_list(*args[7], spatial, "output_padding");
   const int64_t groups = args[8]->to_int();
-  ETNP_KERNEL_CHECK(groups > 0, kConvOp << ": groups must be positive, got " << groups);
+  ETNP_KERNEL_CHECK(groups > 0 && groups <= input.size(1) + weight.size(0),
+                    kConvOp << ": groups must be positive and at most the channel count, got " << groups);
+  // Bounds that keep every size computation far from int64 overflow on malformed programs.
+  constexpr int64_t kMaxParam = int64_t{1} << 31;
   for (size_t i = 0; i < spatial; ++i) {
+    ETNP_KERNEL_CHECK(stride[i] < kMaxParam && padding[i] < kMaxParam && dilation[i] < kMaxParam &&
+                          output_padding[i] < kMaxParam,
+                      kConvOp << ": stride/padding/dilation/output_padding too large");
     ETNP_KERNEL_CHECK(stride[i] > 0, kConvOp << ": stride must be positive");
     ETNP_KERNEL_CHECK(dilation[i] > 0, kConvOp << ": dilation must be positive");
     ETNP_KERNEL_CHECK(padding[i] >= 0, kConvOp << ": padding must be non-negative");

@@ -25,18 +25,20 @@ constexpr int64_t kNCMax = 1024;  // multiple of kNR
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// Computes the kMR x kNR tile sum_p ap[p][i] * bp[p][j] over `kc` packed steps and stores it at c (row
-/// stride ldc, column stride 1), added to what c holds when `accumulate`.
-using MicroKernel = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate);
+/// Computes the kMR x kNR tile sum_p A(i, p) * bp[p][j] over `kc` steps and stores it at c (row stride ldc,
+/// column stride 1), added to what c holds when `accumulate`. A(i, p) = a[i * a_rs + p * a_step]: a packed
+/// panel (a_rs 1, a_step kMR) or kMR rows of a row-major A read in place (a_rs = its row stride, a_step 1).
+using MicroKernel = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_step, const float* bp, float* c,
+                             int64_t ldc, bool accumulate);
 
-void micro_kernel_generic(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate) {
+void micro_kernel_generic(int64_t kc, const float* a, int64_t a_rs, int64_t a_step, const float* bp, float* c,
+                          int64_t ldc, bool accumulate) {
   float acc[kMR][kNR] = {};
   for (int64_t p = 0; p < kc; ++p) {
     for (int64_t i = 0; i < kMR; ++i) {
-      const float av = ap[i];
+      const float av = a[i * a_rs + p * a_step];
       for (int64_t j = 0; j < kNR; ++j) acc[i][j] += av * bp[j];
     }
-    ap += kMR;
     bp += kNR;
   }
   for (int64_t i = 0; i < kMR; ++i) {
@@ -56,36 +58,41 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row_avx2(fl
   _mm256_storeu_ps(row + 8, hi);
 }
 
-__attribute__((target("avx2,fma"))) void micro_kernel_avx2(int64_t kc, const float* ap, const float* bp, float* c,
-                                                           int64_t ldc, bool accumulate) {
+__attribute__((target("avx2,fma"))) void micro_kernel_avx2(int64_t kc, const float* a, int64_t a_rs, int64_t a_step,
+                                                           const float* bp, float* c, int64_t ldc, bool accumulate) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p) {
+  const float* a0 = a;
+  const float* a1 = a + a_rs;
+  const float* a2 = a + 2 * a_rs;
+  const float* a3 = a + 3 * a_rs;
+  const float* a4 = a + 4 * a_rs;
+  const float* a5 = a + 5 * a_rs;
+  for (int64_t p = 0, off = 0; p < kc; ++p, off += a_step) {
     const __m256 b0 = _mm256_loadu_ps(bp);
     const __m256 b1 = _mm256_loadu_ps(bp + 8);
-    __m256 a = _mm256_broadcast_ss(ap + 0);
-    c00 = _mm256_fmadd_ps(a, b0, c00);
-    c01 = _mm256_fmadd_ps(a, b1, c01);
-    a = _mm256_broadcast_ss(ap + 1);
-    c10 = _mm256_fmadd_ps(a, b0, c10);
-    c11 = _mm256_fmadd_ps(a, b1, c11);
-    a = _mm256_broadcast_ss(ap + 2);
-    c20 = _mm256_fmadd_ps(a, b0, c20);
-    c21 = _mm256_fmadd_ps(a, b1, c21);
-    a = _mm256_broadcast_ss(ap + 3);
-    c30 = _mm256_fmadd_ps(a, b0, c30);
-    c31 = _mm256_fmadd_ps(a, b1, c31);
-    a = _mm256_broadcast_ss(ap + 4);
-    c40 = _mm256_fmadd_ps(a, b0, c40);
-    c41 = _mm256_fmadd_ps(a, b1, c41);
-    a = _mm256_broadcast_ss(ap + 5);
-    c50 = _mm256_fmadd_ps(a, b0, c50);
-    c51 = _mm256_fmadd_ps(a, b1, c51);
-    ap += kMR;
+    __m256 av = _mm256_broadcast_ss(a0 + off);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a1 + off);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a2 + off);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a3 + off);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a4 + off);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a5 + off);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
     bp += kNR;
   }
   store_row_avx2(c + 0 * ldc, c00, c01, accumulate);
@@ -215,10 +222,18 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
   alignas(32) float tile[kMR * kNR];
 
   const bool epilogue = needs_epilogue(pr.ep);
+  // A row-major A is read in place (its rows are streams the prefetcher follows); only a last panel of
+  // fewer than kMR rows is packed, zero-padded. Other layouts are packed whole.
+  const bool a_in_place = pr.a.col_stride == 1;
   for (int64_t p0 = 0; p0 < pr.k; p0 += kKC) {
     const int64_t kc = std::min(kKC, pr.k - p0);
     const bool accumulate = p0 > 0, last = p0 + kc >= pr.k;
-    pack_a(pr.a, i0, mc, p0, kc, buf.a.data());
+    const int64_t full_rows = mc / kMR * kMR;
+    if (!a_in_place) {
+      pack_a(pr.a, i0, mc, p0, kc, buf.a.data());
+    } else if (full_rows < mc) {
+      pack_a(pr.a, i0 + full_rows, mc - full_rows, p0, kc, buf.a.data() + full_rows * kc);
+    }
     pack_b(pr.b, p0, kc, j0, nc, buf.b.data());
     for (int64_t jr = 0; jr < nc; jr += kNR) {
       const int64_t cols = std::min(kNR, nc - jr);
@@ -226,11 +241,17 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
       for (int64_t ir = 0; ir < mc; ir += kMR) {
         const int64_t rows = std::min(kMR, mc - ir);
         const float* ap = buf.a.data() + ir * kc;
+        int64_t a_rs = 1, a_step = kMR;
+        if (a_in_place && ir < full_rows) {
+          ap = pr.a.data + (i0 + ir) * pr.a.row_stride + p0;
+          a_rs = pr.a.row_stride;
+          a_step = 1;
+        }
         float* cp = pr.c + (i0 + ir) * pr.c_rs + (j0 + jr) * pr.c_cs;
         if (rows == kMR && cols == kNR && pr.c_cs == 1) {
-          micro(kc, ap, bp, cp, pr.c_rs, accumulate);
+          micro(kc, ap, a_rs, a_step, bp, cp, pr.c_rs, accumulate);
         } else {
-          micro(kc, ap, bp, tile, kNR, false);
+          micro(kc, ap, a_rs, a_step, bp, tile, kNR, false);
           for (int64_t i = 0; i < rows; ++i) {
             for (int64_t j = 0; j < cols; ++j) {
               float& dst = cp[i * pr.c_rs + j * pr.c_cs];

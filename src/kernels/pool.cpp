@@ -94,7 +94,10 @@ Pool2dParams pool2d_params(const Tensor& in, const EValue& kernel_v, const EValu
   p.stride = pair_arg(stride_v, "stride", op, p.kernel);
   p.pad = pair_arg(pad_v, "padding", op);
   p.dilation = dilation;
+  constexpr int64_t kMaxParam = int64_t{1} << 31;  // keeps size arithmetic far from overflow
   for (int i = 0; i < 2; ++i) {
+    ETNP_KERNEL_CHECK(p.kernel[i] < kMaxParam && p.stride[i] < kMaxParam && p.dilation[i] < kMaxParam,
+                      op << ": kernel_size/stride/dilation too large");
     ETNP_KERNEL_CHECK(p.kernel[i] > 0, op << ": kernel_size must be positive");
     ETNP_KERNEL_CHECK(p.stride[i] > 0, op << ": stride must be positive");
     ETNP_KERNEL_CHECK(p.dilation[i] > 0, op << ": dilation must be positive");
@@ -289,7 +292,10 @@ UpsampleSize upsample_size(const Tensor& in, const EValue& size_v, const EValue&
   } else {
     const std::span<const double> scales = scales_v.to_double_list();
     ETNP_KERNEL_CHECK(scales.size() == 2, op << ": scale_factors must have 2 entries, got " << scales.size());
-    for (double sc : scales) ETNP_KERNEL_CHECK(std::isfinite(sc) && sc > 0, op << ": scale factors must be positive");
+    for (size_t i = 0; i < 2; ++i) {
+      ETNP_KERNEL_CHECK(std::isfinite(scales[i]) && scales[i] > 0 && static_cast<double>(in.size(2 + i)) * scales[i] < 1e15,
+                        op << ": scale factors must be positive and finite");
+    }
     u.oh = static_cast<int64_t>(static_cast<double>(in.size(2)) * scales[0]);
     u.ow = static_cast<int64_t>(static_cast<double>(in.size(3)) * scales[1]);
     u.scale_h = scales[0];
