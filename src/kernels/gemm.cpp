@@ -144,6 +144,56 @@ void pack_a(const GemmMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
   }
 }
 
+#if ETNP_GEMM_X86
+/// panel[p][j] = src[j * ld + p] for a full kNR-column panel: src holds kNR rows (the columns of B), each kc
+/// contiguous floats.
+__attribute__((target("avx2,fma"))) void pack_b_panel_transposed_avx2(const float* src, int64_t ld, int64_t kc,
+                                                                      float* panel) {
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int64_t half = 0; half < kNR; half += 8) {
+      const float* s0 = src + half * ld + p;
+      __m256 r0 = _mm256_loadu_ps(s0), r1 = _mm256_loadu_ps(s0 + ld), r2 = _mm256_loadu_ps(s0 + 2 * ld),
+             r3 = _mm256_loadu_ps(s0 + 3 * ld), r4 = _mm256_loadu_ps(s0 + 4 * ld), r5 = _mm256_loadu_ps(s0 + 5 * ld),
+             r6 = _mm256_loadu_ps(s0 + 6 * ld), r7 = _mm256_loadu_ps(s0 + 7 * ld);
+      // 8x8 transpose: interleave pairs, then quads, then swap 128-bit halves.
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+      r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+      r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+      r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+      r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+      r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+      r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+      r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+      r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+      float* d = panel + p * kNR + half;
+      _mm256_storeu_ps(d + 0 * kNR, r0);
+      _mm256_storeu_ps(d + 1 * kNR, r1);
+      _mm256_storeu_ps(d + 2 * kNR, r2);
+      _mm256_storeu_ps(d + 3 * kNR, r3);
+      _mm256_storeu_ps(d + 4 * kNR, r4);
+      _mm256_storeu_ps(d + 5 * kNR, r5);
+      _mm256_storeu_ps(d + 6 * kNR, r6);
+      _mm256_storeu_ps(d + 7 * kNR, r7);
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int64_t j = 0; j < kNR; ++j) panel[p * kNR + j] = src[j * ld + p];
+  }
+}
+#endif
+
 void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
   if (b.col_stride == 1) {
     // Row by row, so the source is read sequentially (B rows are often a power of two apart: walking a
@@ -166,6 +216,13 @@ void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     float* panel = dst + jr * kc;
     const int64_t cols = std::min(kNR, nc - jr);
+#if ETNP_GEMM_X86
+    if (b.row_stride == 1 && cols == kNR && kernel_choice().avx2) {
+      // Columns of B contiguous (a transposed weight, as in linear): 8x8 transposes.
+      pack_b_panel_transposed_avx2(b.data + p0 + (j0 + jr) * b.col_stride, b.col_stride, kc, panel);
+      continue;
+    }
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const float* src = b.data + p0 * b.row_stride + (j0 + jr + j) * b.col_stride;
       for (int64_t p = 0; p < kc; ++p) panel[p * kNR + j] = src[p * b.row_stride];

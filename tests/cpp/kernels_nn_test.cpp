@@ -309,6 +309,26 @@ TEST(NnKernelsLinalg, LinearUsesWeightOutByIn) {
   expect_close(logical<float>(*out), want, 1e-5, 1e-6);
 }
 
+TEST(NnKernelsLinalg, LinearLargeMatchesReference) {
+  // Full 16-column weight panels (transposed packing), a partial one, k with a remainder of 8.
+  const int64_t rows = 70, in = 301, outf = 40;
+  const auto xv = random_values(rows * in, 13), wv = random_values(outf * in, 14), bv = random_values(outf, 15);
+  auto x = f32({rows, in}, xv);
+  auto w = f32({outf, in}, wv);
+  auto bias = f32({outf}, bv);
+  auto out = out_tensor(ScalarType::Float, {rows, outf});
+  Call().t(*x).t(*w).t(*bias).t(*out).run("aten::linear.out");
+  std::vector<double> want;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < outf; ++o) {
+      double acc = bv[size_t(o)];
+      for (int64_t p = 0; p < in; ++p) acc += double(xv[size_t(r * in + p)]) * wv[size_t(o * in + p)];
+      want.push_back(acc);
+    }
+  }
+  expect_close(logical<float>(*out), want, 1e-5, 1e-5);
+}
+
 TEST(NnKernelsLinalg, GemmEpilogueAndZeroK) {
   // k == 0: C = beta * bias only.
   float bias[3] = {1, 2, 3};
