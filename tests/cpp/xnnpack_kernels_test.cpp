@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backends/xnnpack/xnn_gemm.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
 
@@ -150,6 +151,38 @@ TEST(XnnpackKernels, LinearMatchesNaive) {
       acc = std::min(std::max(acc, -1000.0), 1000.0);
       ASSERT_EQ(out[r * n + j], static_cast<float>(acc)) << r << "," << j;  // small integers: exact
       ASSERT_EQ(out_kn[r * n + j], static_cast<float>(acc)) << r << "," << j;
+    }
+  }
+}
+
+TEST(XnnpackKernels, PackedGemmMatchesNaive) {
+  // Row counts around the 6-row tile, K across the 256-deep blocks, N around the 16-column panels, both
+  // weight layouts, strided input rows, with and without bias and clamp.
+  for (size_t m : {1, 5, 6, 13}) {
+    for (size_t k : {1, 7, 256, 300, 513}) {
+      for (size_t n : {1, 15, 16, 17, 40}) {
+        for (int variant = 0; variant < 2; ++variant) {
+          const bool nk = variant == 0;
+          const size_t stride = k + (variant == 1 ? 3 : 0);
+          std::vector<float> x(m * stride), w(n * k), bias(n);
+          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) - 5.0f;
+          for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 13) % 7) - 3.0f;
+          for (size_t j = 0; j < n; ++j) bias[j] = static_cast<float>(j % 5);
+          const float lo = variant == 0 ? -std::numeric_limits<float>::infinity() : -50.0f;
+          const float hi = variant == 0 ? std::numeric_limits<float>::infinity() : 60.0f;
+          const PackedGemm gemm(w.data(), nk, k, n, variant == 0 ? bias.data() : nullptr);
+          std::vector<float> out(m * n, -1.0f);
+          gemm.run(x.data(), m, stride, lo, hi, out.data());
+          for (size_t r = 0; r < m; ++r) {
+            for (size_t j = 0; j < n; ++j) {
+              double acc = variant == 0 ? bias[j] : 0.0;
+              for (size_t i = 0; i < k; ++i) acc += double(x[r * stride + i]) * (nk ? w[j * k + i] : w[i * n + j]);
+              acc = std::min(std::max(acc, double(lo)), double(hi));
+              ASSERT_EQ(out[r * n + j], static_cast<float>(acc)) << m << "x" << k << "x" << n << " v" << variant;
+            }
+          }
+        }
+      }
     }
   }
 }

@@ -1,0 +1,228 @@
+#include "backends/xnnpack/xnn_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "etnp/threadpool.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ETNP_XNN_GEMM_AVX2 1
+#endif
+
+namespace etnp::xnn {
+namespace {
+
+constexpr size_t kMr = 6;
+constexpr size_t kNr = PackedGemm::kPanel;
+
+// c[MR x nr] = clamp(a[MR x k] * panel[k x 16] + bias, lo, hi); a rows lda apart, c rows ldc apart.
+// With `accumulate` the sums continue from c (an earlier K block) instead of starting at the bias; the clamp
+// applies only to the last K block (`clamp`).
+template <int MR>
+void kernel_generic(size_t k, const float* a, size_t lda, const float* panel, const float* bias, float lo, float hi,
+                    float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+  float acc[MR][kNr] = {};
+  for (int i = 0; i < MR; ++i) {
+    if (accumulate) {
+      std::memcpy(acc[i], c + i * ldc, nr * sizeof(float));
+    } else {
+      std::memcpy(acc[i], bias, sizeof(acc[i]));
+    }
+  }
+  for (size_t p = 0; p < k; ++p) {
+    const float* w = panel + p * kNr;
+    for (int i = 0; i < MR; ++i) {
+      const float x = a[i * lda + p];
+      for (size_t j = 0; j < kNr; ++j) acc[i][j] += x * w[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = clamp ? std::min(std::max(acc[i][j], lo), hi) : acc[i][j];
+  }
+}
+
+#ifdef ETNP_XNN_GEMM_AVX2
+__attribute__((target("avx2,fma"), always_inline)) inline void load_row(const float* row, __m256& v0, __m256& v1,
+                                                                         size_t nr, __m256i mask0, __m256i mask1) {
+  if (nr == kNr) {
+    v0 = _mm256_loadu_ps(row);
+    v1 = _mm256_loadu_ps(row + 8);
+  } else {
+    v0 = _mm256_maskload_ps(row, mask0);
+    v1 = _mm256_maskload_ps(row + 8, mask1);
+  }
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* row, __m256 v0, __m256 v1, __m256 lo,
+                                                                          __m256 hi, bool clamp, size_t nr,
+                                                                          __m256i mask0, __m256i mask1) {
+  if (clamp) {
+    v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
+    v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
+  }
+  if (nr == kNr) {
+    _mm256_storeu_ps(row, v0);
+    _mm256_storeu_ps(row + 8, v1);
+  } else {
+    _mm256_maskstore_ps(row, mask0, v0);
+    _mm256_maskstore_ps(row + 8, mask1, v1);
+  }
+}
+
+// Accumulators are named variables (not arrays) so that GCC keeps all twelve in registers.
+template <int MR>
+__attribute__((target("avx2,fma"))) void kernel_avx2(size_t k, const float* a, size_t lda, const float* panel,
+                                                     const float* bias, float lo, float hi, float* c, size_t ldc,
+                                                     size_t nr, bool accumulate, bool clamp) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // The last panel's columns past n are padding: only the first nr are loaded and stored.
+  const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lane);
+  const __m256i mask1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr) - 8), lane);
+  const __m256 bias0 = _mm256_load_ps(bias), bias1 = _mm256_load_ps(bias + 8);
+  __m256 c00 = bias0, c01 = bias1, c10 = bias0, c11 = bias1, c20 = bias0, c21 = bias1;
+  __m256 c30 = bias0, c31 = bias1, c40 = bias0, c41 = bias1, c50 = bias0, c51 = bias1;
+  if (accumulate) {
+    load_row(c, c00, c01, nr, mask0, mask1);
+    if constexpr (MR > 1) load_row(c + ldc, c10, c11, nr, mask0, mask1);
+    if constexpr (MR > 2) load_row(c + 2 * ldc, c20, c21, nr, mask0, mask1);
+    if constexpr (MR > 3) load_row(c + 3 * ldc, c30, c31, nr, mask0, mask1);
+    if constexpr (MR > 4) load_row(c + 4 * ldc, c40, c41, nr, mask0, mask1);
+    if constexpr (MR > 5) load_row(c + 5 * ldc, c50, c51, nr, mask0, mask1);
+  }
+  const float* a0 = a;
+  const float* a1 = MR > 1 ? a0 + lda : a0;
+  const float* a2 = MR > 2 ? a1 + lda : a1;
+  const float* a3 = MR > 3 ? a2 + lda : a2;
+  const float* a4 = MR > 4 ? a3 + lda : a3;
+  const float* a5 = MR > 5 ? a4 + lda : a4;
+  for (size_t p = 0; p < k; ++p) {
+    const __m256 w0 = _mm256_load_ps(panel);
+    const __m256 w1 = _mm256_load_ps(panel + 8);
+    panel += kNr;
+    __m256 x = _mm256_broadcast_ss(a0 + p);
+    c00 = _mm256_fmadd_ps(x, w0, c00);
+    c01 = _mm256_fmadd_ps(x, w1, c01);
+    if constexpr (MR > 1) {
+      x = _mm256_broadcast_ss(a1 + p);
+      c10 = _mm256_fmadd_ps(x, w0, c10);
+      c11 = _mm256_fmadd_ps(x, w1, c11);
+    }
+    if constexpr (MR > 2) {
+      x = _mm256_broadcast_ss(a2 + p);
+      c20 = _mm256_fmadd_ps(x, w0, c20);
+      c21 = _mm256_fmadd_ps(x, w1, c21);
+    }
+    if constexpr (MR > 3) {
+      x = _mm256_broadcast_ss(a3 + p);
+      c30 = _mm256_fmadd_ps(x, w0, c30);
+      c31 = _mm256_fmadd_ps(x, w1, c31);
+    }
+    if constexpr (MR > 4) {
+      x = _mm256_broadcast_ss(a4 + p);
+      c40 = _mm256_fmadd_ps(x, w0, c40);
+      c41 = _mm256_fmadd_ps(x, w1, c41);
+    }
+    if constexpr (MR > 5) {
+      x = _mm256_broadcast_ss(a5 + p);
+      c50 = _mm256_fmadd_ps(x, w0, c50);
+      c51 = _mm256_fmadd_ps(x, w1, c51);
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  store_row(c, c00, c01, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 1) store_row(c + ldc, c10, c11, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 2) store_row(c + 2 * ldc, c20, c21, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 3) store_row(c + 3 * ldc, c30, c31, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 4) store_row(c + 4 * ldc, c40, c41, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 5) store_row(c + 5 * ldc, c50, c51, vlo, vhi, clamp, nr, mask0, mask1);
+}
+
+bool use_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+using Kernel = void (*)(size_t, const float*, size_t, const float*, const float*, float, float, float*, size_t,
+                        size_t, bool, bool);
+
+Kernel kernel_for(size_t mr) {
+#ifdef ETNP_XNN_GEMM_AVX2
+  if (use_avx2()) {
+    static constexpr Kernel kAvx2[] = {nullptr,        kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>,
+                                       kernel_avx2<4>, kernel_avx2<5>, kernel_avx2<6>};
+    return kAvx2[mr];
+  }
+#endif
+  static constexpr Kernel kGeneric[] = {nullptr,           kernel_generic<1>, kernel_generic<2>, kernel_generic<3>,
+                                        kernel_generic<4>, kernel_generic<5>, kernel_generic<6>};
+  return kGeneric[mr];
+}
+
+// 64-byte aligned start inside a vector over-allocated by 16 floats (the kernels use aligned loads).
+const float* aligned(const std::vector<float>& v) {
+  const auto p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<const float*>((p + 63) & ~uintptr_t{63});
+}
+
+}  // namespace
+
+PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias) : k_(k), n_(n) {
+  const size_t panels = (n + kNr - 1) / kNr;
+  panels_.assign(panels * k * kNr + 16, 0.0f);
+  bias_.assign(panels * kNr + 16, 0.0f);
+  auto* packed = const_cast<float*>(aligned(panels_));
+  auto* packed_bias = const_cast<float*>(aligned(bias_));
+  for (size_t j = 0; j < n; ++j) {
+    float* dst = packed + (j / kNr) * k * kNr + (j % kNr);
+    for (size_t i = 0; i < k; ++i) dst[i * kNr] = w_is_nk ? w[j * k + i] : w[i * n + j];
+    if (bias != nullptr) packed_bias[j] = bias[j];
+  }
+}
+
+void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, float out_min, float out_max,
+                          float* out) const {
+  const size_t panels = (n_ + kNr - 1) / kNr;
+  // K in blocks whose weight panel stays in L1; rows in blocks whose inputs stay in L2 while every panel
+  // streams past them.
+  constexpr size_t kKc = 256;
+  const size_t kc_max = std::min(k_, kKc);
+  const size_t block = std::max<size_t>(kMr, (128 * 1024 / std::max<size_t>(kc_max * sizeof(float), 1)) / kMr * kMr);
+  const float* packed = aligned(panels_);
+  const float* packed_bias = aligned(bias_);
+  for (size_t k0 = 0; k0 < k_ || k0 == 0; k0 += kKc) {
+    const size_t kc = std::min(kKc, k_ - k0);
+    const bool first = k0 == 0, last = k0 + kc >= k_;
+    for (size_t r0 = 0; r0 < rows; r0 += block) {
+      const size_t r1 = std::min(rows, r0 + block);
+      for (size_t p = 0; p < panels; ++p) {
+        const float* panel = packed + (p * k_ + k0) * kNr;
+        const float* bias = packed_bias + p * kNr;
+        const size_t nr = std::min(kNr, n_ - p * kNr);
+        for (size_t r = r0; r < r1; r += kMr) {
+          const size_t mr = std::min(kMr, r1 - r);
+          kernel_for(mr)(kc, in + r * in_stride + k0, in_stride, panel, bias, out_min, out_max,
+                         out + r * n_ + p * kNr, n_, nr, !first, last);
+        }
+      }
+    }
+    if (k_ == 0) break;
+  }
+}
+
+void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const {
+  if (rows == 0 || n_ == 0) return;
+  const size_t tiles = (rows + kMr - 1) / kMr;
+  if (tiles >= 2 && rows * k_ * n_ >= (size_t{1} << 18) && ThreadPool::global().num_threads() > 1) {
+    ThreadPool::global().parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
+      const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
+      run_rows(in + r0 * in_stride, r1 - r0, in_stride, out_min, out_max, out + r0 * n_);
+    });
+    return;
+  }
+  run_rows(in, rows, in_stride, out_min, out_max, out);
+}
+
+}  // namespace etnp::xnn

@@ -1,0 +1,35 @@
+// The delegate's fp32 GEMM for constant weights: the weights (and bias) are packed once at load into
+// 16-column panels, and each call runs an AVX2/FMA 6x16 micro-kernel straight over the row-major input
+// with the bias and the output clamp fused in. Used for fully-connected layers and 1x1 convolutions,
+// where it beats the Debian (2022) XNNPACK kernels.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace etnp::xnn {
+
+class PackedGemm {
+ public:
+  static constexpr size_t kPanel = 16;
+
+  /// `w`: the weights as [n, k] (w_is_nk, the fully-connected layout) or [k, n], row-major; `bias`: n
+  /// floats or null.
+  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias);
+
+  size_t k() const { return k_; }
+  size_t n() const { return n_; }
+
+  /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
+  /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.
+  void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
+
+ private:
+  void run_rows(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
+
+  size_t k_ = 0, n_ = 0;
+  std::vector<float> panels_;  ///< [n / 16 rounded up][k][16], zero-padded past n.
+  std::vector<float> bias_;    ///< [panels * 16], zero-padded.
+};
+
+}  // namespace etnp::xnn
