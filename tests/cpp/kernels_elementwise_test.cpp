@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "etnp/error.h"
+#include "format/npy.h"
 #include "kernel_test_util.h"
 #include "kernels/kernel_util.h"
 
@@ -801,6 +802,157 @@ TEST(ElementwiseTorchOracle, FloatFunctionsMatchTorch) {
       }
     }
   }
+  fs::remove_all(dir);
+}
+
+
+// Every dtype pair through the binary kernels (and the Scalar overloads), with torch computing the expected
+// result dtype, values and errors: checks type promotion (including 0-d operands), broadcasting, integer
+// wrap and the integer-division-by-zero errors against PyTorch.
+TEST(ElementwiseTorchOracle, DtypePromotionMatchesTorch) {
+  if (!have_torch()) GTEST_SKIP() << "torch not importable by /usr/bin/python3";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("etnp_ew_promo_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+
+  struct Op {
+    std::string kernel, expr;  // expr uses a, b (tensor) or s (scalar)
+    enum Layout { Plain, Alpha, Mode } layout = Plain;
+    std::string mode = {};
+  };
+  const std::vector<Op> tensor_ops = {
+      {"aten::add.out", "torch.add(a, b, alpha=2)", Op::Alpha},
+      {"aten::sub.out", "torch.sub(a, b)", Op::Alpha},
+      {"aten::mul.out", "torch.mul(a, b)"},
+      {"aten::div.out", "torch.div(a, b)"},
+      {"aten::div.out_mode", "torch.div(a, b, rounding_mode='floor')", Op::Mode, "floor"},
+      {"aten::div.out_mode", "torch.div(a, b, rounding_mode='trunc')", Op::Mode, "trunc"},
+      {"aten::remainder.Tensor_out", "torch.remainder(a, b)"},
+      {"aten::fmod.Tensor_out", "torch.fmod(a, b)"},
+      {"aten::maximum.out", "torch.maximum(a, b)"},
+      {"aten::minimum.out", "torch.minimum(a, b)"},
+      {"aten::pow.Tensor_Tensor_out", "torch.pow(a, b)"},
+      {"aten::atan2.out", "torch.atan2(a, b)"},
+      {"aten::eq.Tensor_out", "torch.eq(a, b)"},
+      {"aten::lt.Tensor_out", "torch.lt(a, b)"},
+      {"aten::ge.Tensor_out", "torch.ge(a, b)"},
+      {"aten::bitwise_and.Tensor_out", "torch.bitwise_and(a, b)"},
+      {"aten::bitwise_xor.Tensor_out", "torch.bitwise_xor(a, b)"},
+      {"aten::logical_or.out", "torch.logical_or(a, b)"},
+  };
+  const std::vector<Op> scalar_ops = {
+      {"aten::add.Scalar_out", "torch.add(a, s)", Op::Alpha},
+      {"aten::mul.Scalar_out", "torch.mul(a, s)"},
+      {"aten::div.Scalar_out", "torch.div(a, s)"},
+      {"aten::remainder.Scalar_out", "torch.remainder(a, s)"},
+      {"aten::pow.Tensor_Scalar_out", "torch.pow(a, s)"},
+      {"aten::eq.Scalar_out", "torch.eq(a, s)"},
+      {"aten::gt.Scalar_out", "torch.gt(a, s)"},
+      {"aten::bitwise_or.Scalar_out", "torch.bitwise_or(a, s)"},
+  };
+  const std::vector<std::string> dtypes = {"uint8", "int8", "int16", "int32", "int64", "float32", "float64", "bool"};
+  struct Scal {
+    std::string py;
+    EValue value;
+  };
+  const std::vector<Scal> scalars = {{"3", EValue::from_int(3)}, {"2.5", EValue::from_double(2.5)},
+                                     {"True", EValue::from_bool(true)}};
+  struct Case {
+    const Op* op;
+    std::string a_dtype, b_dtype, b_shape;  // b_dtype empty for scalar cases
+    const Scal* scalar = nullptr;
+  };
+  std::vector<Case> cases;
+  for (const Op& op : tensor_ops)
+    for (const auto& da : dtypes)
+      for (const auto& db : dtypes)
+        for (const char* shape : {"(4,)", "()"}) cases.push_back({&op, da, db, shape});
+  for (const Op& op : scalar_ops)
+    for (const auto& da : dtypes)
+      for (const Scal& sc : scalars) cases.push_back({&op, da, "", "", &sc});
+
+  std::ostringstream script;
+  script << "import numpy as np, torch\n"
+         << "torch.manual_seed(0)\n"
+         << "D = {'uint8': torch.uint8, 'int8': torch.int8, 'int16': torch.int16, 'int32': torch.int32,\n"
+         << "     'int64': torch.int64, 'float32': torch.float32, 'float64': torch.float64, 'bool': torch.bool}\n"
+         << "def make(dt, shape):\n"
+         << "    if dt == 'bool': return torch.randint(0, 2, shape).bool()\n"
+         << "    if dt == 'uint8': return torch.randint(0, 200, shape).to(torch.uint8)\n"
+         << "    if dt.startswith('float'): return (torch.randn(shape) * 3).to(D[dt])\n"
+         << "    if dt == 'int8': return torch.randint(-100, 100, shape).to(torch.int8)\n"
+         << "    return torch.randint(-9, 10, shape).to(D[dt])\n"
+         << "d = r'" << dir.string() << "'\n"
+         << "def run(k, expr, adt, bdt, bshape, s):\n"
+         << "    a = make(adt, (3, 4))\n"
+         << "    np.save(f'{d}/a{k}.npy', a.numpy())\n"
+         << "    b = None\n"
+         << "    if bdt:\n"
+         << "        b = make(bdt, bshape)\n"
+         << "        np.save(f'{d}/b{k}.npy', b.numpy())\n"
+         << "    try:\n"
+         << "        r = eval(expr)\n"
+         << "        np.save(f'{d}/o{k}.npy', r.numpy())\n"
+         << "    except Exception as e:\n"
+         << "        open(f'{d}/o{k}.err', 'w').write(str(e))\n";
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    script << "run(" << k << ", \"" << c.op->expr << "\", '" << c.a_dtype << "', '" << c.b_dtype << "', "
+           << (c.b_shape.empty() ? "None" : c.b_shape) << ", " << (c.scalar ? c.scalar->py : "None") << ")\n";
+  }
+  {
+    std::ofstream f(dir / "oracle.py");
+    f << script.str();
+  }
+  ASSERT_EQ(std::system(("/usr/bin/python3 -W ignore " + (dir / "oracle.py").string()).c_str()), 0);
+
+  auto load = [](const fs::path& path) {
+    const format::NpyArray arr = format::read_npy(path.string());
+    auto t = OwnedTensor::make<uint8_t>(arr.dtype, arr.shape, arr.data);
+    return t;
+  };
+  int checked = 0, errors = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    SCOPED_TRACE(c.op->expr + " a:" + c.a_dtype + " b:" + (c.scalar ? c.scalar->py : c.b_dtype + c.b_shape));
+    const std::string ks = std::to_string(k);
+    auto a = load(dir / ("a" + ks + ".npy"));
+    Owned b = c.scalar ? nullptr : load(dir / ("b" + ks + ".npy"));
+    const bool torch_failed = fs::exists(dir / ("o" + ks + ".err"));
+    // torch's result dtype and shape; on torch errors any out will do (the kernel must fail regardless).
+    Owned expected = torch_failed ? empty(ScalarType::Float, {3, 4}) : load(dir / ("o" + ks + ".npy"));
+    auto out = empty(expected->tensor.dtype(),
+                     std::vector<int64_t>(expected->tensor.sizes().begin(), expected->tensor.sizes().end()));
+    std::vector<EValue> args{t(a), c.scalar ? c.scalar->value : t(b)};
+    if (c.op->layout == Op::Alpha) args.push_back(EValue::from_int(c.op->expr.find("alpha=2") != std::string::npos ? 2 : 1));
+    if (c.op->layout == Op::Mode) args.push_back(EValue::from_string(c.op->mode));
+    args.push_back(t(out));
+    args.push_back(t(out));
+    if (torch_failed) {
+      ++errors;
+      EXPECT_THROW(call_kernel(c.op->kernel, args), Error);
+      continue;
+    }
+    ASSERT_NO_THROW(call_kernel(c.op->kernel, args));
+    ++checked;
+    const size_t bytes = static_cast<size_t>(out->tensor.nbytes());
+    ASSERT_EQ(bytes, static_cast<size_t>(expected->tensor.nbytes()));
+    const ScalarType dt = out->tensor.dtype();
+    for (int64_t i = 0; i < out->tensor.numel(); ++i) {
+      const double got = kernels::load_as_double(dt, out->tensor.data(), i);
+      const double want = kernels::load_as_double(dt, expected->tensor.data(), i);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << "element " << i;
+      } else if (std::isfinite(want) &&
+                 (c.op->kernel == "aten::atan2.out" || c.op->kernel.rfind("aten::pow", 0) == 0)) {
+        EXPECT_NEAR(got, want, 1e-6 + 1e-6 * std::fabs(want)) << "element " << i;  // libm functions
+      } else {
+        EXPECT_EQ(got, want) << "element " << i;
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(errors, 10);
   fs::remove_all(dir);
 }
 
