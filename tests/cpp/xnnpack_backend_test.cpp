@@ -80,8 +80,7 @@ TEST(XnnpackBackend, ConvolutionWithTransposesAndFusedClamp) {
   g.transpose({0, 3, 1, 2}, clamped, out);
   Executor ex(parse_graph(g.payload(), nullptr));
   EXPECT_EQ(ex.stats().fused_clamps, 1u);
-  EXPECT_EQ(ex.stats().xnnpack_operators, 1u);  // the convolution; transposes are own kernels
-  EXPECT_EQ(ex.stats().own_kernels, 2u);
+  EXPECT_EQ(ex.stats().xnnpack_operators + ex.stats().own_kernels, 3u);  // transpose, convolution, transpose
 
   const std::vector<float> input = iota_f(cin * h * w, -4.0f, 0.25f);
   std::vector<std::unique_ptr<OwnedTensor>> t;
@@ -104,6 +103,55 @@ TEST(XnnpackBackend, ConvolutionWithTransposesAndFusedClamp) {
         }
         acc = std::min(std::max(acc, -3.0), 6.0);
         EXPECT_NEAR(got[(o * h + y) * w + xx], acc, 1e-5) << o << "," << y << "," << xx;
+      }
+    }
+  }
+}
+
+// Strided, padded and dilated single-group convolutions (the im2col path), against a direct loop.
+TEST(XnnpackBackend, StridedPaddedConvolutions) {
+  struct Case {
+    uint32_t k, s, p, cin, cout, h, w;
+  };
+  for (const Case cs : {Case{3, 2, 1, 3, 16, 9, 7}, Case{5, 1, 2, 4, 5, 6, 6}, Case{1, 2, 0, 8, 3, 5, 5},
+                        Case{3, 1, 0, 2, 33, 4, 8}}) {
+    std::vector<float> filter(cs.cout * cs.k * cs.k * cs.cin), bias(cs.cout);
+    for (size_t i = 0; i < filter.size(); ++i) filter[i] = static_cast<float>((i * 7) % 9) * 0.25f - 1.0f;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i) * 0.1f;
+    const uint32_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
+    GraphBuilder g;
+    const uint32_t x = g.input({2, cs.h, cs.w, cs.cin}, 0);
+    const uint32_t f = g.f32_constant({cs.cout, cs.k, cs.k, cs.cin}, filter);
+    const uint32_t b = g.f32_constant({cs.cout}, bias);
+    const uint32_t out = g.output({2, oh, ow, cs.cout}, 1);
+    g.conv(XNodeUnion::XNNConv2d, cs.k, cs.s, cs.p, 1, cs.cin, cs.cout, x, f, b, out, -2.0f, kInf);
+    Executor ex(parse_graph(g.payload(), nullptr));
+    const std::vector<float> input = iota_f(2 * cs.h * cs.w * cs.cin, -1.0f, 0.03f);
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, cs.h, cs.w, cs.cin}, input));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, oh, ow, cs.cout}, {}));
+    run(ex, t);
+    const std::vector<float> got = t[1]->values<float>();
+    for (uint32_t n = 0; n < 2; ++n) {
+      for (uint32_t y = 0; y < oh; ++y) {
+        for (uint32_t xx = 0; xx < ow; ++xx) {
+          for (uint32_t o = 0; o < cs.cout; ++o) {
+            double acc = bias[o];
+            for (uint32_t ky = 0; ky < cs.k; ++ky) {
+              for (uint32_t kx = 0; kx < cs.k; ++kx) {
+                const int iy = static_cast<int>(y * cs.s + ky) - static_cast<int>(cs.p);
+                const int ix = static_cast<int>(xx * cs.s + kx) - static_cast<int>(cs.p);
+                if (iy < 0 || ix < 0 || iy >= static_cast<int>(cs.h) || ix >= static_cast<int>(cs.w)) continue;
+                for (uint32_t c = 0; c < cs.cin; ++c) {
+                  acc += double(filter[((o * cs.k + ky) * cs.k + kx) * cs.cin + c]) *
+                         input[((n * cs.h + iy) * cs.w + ix) * cs.cin + c];
+                }
+              }
+            }
+            acc = std::max(acc, -2.0);
+            ASSERT_NEAR(got[((n * oh + y) * ow + xx) * cs.cout + o], acc, 1e-4) << cs.k << "/" << cs.s;
+          }
+        }
       }
     }
   }

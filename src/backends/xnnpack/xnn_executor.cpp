@@ -905,6 +905,33 @@ void Executor::compile() {
             });
             break;
           }
+          if (!depthwise && !deconv && groups == 1) {
+            // Other single-group convolutions: im2col row blocks through the same GEMM.
+            auto gemm = std::make_shared<const PackedGemm>(
+                reinterpret_cast<const float*>(f.data), true, size_t{w.kernel_h} * w.kernel_w * cin, cout,
+                b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data));
+            add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+              const Shape& s = c.shapes[in0];
+              const Shape& o = c.shapes[out0];
+              Conv2dGeometry g;
+              g.in_h = s[1];
+              g.in_w = s[2];
+              g.channels = cin;
+              g.kernel_h = w.kernel_h;
+              g.kernel_w = w.kernel_w;
+              g.stride_h = w.stride_h;
+              g.stride_w = w.stride_w;
+              g.dilation_h = w.dilation_h;
+              g.dilation_w = w.dilation_w;
+              g.pad_top = w.pad_top;
+              g.pad_left = w.pad_left;
+              g.out_h = o[1];
+              g.out_w = o[2];
+              conv2d_im2col(*gemm, g, s[0], static_cast<const float*>(c.data[in0]), out_min, out_max,
+                            static_cast<float*>(c.data[out0]), scratch);
+            });
+            break;
+          }
           const auto* kernel = reinterpret_cast<const float*>(f.data);
           const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data);
           if (deconv) {

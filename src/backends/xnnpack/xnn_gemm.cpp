@@ -225,4 +225,65 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   run_rows(in, rows, in_stride, out_min, out_max, out);
 }
 
+namespace {
+
+// Short runs (a few channels) are copied inline: a memcpy call per run would cost more than the copy.
+inline void copy_floats(float* dst, const float* src, size_t n) {
+  if (n <= 16) {
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  } else {
+    std::memcpy(dst, src, n * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
+                   float out_max, float* out, std::vector<float>& scratch) {
+  const size_t k = g.patch(), pixels = g.out_h * g.out_w, c = g.channels;
+  if (pixels == 0 || batch == 0) return;
+  // Row blocks of about 256 KiB of patches: they stay in L2 between the copy and the product.
+  size_t block = std::max<size_t>(48, (256 * 1024) / std::max<size_t>(k * sizeof(float), 1));
+  block = std::min(block, pixels);
+  block = (block + kMr - 1) / kMr * kMr;
+  scratch.resize(block * k);
+  for (size_t b = 0; b < batch; ++b) {
+    const float* image = in + b * g.in_h * g.in_w * c;
+    float* image_out = out + b * pixels * gemm.n();
+    for (size_t p0 = 0; p0 < pixels; p0 += block) {
+      const size_t rows = std::min(block, pixels - p0);
+      for (size_t r = 0; r < rows; ++r) {
+        const size_t oy = (p0 + r) / g.out_w, ox = (p0 + r) % g.out_w;
+        float* row = scratch.data() + r * k;
+        const size_t ix0 = ox * g.stride_w - g.pad_left;  // may wrap around: compared unsigned below
+        const bool row_inside = g.dilation_w == 1 && ix0 < g.in_w && ix0 + g.kernel_w <= g.in_w;
+        for (size_t ky = 0; ky < g.kernel_h; ++ky) {
+          // Unsigned wrap-around makes padding rows and columns compare as out of range.
+          const size_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
+          float* dst = row + ky * g.kernel_w * c;
+          if (iy >= g.in_h) {
+            std::fill(dst, dst + g.kernel_w * c, 0.0f);
+            continue;
+          }
+          const float* src_row = image + iy * g.in_w * c;
+          if (row_inside) {
+            // The whole kernel row is inside the image: one contiguous run of kernel_w * C floats.
+            copy_floats(dst, src_row + ix0 * c, g.kernel_w * c);
+            continue;
+          }
+          for (size_t kx = 0; kx < g.kernel_w; ++kx) {
+            const size_t ix = ix0 + kx * g.dilation_w;
+            if (ix < g.in_w) {
+              copy_floats(dst + kx * c, src_row + ix * c, c);
+            } else {
+              std::fill(dst + kx * c, dst + (kx + 1) * c, 0.0f);
+            }
+          }
+        }
+      }
+      gemm.run(scratch.data(), rows, k, out_min, out_max, image_out + p0 * gemm.n());
+    }
+  }
+}
+
 }  // namespace etnp::xnn

@@ -32,4 +32,19 @@ class PackedGemm {
   std::vector<float> bias_;    ///< [panels * 16], zero-padded.
 };
 
+/// Geometry of a 2-D convolution over NHWC images.
+struct Conv2dGeometry {
+  size_t in_h = 0, in_w = 0, channels = 0;
+  size_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  size_t pad_top = 0, pad_left = 0;
+  size_t out_h = 0, out_w = 0;
+  size_t patch() const { return kernel_h * kernel_w * channels; }
+};
+
+/// A convolution with one group as GEMMs over im2col row blocks: in [batch, H, W, C] -> out [batch, OH, OW,
+/// gemm.n()], where `gemm` holds the [Cout, KH, KW, C] filter as [n, k] weights. `scratch` keeps the
+/// im2col block between calls.
+void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
+                   float out_max, float* out, std::vector<float>& scratch);
+
 }  // namespace etnp::xnn
