@@ -354,8 +354,12 @@ void hardtanh_out(KernelContext& ctx, KernelArgs args) {
   const char* op = "aten::hardtanh.out";
   check_num_args(args, 5, op);
   const Tensor& self = args[0]->to_tensor();
+  const Scalar min = args[1]->to_scalar(), max = args[2]->to_scalar();
   if (self.dtype() == ScalarType::Bool) unsupported_dtype(op, self.dtype());
-  clamp_scalar_impl(ctx, self, args[1]->to_scalar(), args[2]->to_scalar(), args[3]->to_tensor(), op);
+  if (self.dtype() == ScalarType::Byte && (min.to_double() < 0 || max.to_double() < 0)) {
+    kernel_fail(std::string(op) + ": cannot do hardtanh on an unsigned type with negative limits");
+  }
+  clamp_scalar_impl(ctx, self, min, max, args[3]->to_tensor(), op);
 }
 
 void clamp_tensor_out(KernelContext& ctx, KernelArgs args) {
