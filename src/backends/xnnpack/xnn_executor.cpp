@@ -905,6 +905,19 @@ void Executor::compile() {
             });
             break;
           }
+          if (depthwise && w.stride_h == 1 && w.stride_w == 1 && w.dilation_h == 1 && w.dilation_w == 1 &&
+              gout == 1 && DepthwiseConv::supported(cin, w.kernel_h)) {
+            auto conv = std::make_shared<const DepthwiseConv>(
+                reinterpret_cast<const float*>(f.data), b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data),
+                cin, w.kernel_h, w.kernel_w, w.pad_top, w.pad_left);
+            add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+              const Shape& s = c.shapes[in0];
+              const Shape& o = c.shapes[out0];
+              conv->run(static_cast<const float*>(c.data[in0]), s[0], s[1], s[2], o[1], o[2], out_min, out_max,
+                        static_cast<float*>(c.data[out0]), scratch);
+            });
+            break;
+          }
           if (!depthwise && !deconv && groups == 1) {
             // Other single-group convolutions: im2col row blocks through the same GEMM.
             auto gemm = std::make_shared<const PackedGemm>(

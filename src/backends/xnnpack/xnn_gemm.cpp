@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "etnp/threadpool.h"
 
@@ -284,6 +285,149 @@ void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch
       gemm.run(scratch.data(), rows, k, out_min, out_max, image_out + p0 * gemm.n());
     }
   }
+}
+
+// ---- depthwise convolution -----------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kMaxPeriod = 4096;
+constexpr size_t kMaxKernel = 16;  // kernel rows (padded input rows kept at once)
+
+size_t weight_period(size_t channels) {
+  size_t period = channels;
+  while (period % 8 != 0) period += channels;  // lcm(C, 8)
+  return period;
+}
+
+#ifdef ETNP_XNN_GEMM_AVX2
+// out[j] = clamp(bias[j % P] + sum_taps rows[ky][j + kx*C] * w[ky][kx][j % P]) for j < n, 8 at a time.
+__attribute__((target("avx2,fma"))) void depthwise_row_avx2(const float* const* rows, size_t kh, size_t kw, size_t c,
+                                                            const float* weights, const float* bias, size_t period,
+                                                            size_t n, float lo, float hi, float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  size_t phase = 0;
+  for (size_t j = 0; j < n; j += 8) {
+    __m256 acc = _mm256_loadu_ps(bias + phase);
+    for (size_t ky = 0; ky < kh; ++ky) {
+      const float* src = rows[ky] + j;
+      const float* wk = weights + ky * kw * period + phase;
+      for (size_t kx = 0; kx < kw; ++kx) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(src + kx * c), _mm256_loadu_ps(wk + kx * period), acc);
+      }
+    }
+    acc = _mm256_min_ps(_mm256_max_ps(acc, vlo), vhi);
+    if (j + 8 <= n) {
+      _mm256_storeu_ps(out + j, acc);
+    } else {
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - j)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      _mm256_maskstore_ps(out + j, mask, acc);
+    }
+    phase += 8;
+    if (phase == period) phase = 0;
+  }
+}
+#endif
+
+void depthwise_row_generic(const float* const* rows, size_t kh, size_t kw, size_t c, const float* weights,
+                           const float* bias, size_t period, size_t n, float lo, float hi, float* out) {
+  for (size_t j = 0; j < n; ++j) {
+    const size_t phase = j % period;
+    float acc = bias[phase];
+    for (size_t ky = 0; ky < kh; ++ky) {
+      for (size_t kx = 0; kx < kw; ++kx) acc += rows[ky][j + kx * c] * weights[(ky * kw + kx) * period + phase];
+    }
+    out[j] = std::min(std::max(acc, lo), hi);
+  }
+}
+
+}  // namespace
+
+bool DepthwiseConv::supported(size_t channels, size_t kernel_h) {
+  return channels > 0 && kernel_h <= kMaxKernel && weight_period(channels) <= kMaxPeriod;
+}
+
+DepthwiseConv::DepthwiseConv(const float* filter, const float* bias, size_t channels, size_t kernel_h,
+                             size_t kernel_w, size_t pad_top, size_t pad_left)
+    : c_(channels), kh_(kernel_h), kw_(kernel_w), pad_top_(pad_top), pad_left_(pad_left),
+      period_(weight_period(channels)) {
+  // 8 extra floats so that the vector loads at the end of a period stay inside.
+  weights_.assign(kh_ * kw_ * period_ + 8, 0.0f);
+  bias_.assign(period_ + 8, 0.0f);
+  for (size_t t = 0; t < kh_ * kw_; ++t) {
+    for (size_t j = 0; j < period_; ++j) weights_[t * period_ + j] = filter[t * c_ + j % c_];
+  }
+  if (bias != nullptr) {
+    for (size_t j = 0; j < period_; ++j) bias_[j] = bias[j % c_];
+  }
+}
+
+// Output rows [y0, y1) of one image; `rows` holds kh padded input rows of padded_w * C floats (+ slack).
+void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
+                             float out_min, float out_max, float* out, float* rows) const {
+  const size_t padded = (out_w + kw_ - 1) * c_ + 8;  // every column a tap can reach, plus vector slack
+  const size_t n = out_w * c_;
+  const float* taps[kMaxKernel];
+  // Slot s holds input row iy with iy mod kh == s (iy is -1 for the padding row above the image, so "not
+  // loaded" needs a value no row can have).
+  ptrdiff_t loaded[kMaxKernel];
+  std::fill(loaded, loaded + kh_, std::numeric_limits<ptrdiff_t>::min());
+  for (size_t y = y0; y < y1; ++y) {
+    for (size_t ky = 0; ky < kh_; ++ky) {
+      const ptrdiff_t iy = static_cast<ptrdiff_t>(y + ky) - static_cast<ptrdiff_t>(pad_top_);
+      const size_t slot = static_cast<size_t>((iy % static_cast<ptrdiff_t>(kh_) + static_cast<ptrdiff_t>(kh_)) %
+                                              static_cast<ptrdiff_t>(kh_));
+      float* buf = rows + slot * padded;
+      if (loaded[slot] != iy) {
+        std::fill(buf, buf + padded, 0.0f);
+        if (iy >= 0 && static_cast<size_t>(iy) < h) {
+          // Columns [pad_left, pad_left + w) of the padded row hold the image row (clipped to what taps reach).
+          const size_t cols = std::min(w, out_w + kw_ - 1 - std::min(pad_left_, out_w + kw_ - 1));
+          std::memcpy(buf + pad_left_ * c_, in + static_cast<size_t>(iy) * w * c_, cols * c_ * sizeof(float));
+        }
+        loaded[slot] = iy;
+      }
+      taps[ky] = buf;
+    }
+#ifdef ETNP_XNN_GEMM_AVX2
+    if (use_avx2()) {
+      depthwise_row_avx2(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max,
+                         out + y * n);
+      continue;
+    }
+#endif
+    depthwise_row_generic(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max,
+                          out + y * n);
+  }
+}
+
+void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
+                        float out_min, float out_max, float* out, std::vector<float>& scratch) const {
+  if (batch == 0 || out_h == 0 || out_w == 0) return;
+  const size_t padded = (out_w + kw_ - 1) * c_ + 8;
+  const size_t per_chunk = kh_ * padded;
+  ThreadPool& pool = ThreadPool::global();
+  const size_t total_rows = batch * out_h;
+  const size_t chunks = std::min(total_rows, std::max<size_t>(1, pool.num_threads()));
+  scratch.resize(chunks * per_chunk);
+  auto run_chunk = [&](size_t chunk) {
+    const size_t r0 = total_rows * chunk / chunks, r1 = total_rows * (chunk + 1) / chunks;
+    for (size_t r = r0; r < r1;) {
+      const size_t b = r / out_h, y = r % out_h;
+      const size_t y_end = std::min(out_h, y + (r1 - r));
+      run_rows(in + b * h * w * c_, h, w, out_w, y, y_end, out_min, out_max, out + b * out_h * out_w * c_,
+               scratch.data() + chunk * per_chunk);
+      r += y_end - y;
+    }
+  };
+  if (chunks == 1 || total_rows * out_w * c_ * kh_ * kw_ < (size_t{1} << 16)) {
+    for (size_t i = 0; i < chunks; ++i) run_chunk(i);
+    return;
+  }
+  pool.parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) run_chunk(i);
+  });
 }
 
 }  // namespace etnp::xnn
