@@ -52,7 +52,8 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   if (chunks > threads * 4) chunks = threads * 4;
   ChunkTask task{&fn, n, (n + chunks - 1) / chunks};
   const size_t count = (n + task.chunk - 1) / task.chunk;
-  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, 0);
+  // Yielding workers keep idle spinning from stealing the core a caller (or another process) needs.
+  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, PTHREADPOOL_FLAG_YIELD_WORKERS);
 }
 
 }  // namespace etnp
