@@ -389,6 +389,44 @@ TEST(XnnpackBackend, DynamicallyQuantizedFullyConnected) {
   }
 }
 
+// 8-bit quantized nodes the 2022 XNNPACK lacks: a table-driven unary (sigmoid), division through fp32,
+// and uint8 conversions.
+TEST(XnnpackBackend, QuantizedFallbacks) {
+  GraphBuilder g;
+  const uint32_t x = g.input({6}, 0), y = g.input({6}, 1);
+  const uint32_t xq = g.per_tensor(DT::xnn_datatype_qint8, {6}, 0.05f, 2);
+  const uint32_t sq = g.per_tensor(DT::xnn_datatype_qint8, {6}, 1.0f / 256.0f, -128);
+  const uint32_t yq = g.per_tensor(DT::xnn_datatype_quint8, {6}, 0.02f, 128);
+  const uint32_t dq = g.per_tensor(DT::xnn_datatype_qint8, {6}, 0.1f, 0);
+  const uint32_t sig = g.output({6}, 2), div = g.output({6}, 3);
+  g.unary(XNodeUnion::XNNConvert, x, xq);
+  g.unary(XNodeUnion::XNNSigmoid, xq, sq);
+  g.unary(XNodeUnion::XNNConvert, sq, sig);
+  g.unary(XNodeUnion::XNNConvert, y, yq);
+  g.binary(XNodeUnion::XNNDiv, xq, yq, dq);
+  g.unary(XNodeUnion::XNNConvert, dq, div);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  const std::vector<float> xv = {-3.0f, -1.0f, 0.0f, 0.5f, 2.0f, 6.0f};
+  const std::vector<float> yv = {0.5f, -1.0f, 2.0f, 0.25f, -0.5f, 1.0f};
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, xv));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, yv));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, {}));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, {}));
+  run(ex, t);
+  const std::vector<float> s = t[2]->values<float>(), d = t[3]->values<float>();
+  for (size_t i = 0; i < 6; ++i) {
+    // Inputs land on the 0.05 grid (6.0 is on it: code 122).
+    const float xr = (std::clamp(std::nearbyint(xv[i] / 0.05f) + 2.0f, -128.0f, 127.0f) - 2.0f) * 0.05f;
+    const float sr = (std::clamp(std::nearbyint(1.0f / (1.0f + std::exp(-xr)) * 256.0f) - 128.0f, -128.0f, 127.0f) +
+                      128.0f) / 256.0f;
+    EXPECT_FLOAT_EQ(s[i], sr) << i;
+    const float yr = (std::clamp(std::nearbyint(yv[i] / 0.02f) + 128.0f, 0.0f, 255.0f) - 128.0f) * 0.02f;
+    const float dr = std::clamp(std::nearbyint(xr / yr / 0.1f), -128.0f, 127.0f) * 0.1f;
+    EXPECT_NEAR(d[i], dr, 1e-6) << i;
+  }
+}
+
 // Max pooling with indices: the int32 index output is widened in place into an int64 tensor.
 TEST(XnnpackBackend, ArgMaxPoolingWidensIndices) {
   GraphBuilder g;

@@ -140,6 +140,10 @@ constexpr size_t kMaxValueElements = size_t{1} << 36;
 
 bool is_f32(const Value& v) { return v.dtype == DataType::fp32; }
 bool is_qs8(const Value& v) { return v.dtype == DataType::qint8 && v.quant == QuantKind::PerTensor; }
+bool is_q8(const Value& v) {
+  return (v.dtype == DataType::qint8 || v.dtype == DataType::quint8) && v.quant == QuantKind::PerTensor;
+}
+Quant8 quant8(const Value& v) { return Quant8{v.dtype == DataType::quint8, v.scale, v.zero_point}; }
 bool same_quant(const Value& a, const Value& b) {
   return a.dtype == b.dtype && a.scale == b.scale && a.zero_point == b.zero_point;
 }
@@ -349,6 +353,26 @@ void Executor::compile() {
       if (id != kInvalidId && !is_constant_[id]) unsupported(std::string(what) + " must be constant");
     };
 
+    // 8-bit quantized unary nodes (other than a plain clamp XNNPACK runs) become a 256-entry table built
+    // through the fp32 function: exact for every input code.
+    if (node.inputs.size() == 1 && node.outputs.size() == 1 && unary_f32_supported(node.kind) && is_q8(V(0)) &&
+        is_q8(O()) && !(node.kind == NodeKind::Clamp && is_qs8(V(0)) && same_quant(V(0), O()))) {
+      const Quant8 qi = quant8(V(0)), qo = quant8(O());
+      std::array<float, 256> x{}, y{};
+      std::array<uint8_t, 256> codes{};
+      for (int b = 0; b < 256; ++b) codes[static_cast<size_t>(b)] = static_cast<uint8_t>(b);
+      dequantize_q8(codes.data(), x.data(), 256, qi);
+      const bool clamp = node.kind == NodeKind::Clamp;
+      unary_f32(node.kind, x.data(), y.data(), 256, node.scalar, clamp ? out_min : -kInf, clamp ? out_max : kInf);
+      std::array<uint8_t, 256> table{};
+      quantize_q8(y.data(), table.data(), 256, qo);
+      keep(in0);
+      add_own([=](const RunContext& c) {
+        apply_q8_table(table.data(), c.data[in0], c.data[out0], c.shapes[in0].numel());
+      });
+      continue;
+    }
+
     switch (node.kind) {
       // ---- element-wise binary ------------------------------------------------------------------------
       case NodeKind::Add:
@@ -400,17 +424,34 @@ void Executor::compile() {
               });
           break;
         }
-        if (is_qs8(V(0)) && is_qs8(V(1)) && is_qs8(O()) &&
-            (kind == NodeKind::Add || kind == NodeKind::Subtract || kind == NodeKind::Multiply)) {
+        auto in_range = [](double r, double lo, double hi) { return r >= lo && r < hi; };
+        const bool xnn_q8 =
+            is_qs8(V(0)) && is_qs8(V(1)) && is_qs8(O()) &&
+            ((kind == NodeKind::Multiply && in_range(double(V(0).scale) * V(1).scale / O().scale, 0x1.0p-16, 0x1.0p+8)) ||
+             ((kind == NodeKind::Add || kind == NodeKind::Subtract) &&
+              in_range(double(V(0).scale) / O().scale, 0x1.0p-10, 0x1.0p+8) &&
+              in_range(double(V(1).scale) / O().scale, 0x1.0p-10, 0x1.0p+8)));
+        if (!xnn_q8 && is_q8(V(0)) && is_q8(V(1)) && is_q8(O())) {
+          // Other 8-bit combinations (division, min/max, scale ratios XNNPACK refuses, uint8): computed in
+          // fp32 on dequantized operands, then quantized.
+          const Quant8 qa = quant8(V(0)), qb = quant8(V(1)), qo = quant8(O());
+          add_own([=, fa = std::vector<float>(), fb = std::vector<float>(), fo = std::vector<float>()](
+                      const RunContext& c) mutable {
+            const Shape &sa = c.shapes[in0], &sb = c.shapes[in1], &so = c.shapes[out0];
+            fa.resize(sa.numel());
+            fb.resize(sb.numel());
+            fo.resize(so.numel());
+            dequantize_q8(c.data[in0], fa.data(), fa.size(), qa);
+            dequantize_q8(c.data[in1], fb.data(), fb.size(), qb);
+            binary_f32(kind, fa.data(), sa, fb.data(), sb, fo.data(), so, out_min, out_max);
+            quantize_q8(fo.data(), c.data[out0], fo.size(), qo);
+          });
+          break;
+        }
+        if (xnn_q8) {
           const Value a = V(0), b = V(1), o = O();
           int8_t lo, hi;
           q8_range(o, lo, hi);
-          if (kind == NodeKind::Multiply) {
-            check_scale_ratio(double(a.scale) * b.scale / o.scale, 0x1.0p-16, 0x1.0p+8, "product-to-output");
-          } else {
-            check_scale_ratio(double(a.scale) / o.scale, 0x1.0p-10, 0x1.0p+8, "input-to-output");
-            check_scale_ratio(double(b.scale) / o.scale, 0x1.0p-10, 0x1.0p+8, "input-to-output");
-          }
           add_xnn(
               "binary qs8",
               [=](const Shape*, xnn_operator_t* op) {
@@ -624,6 +665,26 @@ void Executor::compile() {
           add_own([=](const RunContext& c) {
             requantize_s8(static_cast<const int8_t*>(c.data[in0]), static_cast<int8_t*>(c.data[out0]),
                           c.shapes[in0].numel(), in_scale, in_zp, out_scale, out_zp);
+          });
+        } else if (is_f32(x) && is_q8(y)) {
+          const Quant8 q = quant8(y);
+          add_own([=](const RunContext& c) {
+            quantize_q8(static_cast<const float*>(c.data[in0]), c.data[out0], c.shapes[in0].numel(), q);
+          });
+        } else if (is_q8(x) && is_f32(y)) {
+          const Quant8 q = quant8(x);
+          add_own([=](const RunContext& c) {
+            dequantize_q8(c.data[in0], static_cast<float*>(c.data[out0]), c.shapes[in0].numel(), q);
+          });
+        } else if (is_q8(x) && is_q8(y)) {
+          // Between uint8 and int8 (or requantizing uint8): one table over the 256 input codes.
+          std::array<uint8_t, 256> codes{}, table{};
+          std::array<float, 256> real{};
+          for (int b = 0; b < 256; ++b) codes[static_cast<size_t>(b)] = static_cast<uint8_t>(b);
+          dequantize_q8(codes.data(), real.data(), 256, quant8(x));
+          quantize_q8(real.data(), table.data(), 256, quant8(y));
+          add_own([=](const RunContext& c) {
+            apply_q8_table(table.data(), c.data[in0], c.data[out0], c.shapes[in0].numel());
           });
         } else if (is_f32(x) && y.dtype == DataType::qdint8) {
           const Value qv = y;

@@ -725,17 +725,31 @@ void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int3
   }
 }
 
-void quantize_f32_s8(const float* in, int8_t* out, size_t n, float scale, int32_t zp) {
-  const float inv = 1.0f / scale;
+void quantize_q8(const float* in, void* out, size_t n, const Quant8& q) {
+  const float inv = 1.0f / q.scale;
+  const auto lo = static_cast<float>(q.qmin()), hi = static_cast<float>(q.qmax());
+  const auto zp = static_cast<float>(q.zero_point);
+  auto* bytes = static_cast<uint8_t*>(out);
   for (size_t i = 0; i < n; ++i) {
-    float v = std::nearbyint(in[i] * inv) + static_cast<float>(zp);
-    v = std::isnan(v) ? static_cast<float>(zp) : std::min(std::max(v, -128.0f), 127.0f);
-    out[i] = static_cast<int8_t>(v);
+    float v = std::nearbyint(in[i] * inv) + zp;
+    v = std::isnan(v) ? zp : std::min(std::max(v, lo), hi);
+    const auto code = static_cast<int32_t>(v);
+    bytes[i] = static_cast<uint8_t>(q.is_unsigned ? code : static_cast<int32_t>(static_cast<int8_t>(code)) & 0xFF);
   }
 }
 
-void dequantize_s8_f32(const int8_t* in, float* out, size_t n, float scale, int32_t zp) {
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i] - zp) * scale;
+void dequantize_q8(const void* in, float* out, size_t n, const Quant8& q) {
+  const auto* bytes = static_cast<const uint8_t*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t code = q.is_unsigned ? bytes[i] : static_cast<int8_t>(bytes[i]);
+    out[i] = static_cast<float>(code - q.zero_point) * q.scale;
+  }
+}
+
+void apply_q8_table(const uint8_t* table, const void* in, void* out, size_t n) {
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < n; ++i) dst[i] = table[src[i]];
 }
 
 int32_t quantize_bound(float value, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {

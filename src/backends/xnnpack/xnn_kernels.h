@@ -91,8 +91,20 @@ inline size_t qd8_scratch_ints(size_t rows, const QD8Weights& w) { return rows *
 /// q_out = clamp(round((q_in - zp_in) * scale_in / scale_out) + zp_out).
 void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int32_t in_zp, float out_scale,
                    int32_t out_zp);
-void quantize_f32_s8(const float* in, int8_t* out, size_t n, float scale, int32_t zp);
-void dequantize_s8_f32(const int8_t* in, float* out, size_t n, float scale, int32_t zp);
+
+/// Per-tensor affine 8-bit data: signed (qint8) or unsigned (quint8).
+struct Quant8 {
+  bool is_unsigned = false;
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  int32_t qmin() const { return is_unsigned ? 0 : -128; }
+  int32_t qmax() const { return is_unsigned ? 255 : 127; }
+};
+/// out = round(in / scale) + zero_point, saturated (NaN maps to the zero point).
+void quantize_q8(const float* in, void* out, size_t n, const Quant8& q);
+void dequantize_q8(const void* in, float* out, size_t n, const Quant8& q);
+/// A table over all 256 input codes: out code for each input code (index = the code's byte value).
+void apply_q8_table(const uint8_t* table, const void* in, void* out, size_t n);
 
 /// Quantizes a float bound to the int8/uint8 range of a per-tensor quantized value (saturating; infinities
 /// map to the ends of the range).
