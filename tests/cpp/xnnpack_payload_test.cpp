@@ -194,7 +194,8 @@ TEST(XnnpackPayload, ConstantLookup) {
     const uint32_t c = g.f32_constant({4}, {1, 2, 3, 4});
     const uint32_t out = g.output({4}, 1);
     g.binary(testing::XNodeUnion::XNNAdd, x, c, out);
-    const Graph parsed = parse_graph(g.payload(), nullptr);
+    const std::vector<uint8_t> payload = g.payload();  // constants point into it
+    const Graph parsed = parse_graph(payload, nullptr);
     float second;
     std::memcpy(&second, parsed.values[c].data + 4, 4);
     EXPECT_EQ(second, 2.0f);
