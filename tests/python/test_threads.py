@@ -111,7 +111,6 @@ def test_execute_releases_the_gil(runtime, fixtures):
     method = runtime.load_program(path).load_method("forward")
     info = method.metadata.input_tensor_meta(0)
     x = np.zeros(info.sizes(), info.numpy_dtype())
-    method([x])  # warm up
     progress = []
     stop = threading.Event()
 
