@@ -318,6 +318,14 @@ void apply(KernelContext& ctx, Tensor& out, const std::array<const Tensor*, NIN>
   constexpr ScalarType kC = scalar_type_of<C>();
   constexpr ScalarType kR = scalar_type_of<R>();
 
+  // A malformed program could hand over a tensor without storage; fail instead of dereferencing null.
+  if (out.data() == nullptr) kernel_fail(std::string(opname) + ": output tensor has no data");
+  for (size_t k = 0; k < NIN; ++k) {
+    if (inputs[k]->data() == nullptr && inputs[k]->numel() > 0) {
+      kernel_fail(std::string(opname) + ": input " + std::to_string(k) + " has no data");
+    }
+  }
+
   std::array<const void*, NIN> in_data{};
   std::array<bool, NIN> in_direct{};
   std::array<LoadBlockFn<C>, NIN> in_load{};
