@@ -61,6 +61,26 @@ TEST(XnnpackBackend, AddThroughRegistry) {
   EXPECT_EQ(z->values<float>(), (std::vector<float>{1.75f, 0.0f, 1e30f}));
 }
 
+// Old payloads: a bare flatbuffer (no XNNHeader) with constants inline in the legacy constant_buffer table.
+TEST(XnnpackBackend, LegacyBareFlatbufferWithInlineConstants) {
+  GraphBuilder g;
+  const std::vector<float> weights = {1, 2, 3, 4, 5, 6};  // [3 units, 2 inputs]
+  const std::vector<float> bias = {0.5f, -0.5f, 1.0f};
+  const uint32_t x = g.input({1, 2}, 0);
+  const uint32_t w = g.value(DT::xnn_datatype_fp32, {3, 2}, 0, testing::kNoExt,
+                             g.legacy_constant(weights.data(), weights.size() * 4));
+  const uint32_t b = g.value(DT::xnn_datatype_fp32, {3}, 0, testing::kNoExt, g.legacy_constant(bias.data(), 12));
+  const uint32_t y = g.output({1, 3}, 1);
+  g.fully_connected(x, w, b, y);
+  const std::vector<uint8_t> fb = g.flatbuffer("XN00");
+  Executor ex(parse_graph(fb, nullptr));
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 2}, {2.0f, -1.0f}));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 3}, {}));
+  run(ex, t);
+  EXPECT_EQ(t[1]->values<float>(), (std::vector<float>{0.5f, 1.5f, 5.0f}));  // [0, 2, 4] + bias
+}
+
 // NCHW input -> transpose -> 3x3 convolution (+ fused clamp) -> transpose back, against a direct loop.
 TEST(XnnpackBackend, ConvolutionWithTransposesAndFusedClamp) {
   const uint32_t cin = 2, cout = 3, h = 5, w = 4;

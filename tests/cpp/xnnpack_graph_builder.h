@@ -109,6 +109,15 @@ class GraphBuilder {
     return static_cast<uint32_t>(constants_.size() - 1);
   }
 
+  /// A constant stored inline in the graph's legacy constant_buffer table (payloads without a header).
+  uint32_t legacy_constant(const void* data, size_t bytes) {
+    if (legacy_.empty()) legacy_.push_back(fb_xnnpack::CreateBuffer(fbb_));  // index 0: "no constant"
+    fbb_.ForceVectorAlignment(bytes, 1, 16);
+    auto storage = fbb_.CreateVector(static_cast<const uint8_t*>(data), bytes);
+    legacy_.push_back(fb_xnnpack::CreateBuffer(fbb_, storage));
+    return static_cast<uint32_t>(legacy_.size() - 1);
+  }
+
   /// A constant fetched by key from the named data map.
   uint32_t named_constant(const std::string& key, size_t bytes) {
     constants_.push_back(fb_xnnpack::CreateConstantDataOffsetDirect(fbb_, std::numeric_limits<uint64_t>::max(), bytes,
@@ -167,7 +176,8 @@ class GraphBuilder {
     uint32_t externs = num_externs_;
     if (externs == 0) externs = max_external_ + 1;
     auto graph = fb_xnnpack::CreateXNNGraph(fbb_, fbb_.CreateString("0"), fbb_.CreateVector(nodes_),
-                                            fbb_.CreateVector(values_), externs, 0, 0, 0, 0,
+                                            fbb_.CreateVector(values_), externs, 0, 0,
+                                            legacy_.empty() ? 0 : fbb_.CreateVector(legacy_), 0,
                                             fbb_.CreateVector(constants_));
     fbb_.Finish(graph, identifier);
     return std::vector<uint8_t>(fbb_.GetBufferPointer(), fbb_.GetBufferPointer() + fbb_.GetSize());
@@ -206,6 +216,7 @@ class GraphBuilder {
   std::vector<flatbuffers::Offset<fb_xnnpack::XValue>> values_;
   std::vector<flatbuffers::Offset<fb_xnnpack::XNode>> nodes_;
   std::vector<flatbuffers::Offset<fb_xnnpack::ConstantDataOffset>> constants_;
+  std::vector<flatbuffers::Offset<fb_xnnpack::Buffer>> legacy_;
   std::vector<uint8_t> region_;
   uint32_t num_externs_ = 0;
   int64_t max_external_ = -1;

@@ -209,10 +209,11 @@ Executor::Executor(Graph graph) : graph_(std::move(graph)) {
   shapes_.resize(n);
   for (size_t i = 0; i < n; ++i) shapes_[i] = graph_.values[i].dims;
   propagate_shapes(ErrorKind::ProgramLoadError);
-  // Shapes derived from the serialized input dims must be the serialized ones.
+  // Shapes derived from the serialized input dims must match the serialized ones, up to size-1 dims (the
+  // propagated shape is the one used; XNNPACK itself recomputes shapes at run time).
   for (const Node& node : graph_.nodes) {
     for (uint32_t out : node.outputs) {
-      if (shapes_[out] != graph_.values[out].dims) {
+      if (shapes_[out].numel() != graph_.values[out].dims.numel()) {
         load_fail(node.describe() + ": output value " + std::to_string(graph_.values[out].serialized_id) +
                   " is declared " + graph_.values[out].dims.str() + " but the node produces " + shapes_[out].str());
       }
