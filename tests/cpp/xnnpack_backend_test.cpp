@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
 
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_kernels.h"
 #include "etnp/backend.h"
 #include "etnp/threadpool.h"
 #include "kernel_test_util.h"
@@ -444,6 +446,62 @@ TEST(XnnpackBackend, QuantizedFallbacks) {
     const float yr = (std::clamp(std::nearbyint(yv[i] / 0.02f) + 128.0f, 0.0f, 255.0f) - 128.0f) * 0.02f;
     const float dr = std::clamp(std::nearbyint(xr / yr / 0.1f), -128.0f, 127.0f) * 0.1f;
     EXPECT_NEAR(d[i], dr, 1e-6) << i;
+  }
+}
+
+// Dynamically quantized linears with 4-bit weights: per channel (qcint4) and blockwise (qbint4, bf16 scales
+// per group of 4 inputs), against the same arithmetic in doubles on the quantized activations.
+TEST(XnnpackBackend, DynamicallyQuantizedFullyConnected4Bit) {
+  const uint32_t k = 8, n = 3, rows = 2, group = 4;
+  std::vector<int8_t> weights(n * k);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<int8_t>(static_cast<int>(i * 5 % 16) - 8);
+  std::vector<uint8_t> packed(n * k / 2);
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t i = 0; i < k; i += 2) {
+      packed[(j * k + i) / 2] = static_cast<uint8_t>((weights[j * k + i] + 8) | ((weights[j * k + i + 1] + 8) << 4));
+    }
+  }
+  // bf16 scales: 0.5, 0.25, 0.125, ... (exact in bf16).
+  std::vector<uint16_t> bf16(n * (k / group));
+  std::vector<float> block_scales(bf16.size());
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    block_scales[i] = std::ldexp(1.0f, -static_cast<int>(i % 3) - 1);
+    uint32_t bits;
+    std::memcpy(&bits, &block_scales[i], 4);
+    bf16[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  const std::vector<float> channel_scales = {0.5f, 0.25f, 0.125f};
+  std::vector<float> input(rows * k);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = std::cos(static_cast<float>(i)) * 1.5f;
+  for (int blockwise = 0; blockwise < 2; ++blockwise) {
+    GraphBuilder g;
+    const uint32_t x = g.input({rows, k}, 0);
+    const uint32_t xq = g.dynamic_quant({rows, k}, 1);
+    const uint32_t wc = g.constant(packed.data(), packed.size());
+    const uint32_t w = blockwise ? g.blockwise({n, k}, bf16, static_cast<int32_t>(group), wc)
+                                 : g.per_channel(DT::xnn_datatype_qcint4, {n, k}, channel_scales, 0, wc);
+    const uint32_t y = g.output({rows, n}, 1);
+    g.unary(XNodeUnion::XNNConvert, x, xq);
+    g.fully_connected(xq, w, kInvalidId, y);
+    Executor ex(parse_graph(g.payload(), nullptr));
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {rows, k}, input));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {rows, n}, {}));
+    run(ex, t);
+    const std::vector<float> got = t[1]->values<float>();
+    for (uint32_t r = 0; r < rows; ++r) {
+      std::vector<int8_t> q(k);
+      DynamicQuantParams p;
+      quantize_dynamic_rows(input.data() + r * k, 1, k, q.data(), &p);
+      for (uint32_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (uint32_t i = 0; i < k; ++i) {
+          const double scale = blockwise ? block_scales[j * (k / group) + i / group] : channel_scales[j];
+          acc += double(q[i] - p.zero_point) * weights[j * k + i] * scale;
+        }
+        EXPECT_NEAR(got[r * n + j], acc * p.scale, 1e-5) << (blockwise ? "blockwise " : "per-channel ") << r << "," << j;
+      }
+    }
   }
 }
 

@@ -90,6 +90,20 @@ class GraphBuilder {
     return id;
   }
 
+  /// 4-bit blockwise weights [n, k]: bf16 scales [n, k / group_size] in the constant data.
+  uint32_t blockwise(std::vector<uint32_t> dims, const std::vector<uint16_t>& bf16_scales, int32_t group_size,
+                     uint32_t constant) {
+    const uint32_t id = static_cast<uint32_t>(values_.size());
+    auto tv = tensor(XNNDatatype::xnn_datatype_qbint4, dims, 0, kNoExt, constant, id);
+    const uint32_t scale_idx = this->constant(bf16_scales.data(), bf16_scales.size() * 2);
+    auto q = fb_xnnpack::CreatePerChannelGroupQuant(fbb_, 0, 0, group_size, scale_idx,
+                                                    static_cast<uint32_t>(bf16_scales.size()));
+    auto qv = fb_xnnpack::CreateXNNQuantizedTensorValue(fbb_, tv, fb_xnnpack::XNNQuantParams::PerChannelGroupQuant,
+                                                        q.Union());
+    values_.push_back(fb_xnnpack::CreateXValue(fbb_, fb_xnnpack::XValueUnion::XNNQuantizedTensorValue, qv.Union()));
+    return id;
+  }
+
   uint32_t dynamic_quant(std::vector<uint32_t> dims, int32_t num_nonbatch_dims) {
     const uint32_t id = static_cast<uint32_t>(values_.size());
     auto tv = tensor(XNNDatatype::xnn_datatype_qdint8, dims, 0, kNoExt, 0, id);

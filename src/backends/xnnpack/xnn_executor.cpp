@@ -880,24 +880,44 @@ void Executor::compile() {
           }
           break;
         }
-        if (x.dtype == DataType::qdint8 && w.dtype == DataType::qcint8 && is_f32(O()) && (b == nullptr || is_f32(*b))) {
+        const bool int4 = w.dtype == DataType::qcint4 || w.dtype == DataType::qbint4;
+        if (x.dtype == DataType::qdint8 && (w.dtype == DataType::qcint8 || int4) && is_f32(O()) &&
+            (b == nullptr || is_f32(*b))) {
           require_constant(filter, "the filter");
           require_constant(bias, "the bias");
-          if (w.channel_dim != (transposed ? 1u : 0u)) unsupported("per-channel scales must follow the units");
-          std::vector<int8_t> w_nk(reinterpret_cast<const int8_t*>(w.data),
-                                   reinterpret_cast<const int8_t*>(w.data) + units * k);
-          if (transposed) {
+          if (int4 && transposed) unsupported("4-bit weights must be [units, inputs]");
+          if (w.quant == QuantKind::PerChannel && w.channel_dim != (transposed ? 1u : 0u)) {
+            unsupported("per-channel scales must follow the units");
+          }
+          if (w.quant == QuantKind::Blockwise && (w.group_size % 2 != 0 || w.channel_dim != 0)) {
+            unsupported("blockwise weights need an even group size along the inputs");
+          }
+          std::vector<int8_t> w_nk(units * k);
+          if (int4) {
+            // Two per byte, element 2i in the low nibble, stored with +8; rows padded to whole bytes.
+            const size_t row_bytes = (k + 1) / 2;
+            for (size_t j = 0; j < units; ++j) {
+              for (size_t i = 0; i < k; ++i) {
+                const uint8_t byte = w.data[j * row_bytes + i / 2];
+                w_nk[j * k + i] = static_cast<int8_t>(((i % 2 == 0) ? (byte & 0xF) : (byte >> 4)) - 8);
+              }
+            }
+          } else if (transposed) {
             const Shape kn{2, {k, units}};
             const size_t perm[2] = {1, 0};
             transpose(w.data, w_nk.data(), kn, perm, 1);
+          } else {
+            std::memcpy(w_nk.data(), w.data, units * k);
           }
           std::vector<float> bias_copy;
           if (b != nullptr) {
             bias_copy.resize(units);
             std::memcpy(bias_copy.data(), b->data, units * sizeof(float));
           }
-          auto packed = std::make_shared<const QD8Weights>(w_nk.data(), units, k, w.channel_scales.data(),
-                                                           b == nullptr ? nullptr : bias_copy.data());
+          const bool blockwise = w.quant == QuantKind::Blockwise;
+          auto packed = std::make_shared<const QD8Weights>(
+              w_nk.data(), units, k, blockwise ? w.block_scales.data() : w.channel_scales.data(),
+              b == nullptr ? nullptr : bias_copy.data(), blockwise ? w.group_size : 0);
           const Value xv = x;
           const std::string where = node.describe();
           add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {

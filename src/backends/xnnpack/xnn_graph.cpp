@@ -352,8 +352,58 @@ class GraphParser {
         v.num_nonbatch_dims = static_cast<uint32_t>(p->num_nonbatch_dims());
         return;
       }
-      case fb_xnnpack::XNNQuantParams::PerChannelGroupQuant:
-        fail(where + " uses blockwise (per-channel-group) quantization, which this runtime does not support");
+      case fb_xnnpack::XNNQuantParams::PerChannelGroupQuant: {
+        const auto* p = qv->quant_params_as_PerChannelGroupQuant();
+        if (p == nullptr) fail(where + " has empty blockwise quantization parameters");
+        if (v.dtype != DataType::qbint4) {
+          fail(where + " has blockwise quantization but datatype " + datatype_name(v.dtype));
+        }
+        if (v.dims.rank != 2) fail(where + " is blockwise quantized but has rank " + std::to_string(v.dims.rank));
+        if (p->group_size() <= 0 || v.dims[1] % static_cast<size_t>(p->group_size()) != 0) {
+          fail(where + " has group size " + std::to_string(p->group_size()) + " for " + std::to_string(v.dims[1]) +
+               " input channels");
+        }
+        v.quant = QuantKind::Blockwise;
+        v.channel_dim = static_cast<uint32_t>(std::max(p->channel_dim(), 0));
+        v.group_size = static_cast<uint32_t>(p->group_size());
+        v.zero_point = 8;
+        const size_t expected = v.dims[0] * (v.dims[1] / v.group_size);
+        if (p->scale_buffer_idx() != 0) {
+          // bf16 scales from constant data.
+          if (p->num_scales() != expected) {
+            fail(where + " has " + std::to_string(p->num_scales()) + " block scales, expected " +
+                 std::to_string(expected));
+          }
+          Value tmp;
+          resolve_constant(where + " scales", p->scale_buffer_idx(), tmp);
+          if (tmp.data_bytes < expected * 2) fail(where + " block scale buffer is too small");
+          v.block_scales.resize(expected);
+          for (size_t i = 0; i < expected; ++i) {
+            uint16_t bits;
+            std::memcpy(&bits, tmp.data + 2 * i, 2);
+            const uint32_t f32 = static_cast<uint32_t>(bits) << 16;
+            std::memcpy(&v.block_scales[i], &f32, 4);
+          }
+        } else {
+          if (p->scale() == nullptr || p->scale()->size() != expected) {
+            fail(where + " has " + std::to_string(p->scale() == nullptr ? 0 : p->scale()->size()) +
+                 " block scales, expected " + std::to_string(expected));
+          }
+          // Inline fp32 scales are rounded to bf16, as the reference runtime does.
+          v.block_scales.resize(expected);
+          for (size_t i = 0; i < expected; ++i) {
+            uint32_t bits;
+            const float f = p->scale()->Get(static_cast<flatbuffers::uoffset_t>(i));
+            std::memcpy(&bits, &f, 4);
+            bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // round to nearest even
+            std::memcpy(&v.block_scales[i], &bits, 4);
+          }
+        }
+        for (float sc : v.block_scales) {
+          if (!std::isfinite(sc) || sc <= 0.0f) fail(where + " has an invalid block scale " + std::to_string(sc));
+        }
+        return;
+      }
       default:
         fail(where + " has unknown quantization parameters type " +
              std::to_string(static_cast<int>(qv->quant_params_type())));
@@ -805,8 +855,11 @@ size_t value_storage_bytes(const Value& value, const Shape& shape) {
   const size_t numel = shape.numel();
   switch (value.dtype) {
     case DataType::qcint4:
-    case DataType::qbint4:
-      return (numel + 1) / 2;
+    case DataType::qbint4: {
+      if (shape.rank == 0) return 1;
+      const size_t last = shape[shape.rank - 1];
+      return last == 0 ? 0 : (numel / last) * ((last + 1) / 2);
+    }
     case DataType::qdint8:
       // int8 data, padded to 8 bytes, then one parameter pair per row.
       return ((numel + 7) & ~size_t{7}) + dynamic_quant_rows(value, shape) * sizeof(DynamicQuantParams);

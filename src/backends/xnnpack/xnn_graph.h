@@ -79,7 +79,7 @@ struct Value {
   uint32_t channel_dim = 0;           ///< PerChannel / Blockwise
   uint32_t num_nonbatch_dims = 0;     ///< PerToken
   uint32_t group_size = 0;            ///< Blockwise
-  std::vector<uint16_t> block_scales_bf16;  ///< Blockwise
+  std::vector<float> block_scales;    ///< Blockwise: [dims[0], dims[1] / group_size], from bf16
 
   /// Constant bytes (nullptr for runtime values). They point into the payload, the named data or the
   /// graph's flatbuffer copy, so they are only valid while the delegate is being built; whatever is
@@ -160,7 +160,8 @@ struct Graph {
 Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_data);
 
 /// Bytes a value of `shape` occupies in the delegate's buffers (including the per-row parameters that a
-/// dynamically quantized tensor carries after its data).
+/// dynamically quantized tensor carries after its data). 4-bit values hold two per byte, each row (last
+/// dim) padded to a whole byte.
 size_t value_storage_bytes(const Value& value, const Shape& shape);
 
 /// Rows of a dynamically quantized (qdint8) tensor: the product of its batch (leading) dims.

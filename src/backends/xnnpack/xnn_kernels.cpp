@@ -579,18 +579,19 @@ void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* ou
   }
 }
 
-QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias)
-    : n_(n), k_(k), scales_(scales, scales + n), row_sums_(n, 0) {
-  const size_t kp = k_pairs();
+QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias,
+                       size_t group_size)
+    : n_(n), k_(k), group_size_(group_size) {
+  const size_t kp = k_pairs(), g = groups();
+  scales_.assign(scales, scales + n * g);
+  row_sums_.assign(n * g, 0);
   packed_.assign(blocks() * kp * 16, 0);
   for (size_t j = 0; j < n; ++j) {
     int16_t* dst = packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
-    int32_t sum = 0;
     for (size_t i = 0; i < k; ++i) {
       dst[(i / 2) * 16 + (i % 2)] = w_nk[j * k + i];
-      sum += w_nk[j * k + i];
+      row_sums_[j * g + (group_size == 0 ? 0 : i / group_size)] += w_nk[j * k + i];
     }
-    row_sums_[j] = sum;
   }
   if (bias != nullptr) bias_.assign(bias, bias + n);
 }
@@ -598,15 +599,16 @@ QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scal
 namespace {
 
 // acc[r][c] (MR rows, NB blocks of 8 units) = sum over k pairs of the int16 pair products.
+// `pairs` rows are `stride` int32 apart; kp pairs are summed.
 template <int MR, int NB>
-void qd8_tile_scalar(const int32_t* pairs, size_t kp, const int16_t* const* w, int32_t* acc) {
+void qd8_tile_scalar(const int32_t* pairs, size_t stride, size_t kp, const int16_t* const* w, int32_t* acc) {
   for (int r = 0; r < MR; ++r) {
     for (int b = 0; b < NB; ++b) {
       for (int lane = 0; lane < 8; ++lane) {
         int32_t sum = 0;
         for (size_t p = 0; p < kp; ++p) {
-          const auto x0 = static_cast<int16_t>(pairs[r * kp + p] & 0xFFFF);
-          const auto x1 = static_cast<int16_t>(static_cast<uint32_t>(pairs[r * kp + p]) >> 16);
+          const auto x0 = static_cast<int16_t>(pairs[r * stride + p] & 0xFFFF);
+          const auto x1 = static_cast<int16_t>(static_cast<uint32_t>(pairs[r * stride + p]) >> 16);
           sum += x0 * w[b][p * 16 + lane * 2] + x1 * w[b][p * 16 + lane * 2 + 1];
         }
         acc[r * 8 * NB + b * 8 + lane] = sum;
@@ -617,8 +619,8 @@ void qd8_tile_scalar(const int32_t* pairs, size_t kp, const int16_t* const* w, i
 
 #if defined(__x86_64__) && defined(__GNUC__)
 template <int MR, int NB>
-__attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t kp, const int16_t* const* w,
-                                                    int32_t* acc) {
+__attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t stride, size_t kp,
+                                                    const int16_t* const* w, int32_t* acc) {
   __m256i c[MR][NB];
   for (int r = 0; r < MR; ++r) {
     for (int b = 0; b < NB; ++b) c[r][b] = _mm256_setzero_si256();
@@ -627,7 +629,7 @@ __attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t 
     __m256i wv[NB];
     for (int b = 0; b < NB; ++b) wv[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b] + p * 16));
     for (int r = 0; r < MR; ++r) {
-      const __m256i x = _mm256_set1_epi32(pairs[r * kp + p]);
+      const __m256i x = _mm256_set1_epi32(pairs[r * stride + p]);
       for (int b = 0; b < NB; ++b) c[r][b] = _mm256_add_epi32(c[r][b], _mm256_madd_epi16(x, wv[b]));
     }
   }
@@ -645,20 +647,20 @@ bool have_avx2() {
 #endif
 
 template <int MR, int NB>
-void qd8_tile(const int32_t* pairs, size_t kp, const int16_t* const* w, int32_t* acc) {
+void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int16_t* const* w, int32_t* acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (have_avx2()) return qd8_tile_avx2<MR, NB>(pairs, kp, w, acc);
+  if (have_avx2()) return qd8_tile_avx2<MR, NB>(pairs, stride, kp, w, acc);
 #endif
-  qd8_tile_scalar<MR, NB>(pairs, kp, w, acc);
+  qd8_tile_scalar<MR, NB>(pairs, stride, kp, w, acc);
 }
 
 template <int NB>
-void qd8_tile_rows(int mr, const int32_t* pairs, size_t kp, const int16_t* const* w, int32_t* acc) {
+void qd8_tile_rows(int mr, const int32_t* pairs, size_t stride, size_t kp, const int16_t* const* w, int32_t* acc) {
   switch (mr) {
-    case 1: qd8_tile<1, NB>(pairs, kp, w, acc); break;
-    case 2: qd8_tile<2, NB>(pairs, kp, w, acc); break;
-    case 3: qd8_tile<3, NB>(pairs, kp, w, acc); break;
-    default: qd8_tile<4, NB>(pairs, kp, w, acc); break;
+    case 1: qd8_tile<1, NB>(pairs, stride, kp, w, acc); break;
+    case 2: qd8_tile<2, NB>(pairs, stride, kp, w, acc); break;
+    case 3: qd8_tile<3, NB>(pairs, stride, kp, w, acc); break;
+    default: qd8_tile<4, NB>(pairs, stride, kp, w, acc); break;
   }
 }
 
@@ -677,27 +679,43 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
       scratch[r * kp + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16));
     }
   }
+  // Per group (the whole row for per-channel weights): integer sums, zero-point correction with the group's
+  // weight sums, then the group's scale; the row's activation scale applies at the end.
+  const size_t groups = w.groups(), group_pairs = w.group_size() == 0 ? kp : w.group_size() / 2;
   auto run_blocks = [&](size_t b0, size_t b1) {
     int32_t acc[4 * 16];
+    float sum[4 * 16];
     for (size_t b = b0; b < b1; b += 2) {
       const int nb = b + 1 < b1 ? 2 : 1;
-      const int16_t* wb[2] = {w.block(b), nb == 2 ? w.block(b + 1) : nullptr};
       for (size_t r = 0; r < rows; r += 4) {
         const int mr = static_cast<int>(std::min<size_t>(4, rows - r));
-        if (nb == 2) {
-          qd8_tile_rows<2>(mr, scratch + r * kp, kp, wb, acc);
-        } else {
-          qd8_tile_rows<1>(mr, scratch + r * kp, kp, wb, acc);
+        std::fill(sum, sum + 4 * 16, 0.0f);
+        for (size_t g = 0; g < groups; ++g) {
+          const size_t p0 = g * group_pairs;
+          const int16_t* wb[2] = {w.block(b) + p0 * 16, nb == 2 ? w.block(b + 1) + p0 * 16 : nullptr};
+          const int32_t* x = scratch + r * kp + p0;
+          if (nb == 2) {
+            qd8_tile_rows<2>(mr, x, kp, group_pairs, wb, acc);
+          } else {
+            qd8_tile_rows<1>(mr, x, kp, group_pairs, wb, acc);
+          }
+          for (int i = 0; i < mr; ++i) {
+            const int32_t zp = params[r + i].zero_point;
+            for (int c = 0; c < nb * 8; ++c) {
+              const size_t j = b * 8 + static_cast<size_t>(c);
+              if (j >= n) break;
+              const int32_t v = acc[i * nb * 8 + c] - zp * w.row_sums()[j * groups + g];
+              sum[i * nb * 8 + c] += static_cast<float>(v) * w.scales()[j * groups + g];
+            }
+          }
         }
         for (int i = 0; i < mr; ++i) {
-          const int32_t zp = params[r + i].zero_point;
           const float s = params[r + i].scale;
           float* o = out + (r + i) * n;
           for (int c = 0; c < nb * 8; ++c) {
             const size_t j = b * 8 + static_cast<size_t>(c);
             if (j >= n) break;
-            const int32_t v = acc[i * nb * 8 + c] - zp * w.row_sums()[j];
-            float y = static_cast<float>(v) * s * w.scales()[j];
+            float y = sum[i * nb * 8 + c] * s;
             if (w.bias() != nullptr) y += w.bias()[j];
             o[j] = std::min(std::max(y, out_min), out_max);
           }

@@ -58,23 +58,29 @@ void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* ou
 
 /// Weights of a dynamically quantized fully-connected layer, packed at load for the int8 GEMM: blocks of 8
 /// units, each k pair of a unit stored as two int16 (the layout of a multiply-add of int16 pairs).
+/// Per-channel weights have one scale per unit; blockwise ones (4-bit, "group" quantization) one per unit
+/// and group of `group_size` consecutive k.
 class QD8Weights {
  public:
   QD8Weights() = default;
-  /// `w_nk`: int8 [n, k] row-major; `scales`: n per-unit scales; `bias`: n floats or null.
-  QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias);
+  /// `w_nk`: int8 [n, k] row-major (4-bit weights already unpacked); `scales`: n per-unit scales, or with
+  /// group_size > 0, [n, k / group_size] scales; `bias`: n floats or null.
+  QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias, size_t group_size = 0);
 
   size_t n() const { return n_; }
   size_t k() const { return k_; }
   size_t k_pairs() const { return (k_ + 1) / 2; }
   size_t blocks() const { return (n_ + 7) / 8; }
+  size_t group_size() const { return group_size_; }  ///< 0: per-channel
+  size_t groups() const { return group_size_ == 0 ? 1 : k_ / group_size_; }
   const int16_t* block(size_t b) const { return packed_.data() + b * k_pairs() * 16; }
+  /// [n, groups()] scales and sums of each unit's weights over each group (one group: the whole row).
   const float* scales() const { return scales_.data(); }
   const int32_t* row_sums() const { return row_sums_.data(); }
   const float* bias() const { return bias_.empty() ? nullptr : bias_.data(); }
 
  private:
-  size_t n_ = 0, k_ = 0;
+  size_t n_ = 0, k_ = 0, group_size_ = 0;
   std::vector<int16_t> packed_;
   std::vector<float> scales_;
   std::vector<int32_t> row_sums_;
