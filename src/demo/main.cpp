@@ -11,7 +11,7 @@
 // with --ptd also DIR/mobilenet_v2_xnnpack_ptd.pte + DIR/mobilenet_v2_xnnpack_ptd.ptd (weights outside).
 #include <sys/stat.h>
 
-#include <cmath>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>

@@ -1,10 +1,8 @@
 #include "demo/mobilenet_v2.h"
 
 #include <cmath>
-#include <cstdio>
 #include <map>
 
-#include "etnp/error.h"
 #include "format/xnnpack_writer.h"
 
 namespace etnp::demo {

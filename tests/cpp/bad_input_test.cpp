@@ -2,8 +2,11 @@
 // byte flips and field mutations must end in a clean etnp::Error (or a successful run), never a crash, leak or
 // hang (CI runs this under ASan/UBSan); bad method inputs, missing or wrong .ptd data, unknown methods, missing
 // operators and missing backends must each give the documented error kind with a precise message.
+// ETNP_FUZZ_TRACE=1 prints each fuzz case before it runs (to name the case that crashes a broken build).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -168,13 +171,21 @@ TEST(BadInputTruncation, EveryLengthOfAPlainFlatbuffer) {
 
 // --- Random damage --------------------------------------------------------------------------------------------
 
+/// Each case has its own generator, so a failing case can be replayed alone. With ETNP_FUZZ_TRACE set, every case
+/// is announced on stderr first, which names the culprit when one takes the process down.
+std::mt19937_64 case_rng(uint64_t seed, int c) {
+  if (std::getenv("ETNP_FUZZ_TRACE") != nullptr) std::fprintf(stderr, "fuzz seed %llu case %d\n", static_cast<unsigned long long>(seed), c);
+  std::seed_seq seq{seed, static_cast<uint64_t>(c)};
+  return std::mt19937_64(seq);
+}
+
 TEST(BadInputFuzz, SeededRandomByteFlips) {
   const std::vector<uint8_t> base = fuzz_base_program();
   ASSERT_FALSE(load_and_run(base, Verification::InternalConsistency, "base").has_value());
-  std::mt19937_64 rng(20240601);
   int rejected = 0;
   constexpr int kCases = 4000;
   for (int c = 0; c < kCases; ++c) {
+    std::mt19937_64 rng = case_rng(20240601, c);
     std::vector<uint8_t> bytes = base;
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f) {
@@ -415,10 +426,10 @@ void mutate_program(fb::ProgramT& p, std::mt19937_64& rng) {
 
 TEST(BadInputFuzz, SeededFieldMutations) {
   const std::vector<uint8_t> base = fuzz_base_program();
-  std::mt19937_64 rng(77);
   int rejected = 0;
   constexpr int kCases = 3000;
   for (int c = 0; c < kCases; ++c) {
+    std::mt19937_64 rng = case_rng(77, c);
     std::vector<uint8_t> bytes = rebuild(base, [&](fb::ProgramT& p) { mutate_program(p, rng); });
     if (load_and_run(bytes, Verification::InternalConsistency, "mutation case " + std::to_string(c)).has_value()) {
       ++rejected;
@@ -432,6 +443,63 @@ TEST(BadInputFuzz, RebuildWithoutChangesStillRuns) {
   const std::vector<uint8_t> base = fuzz_base_program();
   const std::vector<uint8_t> same = rebuild(base, [](fb::ProgramT&) {});
   EXPECT_FALSE(load_and_run(same, Verification::InternalConsistency, "rebuilt").has_value());
+}
+
+// --- Damage the fuzzers found, as deterministic cases ----------------------------------------------------------
+
+// Minimal verification does not look inside methods; asking for one whose name is missing must still be an error.
+TEST(BadInputDamage, MethodWithoutANameUnderMinimalVerification) {
+  std::unique_ptr<fb::ProgramT> program(fb::GetProgram(small_add_program(false).data())->UnPack());
+  program->execution_plan[0]->name.clear();
+  flatbuffers::FlatBufferBuilder b;
+  b.Finish(fb::Program::Pack(b, program.get()), "ET12");  // the generated Pack drops the empty name: no string
+  const std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  LoadOptions options;
+  options.verification = Verification::Minimal;
+  try {
+    Program p = load_bytes(bytes, options);
+    EXPECT_THROW(p.method_meta("forward"), Error);
+    EXPECT_THROW(p.load_method("forward"), Error);
+  } catch (const Error&) {
+    // Rejecting the file outright is fine too.
+  }
+}
+
+// A FreeCall may release a planned input's storage; the next execution must not copy the input into it.
+TEST(BadInputDamage, InputFreedByTheProgramThenRunAgain) {
+  format::ProgramWriter w;
+  auto& m = w.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({3}));
+  const int32_t y = m.planned_tensor(f32({3}));
+  m.kernel("aten::mul.Scalar_out", {x, m.double_value(2.0), y, y});
+  m.free(x);
+  m.set_inputs({x});
+  m.set_outputs({y});
+  Program p = load_bytes(w.serialize());
+  auto method = p.load_method("forward");
+  const std::vector<float> in = {1, 2, 3};
+  EXPECT_EQ(floats(exec(*method, {tensor_input(in, {3})})[0]), (std::vector<float>{2, 4, 6}));
+  EXPECT_THROW(exec(*method, {tensor_input(in, {3})}), Error);
+}
+
+// Planned offsets that break the element alignment must be rejected (or handled), never read as misaligned
+// floats (undefined behaviour; UBSan reports it).
+TEST(BadInputDamage, MisalignedPlannedOffset) {
+  const std::vector<uint8_t> bytes = rebuild(small_add_program(true), [](fb::ProgramT& p) {
+    for (auto& v : p.execution_plan[0]->values) {
+      if (auto* t = v->val.AsTensor(); t != nullptr && t->allocation_info) t->allocation_info->memory_offset_low += 2;
+    }
+    p.execution_plan[0]->non_const_buffer_sizes[1] += 16;
+  });
+  try {
+    Program p = load_bytes(bytes);
+    auto method = p.load_method("forward");
+    const std::vector<float> x = {1, 2, 3, 4, 5, 6}, y = {10, 20, 30, 40, 50, 60};
+    const auto out = exec(*method, {tensor_input(x, {2, 3}), tensor_input(y, {2, 3})});
+    EXPECT_EQ(floats(out[0]), (std::vector<float>{11.5f, 23.5f, 31.0f, 44.5f, 56.5f, 64.0f}));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError) << e.what();
+  }
 }
 
 // --- Method inputs --------------------------------------------------------------------------------------------
