@@ -400,7 +400,11 @@ void MethodImpl::mark_storage_checks() {
   // targets of FreeCall. Well-formed programs never read them then; malformed ones must not crash.
   std::vector<bool> maybe_null(values.size(), false);
   for (const auto& ins : instructions) {
-    if (ins.kind == Instruction::Kind::Free) maybe_null[ins.a] = true;
+    if (ins.kind == Instruction::Kind::Free && !maybe_null[ins.a]) {
+      maybe_null[ins.a] = true;
+      Tensor& t = values[ins.a].to_tensor();
+      freed_storage.emplace_back(&t, t.data());
+    }
     if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default" && ins.args.size() >= 3) {
       maybe_null[ins.args[2] - values.data()] = true;
     }
@@ -611,6 +615,12 @@ void MethodImpl::run() {
   const size_t n = instructions.size();
   size_t pc = 0;
   int64_t executed = 0;
+  struct RestoreFreed {
+    std::vector<std::pair<Tensor*, void*>>& freed;
+    ~RestoreFreed() {
+      for (auto& [t, data] : freed) t->set_data(data);
+    }
+  } restore_freed{freed_storage};
   try {
     while (pc < n) {
       if (++executed > kMaxInstructionsPerRun) {

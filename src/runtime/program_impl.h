@@ -63,6 +63,9 @@ struct MethodImpl {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> owned_buffers;
   std::vector<bool> planned_input;             // per method input: copy into planned memory (else bind)
   std::vector<bool> input_set;
+  /// FreeCall targets with the storage they had at load: put back after every run, so the next run (and
+  /// set_input, which copies into planned input storage) finds the memory plan intact.
+  std::vector<std::pair<Tensor*, void*>> freed_storage;
 
   std::vector<EValue*> arg_storage;            // all instruction args, spans point into it
   std::vector<Instruction> instructions;       // chain 0 (exporters emit one chain)

@@ -465,7 +465,8 @@ TEST(BadInputDamage, MethodWithoutANameUnderMinimalVerification) {
   }
 }
 
-// A FreeCall may release a planned input's storage; the next execution must not copy the input into it.
+// A FreeCall may release a planned input's storage. Freeing ends a lifetime within one run: the memory plan is
+// static, so the next run gets the planned storage back instead of copying its input through a null pointer.
 TEST(BadInputDamage, InputFreedByTheProgramThenRunAgain) {
   format::ProgramWriter w;
   auto& m = w.add_method("forward");
@@ -479,7 +480,8 @@ TEST(BadInputDamage, InputFreedByTheProgramThenRunAgain) {
   auto method = p.load_method("forward");
   const std::vector<float> in = {1, 2, 3};
   EXPECT_EQ(floats(exec(*method, {tensor_input(in, {3})})[0]), (std::vector<float>{2, 4, 6}));
-  EXPECT_THROW(exec(*method, {tensor_input(in, {3})}), Error);
+  const std::vector<float> again = {5, 6, 7};
+  EXPECT_EQ(floats(exec(*method, {tensor_input(again, {3})})[0]), (std::vector<float>{10, 12, 14}));
 }
 
 // Planned offsets that break the element alignment must be rejected (or handled), never read as misaligned
