@@ -152,8 +152,14 @@ inline void fail_unsupported(const char* op, const Tensor& t) { unsupported_dtyp
 
 template <typename C, typename T>
 void load_block(const void* base, int64_t offset, int64_t stride, int64_t n, C* dst) {
-  const T* p = static_cast<const T*>(base) + offset;
-  for (int64_t i = 0; i < n; ++i) dst[i] = cast_to<C>(p[i * stride]);
+  if constexpr (std::is_same_v<T, bool>) {
+    // Read bool storage as bytes: a byte other than 0/1 (malformed data) is "true", not undefined behaviour.
+    const uint8_t* p = static_cast<const uint8_t*>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = cast_to<C>(p[i * stride] != 0);
+  } else {
+    const T* p = static_cast<const T*>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = cast_to<C>(p[i * stride]);
+  }
 }
 
 template <typename R, typename T>
@@ -331,7 +337,8 @@ void apply(KernelContext& ctx, Tensor& out, const std::array<const Tensor*, NIN>
   std::array<LoadBlockFn<C>, NIN> in_load{};
   for (size_t k = 0; k < NIN; ++k) {
     in_data[k] = inputs[k]->data();
-    in_direct[k] = inputs[k]->dtype() == kC;
+    // bool inputs always go through load_block (see there)
+    in_direct[k] = inputs[k]->dtype() == kC && kC != ScalarType::Bool;
     if (!in_direct[k]) in_load[k] = load_block_fn<C>(inputs[k]->dtype(), opname);
   }
   void* out_data = out.data();

@@ -681,6 +681,23 @@ TEST(ElementwiseKernels, MaskedFillBroadcastsMask) {
   EXPECT_EQ(oi->values<int32_t>(), (std::vector<int32_t>{7, 1, 9}));
 }
 
+TEST(ElementwiseKernels, BoolStorageBytesOtherThanOneReadAsTrue) {
+  // Malformed constant data can hold any byte in a bool tensor; it must read as true, not be UB.
+  auto b = bools({3}, {0, 2, 255});
+  auto out = empty(ScalarType::Bool, {3});
+  unary("aten::logical_not.out", b, out);
+  EXPECT_EQ(out->values<uint8_t>(), (std::vector<uint8_t>{1, 0, 0}));
+  auto x = floats({3}, {1, 2, 3});
+  auto y = floats({3}, {-1, -2, -3});
+  auto o = empty(ScalarType::Float, {3});
+  std::vector<EValue> args{t(b), t(x), t(y), t(o), t(o)};
+  call_kernel("aten::where.self_out", args);
+  expect_floats(o->values<float>(), {-1, 2, 3});
+  auto ob = empty(ScalarType::Bool, {3});
+  binary("aten::logical_and.out", b, b, ob);
+  EXPECT_EQ(ob->values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1}));
+}
+
 TEST(ElementwiseKernels, ArgumentCountsAreRegistered) {
   const KernelEntry* add = KernelRegistry::global().find("aten::add.out");
   ASSERT_NE(add, nullptr);
