@@ -183,9 +183,8 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
   }
 }
 
-void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, float out_min, float out_max,
-                          float* out) const {
-  const size_t panels = (n_ + kNr - 1) / kNr;
+void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end,
+                          float out_min, float out_max, float* out) const {
   // K in blocks whose weight panel stays in L1; rows in blocks whose inputs stay in L2 while every panel
   // streams past them.
   constexpr size_t kKc = 256;
@@ -198,7 +197,7 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, float 
     const bool first = k0 == 0, last = k0 + kc >= k_;
     for (size_t r0 = 0; r0 < rows; r0 += block) {
       const size_t r1 = std::min(rows, r0 + block);
-      for (size_t p = 0; p < panels; ++p) {
+      for (size_t p = p_begin; p < p_end; ++p) {
         const float* panel = packed + (p * k_ + k0) * kNr;
         const float* bias = packed_bias + p * kNr;
         const size_t nr = std::min(kNr, n_ - p * kNr);
@@ -216,14 +215,24 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, float 
 void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const {
   if (rows == 0 || n_ == 0) return;
   const size_t tiles = (rows + kMr - 1) / kMr;
-  if (tiles >= 2 && rows * k_ * n_ >= (size_t{1} << 18) && ThreadPool::global().num_threads() > 1) {
-    ThreadPool::global().parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
-      const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
-      run_rows(in + r0 * in_stride, r1 - r0, in_stride, out_min, out_max, out + r0 * n_);
-    });
+  const size_t panels = (n_ + kNr - 1) / kNr;
+  ThreadPool& pool = ThreadPool::global();
+  const size_t threads = pool.num_threads();
+  if (threads > 1 && rows * k_ * n_ >= (size_t{1} << 17)) {
+    if (tiles >= 2 * threads || panels < 2) {
+      pool.parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
+        const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
+        run_rows(in + r0 * in_stride, r1 - r0, in_stride, 0, panels, out_min, out_max, out + r0 * n_);
+      });
+    } else {
+      // Few rows (a decoder's single token): split the output columns instead.
+      pool.parallel_for(panels, 1, [&](size_t p0, size_t p1) {
+        run_rows(in, rows, in_stride, p0, p1, out_min, out_max, out);
+      });
+    }
     return;
   }
-  run_rows(in, rows, in_stride, out_min, out_max, out);
+  run_rows(in, rows, in_stride, 0, panels, out_min, out_max, out);
 }
 
 namespace {

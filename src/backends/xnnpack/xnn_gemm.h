@@ -25,7 +25,8 @@ class PackedGemm {
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
 
  private:
-  void run_rows(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
+  void run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end, float out_min,
+                float out_max, float* out) const;
 
   size_t k_ = 0, n_ = 0;
   std::vector<float> panels_;  ///< [n / 16 rounded up][k][16], zero-padded past n.

@@ -123,6 +123,13 @@ void transpose_typed(const T* in, T* out, int rank, const size_t* size, const si
     T* dst = out + o * rows * cols;
     if (col_stride == 1) {
       for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * row_stride, cols * sizeof(T));
+    } else if (rows * cols >= (size_t{1} << 18) && rows >= 64 && ThreadPool::global().num_threads() > 1) {
+      // Large planes (image layout changes) split by row bands across the pool.
+      constexpr size_t kBand = 64;
+      ThreadPool::global().parallel_for((rows + kBand - 1) / kBand, 1, [&](size_t b0, size_t b1) {
+        const size_t r0 = b0 * kBand, r1 = std::min(rows, b1 * kBand);
+        transpose_2d(src + r0 * row_stride, dst + r0 * cols, r1 - r0, cols, row_stride, col_stride);
+      });
     } else {
       transpose_2d(src, dst, rows, cols, row_stride, col_stride);
     }
