@@ -42,6 +42,10 @@ class Tensor {
   template <typename T>
   T* data_as() const { return static_cast<T*>(data_); }
   void set_data(void* data) { data_ = data; }
+  /// True for data fixed at load (the program's constants, external weights, results the runtime computed
+  /// from them at load): the same bytes on every run, so a kernel's prepare hook may pre-pack them.
+  bool is_constant() const { return constant_; }
+  void set_constant(bool constant) { constant_ = constant; }
 
   /// True when dim_order is 0,1,...,n-1 (row-major).
   bool is_contiguous_order() const;
@@ -63,6 +67,7 @@ class Tensor {
   ScalarType dtype_ = ScalarType::Float;
   int8_t dim_ = 0;
   ShapeDynamism dynamism_ = ShapeDynamism::Static;
+  bool constant_ = false;
   int64_t numel_ = 1;
   int64_t capacity_numel_ = 1;
   void* data_ = nullptr;

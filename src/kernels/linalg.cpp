@@ -1,13 +1,18 @@
 // Matrix products: mm, bmm, addmm and linear. float32 goes through the blocked gemm_f32 (any strides, so
 // every dim order works without copies where a matrix view exists); other dtypes use a strided triple loop
 // that accumulates in the op-math type (integers wrap modulo 2^bits, computed in unsigned arithmetic).
+// Where the weights are constant float32 (the usual linear layer), mm, addmm and linear pack them once at
+// load (packed_gemm.h) and each call runs straight over the packed panels with the bias fused in.
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <vector>
 
 #include "etnp/threadpool.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_util.h"
+#include "kernels/packed_gemm.h"
 #include "kernels/register.h"
 #include "runtime/kernel_registry.h"
 
@@ -145,6 +150,80 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
   });
 }
 
+// ---- Constant weights, packed at load ----------------------------------------------------------------------
+
+/// The weights (and bias) of one mm/addmm/linear instruction, packed when it was loaded.
+struct PackedWeights final : KernelState {
+  PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source)
+      : gemm(w, w_is_nk, k, n, bias), source(source) {}
+  PackedGemm gemm;
+  const void* source;  ///< The weight tensor's data when packed: the fast path checks it is still bound.
+};
+
+bool is_scalar_one(const EValue& v) {
+  return (v.is_int() && v.to_int() == 1) || (v.is_double() && v.to_double() == 1.0);
+}
+
+/// Packs a constant float32 weight seen as W[k, n] with element (i, j) at i * rs + j * cs, where one of the
+/// strides is 1 (a row-major [k, n] or [n, k] matrix); `bias` (n floats, contiguous) may be null.
+std::unique_ptr<KernelState> pack_weights(const Tensor& w, int64_t k, int64_t n, int64_t rs, int64_t cs,
+                                          const Tensor* bias) {
+  if (w.dtype() != ScalarType::Float || !w.is_constant() || w.data() == nullptr || k <= 0 || n <= 0) return nullptr;
+  const bool nk = rs == 1 && cs == k;  // [n, k] row-major: the linear layout
+  const bool kn = cs == 1 && rs == n;
+  if (!nk && !kn) return nullptr;
+  if (bias != nullptr && (bias->dtype() != ScalarType::Float || !bias->is_constant() || bias->numel() != n ||
+                          (bias->dim() > 0 && bias->stride(bias->dim() - 1) != 1))) {
+    return nullptr;
+  }
+  return std::make_unique<PackedWeights>(w.data_as<const float>(), nk, static_cast<size_t>(k),
+                                         static_cast<size_t>(n), bias != nullptr ? bias->data_as<const float>() : nullptr,
+                                         w.data());
+}
+
+/// Runs out[rows, n] = a[rows, k] @ W (+ bias) on the packed weights when the operands fit (row-major
+/// input rows, a contiguous output, the packed tensor still bound); false leaves the call to the general path.
+bool run_packed(KernelContext& ctx, const Tensor& weight, const void* a, int64_t rows, int64_t a_row_stride,
+                int64_t a_col_stride, Tensor& out) {
+  const auto* packed = static_cast<const PackedWeights*>(ctx.state());
+  if (packed == nullptr || packed->source != weight.data() || a_col_stride != 1 || !out.is_contiguous_order() ||
+      out.dtype() != ScalarType::Float) {
+    return false;
+  }
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  packed->gemm.run(static_cast<const float*>(a), static_cast<size_t>(rows), static_cast<size_t>(a_row_stride), -kInf,
+                   kInf, out.data_as<float>());
+  return true;
+}
+
+// mm(self, mat2): mat2 is the weight.
+std::unique_ptr<KernelState> prepare_mm(KernelArgs args) {
+  if (args.size() != 4 || !args[1]->is_tensor()) return nullptr;
+  const Tensor& b = args[1]->to_tensor();
+  if (b.dim() != 2) return nullptr;
+  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), nullptr);
+}
+
+// addmm(self, mat1, mat2, beta, alpha): mat2 is the weight, self the bias; only the plain form (beta = alpha
+// = 1, a bias per output column) is packed.
+std::unique_ptr<KernelState> prepare_addmm(KernelArgs args) {
+  if (args.size() != 7 || !args[0]->is_tensor() || !args[2]->is_tensor()) return nullptr;
+  if (!is_scalar_one(*args[3]) || !is_scalar_one(*args[4])) return nullptr;
+  const Tensor& self = args[0]->to_tensor();
+  const Tensor& b = args[2]->to_tensor();
+  if (b.dim() != 2 || self.dim() < 1 || self.dim() > 2 || (self.dim() == 2 && self.size(0) != 1)) return nullptr;
+  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), &self);
+}
+
+// linear(input, weight, bias): weight [n, k].
+std::unique_ptr<KernelState> prepare_linear(KernelArgs args) {
+  if (args.size() != 5 || !args[1]->is_tensor()) return nullptr;
+  const Tensor& w = args[1]->to_tensor();
+  const Tensor* bias = args[2]->to_optional_tensor();
+  if (w.dim() != 2 || (bias != nullptr && bias->dim() != 1)) return nullptr;
+  return pack_weights(w, w.size(1), w.size(0), w.stride(1), w.stride(0), bias);
+}
+
 // aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)
 void mm_out(KernelContext& ctx, KernelArgs args) {
   constexpr const char* op = "aten::mm.out";
@@ -158,6 +237,7 @@ void mm_out(KernelContext& ctx, KernelArgs args) {
                                                 << shape_str(b.sizes()) << " cannot be multiplied");
   check_dtypes(op, out, {&a, &b});
   resize_output(out, {a.size(0), b.size(1)}, op);
+  if (run_packed(ctx, b, a.data(), a.size(0), a.stride(0), a.stride(1), out)) return;
   BatchedProduct p{1, a.size(0), b.size(1), a.size(1), &a, 0, a.stride(0), a.stride(1), &b, 0, b.stride(0),
                    b.stride(1), &out, 0, out.stride(0), out.stride(1)};
   run_product(ctx, p, op);
@@ -217,6 +297,7 @@ void addmm_out(KernelContext& ctx, KernelArgs args) {
                    0, 0};
   bias_strides(self, m, n, p.bias_rs, p.bias_cs, op);
   resize_output(out, {m, n}, op);
+  if (run_packed(ctx, b, a.data(), m, a.stride(0), a.stride(1), out)) return;
   p.c_rs = out.stride(0);
   p.c_cs = out.stride(1);
   p.bias = &self;
@@ -264,6 +345,10 @@ void linear_out(KernelContext& ctx, KernelArgs args) {
 
   int64_t rows = 1;
   for (int d = 0; d + 1 < input.dim(); ++d) rows *= input.size(d);
+  if (!vector_weight && input.is_contiguous_order() &&
+      run_packed(ctx, weight, input.data(), rows, in_features, input.stride(input.dim() - 1), out)) {
+    return;
+  }
   // Rows of the input (and output) must be one stride apart; otherwise work on contiguous copies.
   std::vector<unsigned char> in_copy, out_copy;
   const void* in_data = input.data();
@@ -318,10 +403,10 @@ void linear_out(KernelContext& ctx, KernelArgs args) {
 }  // namespace
 
 void register_linalg_kernels(KernelRegistry& registry) {
-  registry.add("aten::mm.out", 4, mm_out);
+  registry.add("aten::mm.out", 4, mm_out, prepare_mm);
   registry.add("aten::bmm.out", 4, bmm_out);
-  registry.add("aten::addmm.out", 7, addmm_out);
-  registry.add("aten::linear.out", 5, linear_out);
+  registry.add("aten::addmm.out", 7, addmm_out, prepare_addmm);
+  registry.add("aten::linear.out", 5, linear_out, prepare_linear);
 }
 
 }  // namespace etnp::kernels

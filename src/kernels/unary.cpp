@@ -327,6 +327,27 @@ void clamp_scalar_impl(KernelContext& ctx, const Tensor& self, const std::option
     using C = decltype(tag);
     const C lo = min ? ew::scalar_to<C>(*min) : C(0);
     const C hi = max ? ew::scalar_to<C>(*max) : C(0);
+    if constexpr (std::is_floating_point_v<C>) {
+      if ((min && std::isnan(lo)) || (max && std::isnan(hi))) {
+        const C nan = std::numeric_limits<C>::quiet_NaN();
+        apply<C, C, 1>(ctx, out, {&self}, [nan](C) { return nan; }, ew::kCheapGrain, op);
+        return;
+      }
+      // Bounds are numbers from here on: plain compares keep NaN inputs (x < lo is false for NaN) and
+      // let the compiler vectorize the loop.
+      if (min && max) {
+        apply<C, C, 1>(ctx, out, {&self}, [lo, hi](C x) {
+                         const C y = x < lo ? lo : x;
+                         return y > hi ? hi : y;
+                       },
+                       ew::kCheapGrain, op);
+      } else if (min) {
+        apply<C, C, 1>(ctx, out, {&self}, [lo](C x) { return x < lo ? lo : x; }, ew::kCheapGrain, op);
+      } else {
+        apply<C, C, 1>(ctx, out, {&self}, [hi](C x) { return x > hi ? hi : x; }, ew::kCheapGrain, op);
+      }
+      return;
+    }
     if (min && max) {
       apply<C, C, 1>(ctx, out, {&self}, [lo, hi](C x) { return clamp_max_value(clamp_min_value(x, lo), hi); },
                      ew::kCheapGrain, op);

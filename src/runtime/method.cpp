@@ -246,9 +246,11 @@ void MethodImpl::build_values() {
           }
         } else if (is_external) {
           tensor.set_data(const_cast<uint8_t*>(external_bytes.data()));
+          tensor.set_constant(true);
         } else if (t->data_buffer_idx() > 0) {
           // Constants are read in place from the file; kernels never write their inputs.
           tensor.set_data(const_cast<uint8_t*>(program->file->constant(t->data_buffer_idx(), nbytes).data()));
+          tensor.set_constant(true);
         } else if (!inputs.count(static_cast<int32_t>(i)) && !view_outputs.count(static_cast<int32_t>(i))) {
           // Unplanned and not bound by the caller: the method keeps storage for it.
           owned_buffers.emplace_back(allocate_zeroed(nbytes, where));
@@ -323,6 +325,29 @@ void MethodImpl::build_instructions() {
                 "the method has " + std::to_string(chains->size()) + " chains; only single-chain methods are supported");
   }
   arg_storage.reserve(num_args);
+  // How many instructions may write each value (a kernel's out slot, delegate arguments, move targets,
+  // frees): load-time folding needs outputs that nothing else writes.
+  std::vector<uint8_t> writers(values.size(), 0);
+  auto count_writer = [&](int32_t v) {
+    if (v >= 0 && static_cast<size_t>(v) < writers.size() && writers[v] < 255) ++writers[v];
+  };
+  for (const auto* instr : *chains->Get(0)->instructions()) {
+    switch (instr->instr_args_type()) {
+      case fb::InstructionArguments::KernelCall: {
+        const auto* args = instr->instr_args_as_KernelCall()->args();
+        if (args->size() > 0) count_writer(args->Get(args->size() - 1));
+        break;
+      }
+      case fb::InstructionArguments::DelegateCall:
+        for (int32_t a : *instr->instr_args_as_DelegateCall()->args()) count_writer(a);
+        break;
+      case fb::InstructionArguments::MoveCall: count_writer(instr->instr_args_as_MoveCall()->move_to()); break;
+      case fb::InstructionArguments::FreeCall: count_writer(instr->instr_args_as_FreeCall()->value_index()); break;
+      default: break;
+    }
+  }
+  for (int32_t v : *plan->inputs()) count_writer(v);
+  for (int32_t v : *plan->outputs()) count_writer(v);
   const auto* fdelegates = plan->delegates();
   int64_t pc = 0;
   for (const auto* instr : *chains->Get(0)->instructions()) {
@@ -357,6 +382,7 @@ void MethodImpl::build_instructions() {
           }
           ins.state = kernel_states.back().get();
         }
+        fold_constant_layouts(ins, writers);
         break;
       }
       case fb::InstructionArguments::DelegateCall: {
@@ -393,6 +419,40 @@ void MethodImpl::build_instructions() {
     instructions.push_back(ins);
     ++pc;
   }
+}
+
+void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8_t>& writers) {
+  // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
+  // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;
+  // the kernels after them see constants they can pre-pack.
+  static constexpr std::string_view kFoldable[] = {"aten::permute_copy.out", "aten::transpose_copy.int_out",
+                                                   "aten::t_copy.out"};
+  if (std::find(std::begin(kFoldable), std::end(kFoldable), *ins.name) == std::end(kFoldable)) return;
+  if (ins.args.size() < 2 || !ins.args.front()->is_tensor() || !ins.args.front()->to_tensor().is_constant()) return;
+  EValue* out_value = ins.args.back();
+  const size_t out_index = static_cast<size_t>(out_value - values.data());
+  // The out slot appears twice (out argument and return value) in one instruction and nowhere else.
+  if (!out_value->is_tensor() || writers[out_index] != 1) return;
+  Tensor& out = out_value->to_tensor();
+  if (out.is_constant() || out.dynamism() != ShapeDynamism::Static || out.data() == nullptr) return;
+  for (size_t k = 1; k + 1 < ins.args.size(); ++k) {
+    if (ins.args[k] != out_value && ins.args[k]->is_tensor()) return;
+  }
+  void* planned = out.data();
+  owned_buffers.emplace_back(allocate_zeroed(static_cast<size_t>(out.capacity_numel()) * out.element_size(),
+                                             "a folded constant"));
+  out.set_data(owned_buffers.back().get());
+  try {
+    KernelContext ctx(&ThreadPool::global(), ins.state);
+    ins.fn(ctx, ins.args);
+  } catch (const Error&) {
+    // Left to run (and fail with its full context) at execution time.
+    out.set_data(planned);
+    owned_buffers.pop_back();
+    return;
+  }
+  out.set_constant(true);
+  ins.kind = Instruction::Kind::Folded;
 }
 
 void MethodImpl::mark_storage_checks() {
@@ -666,11 +726,14 @@ void MethodImpl::run() {
         case Instruction::Kind::Free:
           values[ins.a].to_tensor().set_data(nullptr);
           break;
+        case Instruction::Kind::Folded:
+          break;
       }
       if (profiling) {
         ProfileEvent ev;
         switch (ins.kind) {
-          case Instruction::Kind::Kernel: ev.name = *ins.name; break;
+          case Instruction::Kind::Kernel:
+          case Instruction::Kind::Folded: ev.name = *ins.name; break;
           case Instruction::Kind::Delegate: ev.name = "DELEGATE_CALL " + *ins.name; break;
           case Instruction::Kind::Move: ev.name = "MOVE_CALL"; break;
           case Instruction::Kind::JumpFalse: ev.name = "JF_CALL"; break;

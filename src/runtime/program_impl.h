@@ -31,7 +31,8 @@ struct ProgramImpl {
 
 /// One pre-decoded instruction: everything the loop needs, resolved at load.
 struct Instruction {
-  enum class Kind : uint8_t { Kernel, Delegate, Move, JumpFalse, Free };
+  /// Folded: a kernel call on constants that ran once at load (its output is constant); the loop skips it.
+  enum class Kind : uint8_t { Kernel, Delegate, Move, JumpFalse, Free, Folded };
   Kind kind = Kind::Kernel;
   KernelFn fn = nullptr;
   KernelState* state = nullptr;
@@ -88,6 +89,7 @@ struct MethodImpl {
   void build_delegates();
   void build_instructions();
   void mark_storage_checks();
+  void fold_constant_layouts(Instruction& ins, const std::vector<uint8_t>& writers);
   ErrorContext context() const;
 };
 

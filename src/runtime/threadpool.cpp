@@ -3,6 +3,7 @@
 #include <pthreadpool.h>
 
 #include <thread>
+#include <cstdlib>
 
 namespace etnp {
 namespace {
@@ -53,7 +54,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   ChunkTask task{&fn, n, (n + chunks - 1) / chunks};
   const size_t count = (n + task.chunk - 1) / task.chunk;
   // Yielding workers keep idle spinning from stealing the core a caller (or another process) needs.
-  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, PTHREADPOOL_FLAG_YIELD_WORKERS);
+  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, getenv("ETNP_YIELD") ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
 }
 
 }  // namespace etnp

@@ -458,6 +458,10 @@ TEST(ElementwiseKernels, ClampAndHardtanh) {
   std::vector<EValue> crossed{t(a), EValue::from_double(1.0), EValue::from_double(0.0), t(out), t(out)};
   call_kernel("aten::clamp.out", crossed);
   expect_floats(out->values<float>(), {0, 0, 0, 0, kNaN});
+  // a NaN bound gives NaN everywhere (torch.clamp(a, min=nan))
+  std::vector<EValue> nan_min{t(a), EValue::from_double(std::nan("")), EValue::from_double(1.0), t(out), t(out)};
+  call_kernel("aten::clamp.out", nan_min);
+  expect_floats(out->values<float>(), {kNaN, kNaN, kNaN, kNaN, kNaN});
   // integer clamp, as replication padding uses it
   auto l = longs({4}, {-3, 0, 5, 9});
   auto lo = empty(ScalarType::Long, {4});

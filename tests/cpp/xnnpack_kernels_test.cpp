@@ -7,11 +7,16 @@
 #include <numeric>
 #include <vector>
 
-#include "backends/xnnpack/xnn_gemm.h"
+#include "kernels/packed_gemm.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
 
 namespace etnp::xnn {
+
+using kernels::Conv2dGeometry;
+using kernels::DepthwiseConv;
+using kernels::PackedGemm;
+using kernels::conv2d_im2col;
 namespace {
 
 Shape shape(std::initializer_list<size_t> dims) {

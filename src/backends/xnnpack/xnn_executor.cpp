@@ -10,12 +10,17 @@
 #include <limits>
 #include <new>
 
-#include "backends/xnnpack/xnn_gemm.h"
+#include "kernels/packed_gemm.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
 #include "etnp/threadpool.h"
 
 namespace etnp::xnn {
+
+using kernels::Conv2dGeometry;
+using kernels::DepthwiseConv;
+using kernels::PackedGemm;
+using kernels::conv2d_im2col;
 
 // ---- steps ---------------------------------------------------------------------------------------------
 

@@ -1,13 +1,14 @@
-// The delegate's fp32 GEMM for constant weights: the weights (and bias) are packed once at load into
-// 16-column panels, and each call runs an AVX2/FMA 6x16 micro-kernel straight over the row-major input
-// with the bias and the output clamp fused in. Used for fully-connected layers and 1x1 convolutions,
-// where it beats the Debian (2022) XNNPACK kernels.
+// fp32 GEMM for constant weights: the weights (and bias) are packed once at load into 16-column panels,
+// and each call runs an AVX2/FMA 6x16 micro-kernel straight over the row-major input with the bias and the
+// output clamp fused in. Used by the XNNPACK delegate (fully-connected layers, 1x1 and im2col convolutions,
+// where it beats the Debian (2022) XNNPACK kernels) and by the portable matrix products whose weights are
+// constants. gemm.h is the general kernel for operands that change per call.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
-namespace etnp::xnn {
+namespace etnp::kernels {
 
 class PackedGemm {
  public:
@@ -74,4 +75,4 @@ class DepthwiseConv {
   std::vector<float> bias_;     ///< [period]
 };
 
-}  // namespace etnp::xnn
+}  // namespace etnp::kernels
