@@ -218,7 +218,7 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   const size_t panels = (n_ + kNr - 1) / kNr;
   ThreadPool& pool = ThreadPool::global();
   const size_t threads = pool.num_threads();
-  if (threads > 1 && rows * k_ * n_ >= (size_t{1} << 17)) {
+  if (threads > 1 && rows * k_ * n_ >= (size_t{1} << 18)) {  // below: about the cost of waking the pool
     if (tiles >= 2 * threads || panels < 2) {
       pool.parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
         const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
@@ -430,7 +430,7 @@ void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_
       r += y_end - y;
     }
   };
-  if (chunks == 1 || total_rows * out_w * c_ * kh_ * kw_ < (size_t{1} << 16)) {
+  if (chunks == 1 || total_rows * out_w * c_ * kh_ * kw_ < (size_t{1} << 18)) {
     for (size_t i = 0; i < chunks; ++i) run_chunk(i);
     return;
   }

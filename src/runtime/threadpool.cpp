@@ -3,7 +3,6 @@
 #include <pthreadpool.h>
 
 #include <thread>
-#include <cstdlib>
 
 namespace etnp {
 namespace {
@@ -53,8 +52,10 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   if (chunks > threads * 4) chunks = threads * 4;
   ChunkTask task{&fn, n, (n + chunks - 1) / chunks};
   const size_t count = (n + task.chunk - 1) / task.chunk;
-  // Yielding workers keep idle spinning from stealing the core a caller (or another process) needs.
-  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, getenv("ETNP_YIELD") ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+  // Workers spin briefly before sleeping (pthreadpool's default, as XNNPACK's own calls use): a model's
+  // next parallel region usually starts within microseconds, and a futex wake-up per region cost more
+  // than the spinning on the measured 2-core machines (bench/RESULTS.md).
+  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, 0);
 }
 
 }  // namespace etnp

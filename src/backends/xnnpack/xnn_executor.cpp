@@ -30,6 +30,10 @@ struct RunContext {
   pthreadpool_t pool;
 };
 
+/// Below this many multiply-adds (or elements moved) an operator is not split across threads: waking the
+/// pool's workers takes a few microseconds, about what this much work takes on one core.
+constexpr size_t kParallelWork = size_t{1} << 18;
+
 class Step {
  public:
   explicit Step(const Node& node) : node_(node) {}
@@ -40,6 +44,26 @@ class Step {
   const Node& node() const { return node_; }
 
  protected:
+  /// Multiply-adds for convolutions and fully-connected layers (outputs x reduction length), elements read
+  /// and written for everything else.
+  size_t work_estimate(const Shape* shapes) const {
+    if (node_.outputs.empty()) return 0;
+    const Shape& out = shapes[node_.outputs[0]];
+    size_t work = out.numel();
+    switch (node_.kind) {
+      case NodeKind::FullyConnected:
+      case NodeKind::Conv2d:
+      case NodeKind::DepthwiseConv2d:
+      case NodeKind::ConvTranspose2d:
+        if (node_.inputs.size() >= 2 && node_.inputs[1] != kInvalidId && out.rank > 0 && out[out.rank - 1] > 0) {
+          work *= std::max<size_t>(1, shapes[node_.inputs[1]].numel() / out[out.rank - 1]);
+        }
+        break;
+      default:
+        if (!node_.inputs.empty() && node_.inputs[0] != kInvalidId) work += shapes[node_.inputs[0]].numel();
+    }
+    return work;
+  }
   Node node_;
 };
 
@@ -92,6 +116,7 @@ class XnnStep final : public Step {
   }
 
   void reshape(const Shape* shapes) override {
+    serial_ = work_estimate(shapes) < kParallelWork;
     if (!key_) return;
     const size_t k = key_(shapes);
     if (k == key_value_) return;
@@ -106,8 +131,11 @@ class XnnStep final : public Step {
   }
 
   void run(const RunContext& ctx) override {
-    xnn_status s = setup_(op_.get(), ctx);
-    if (s == xnn_status_success) s = xnn_run_operator(op_.get(), ctx.pool);
+    // Small operators run on the calling thread: waking the pool costs more than they take.
+    RunContext local = ctx;
+    if (serial_) local.pool = nullptr;
+    xnn_status s = setup_(op_.get(), local);
+    if (s == xnn_status_success) s = xnn_run_operator(op_.get(), local.pool);
     if (s != xnn_status_success) {
       run_fail(node_.describe() + ": XNNPACK " + what_ + " failed (" + status_name(s) + ")");
     }
@@ -120,6 +148,7 @@ class XnnStep final : public Step {
   Key key_;
   size_t key_value_ = 0;
   OperatorPtr op_;
+  bool serial_ = false;
 };
 
 /// A node run by the delegate's own kernels.
