@@ -7,9 +7,11 @@
 #include <optional>
 #include <string>
 
+#include "etnp/threadpool.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
+#include "kernels/vector_math.h"
 #include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
@@ -21,14 +23,28 @@ using ew::dispatch_compute;
 // ---------------------------------------------------------------------------------------------------------
 // Floating math: any real or bool input, a floating output.
 
+/// `vec` (may be null): the vector routine for contiguous float32 in and out.
 template <typename Fn>
-void float_unary(KernelContext& ctx, KernelArgs args, const char* op, Fn fn) {
+void float_unary(KernelContext& ctx, KernelArgs args, const char* op, Fn fn, VectorF32Fn vec = nullptr) {
   check_num_args(args, 3, op);
   const Tensor& self = args[0]->to_tensor();
   Tensor& out = args[1]->to_tensor();
   resize_output(out, self.sizes(), op);
   const ScalarType common = ew::float_common_type(self.dtype());
   ew::check_can_cast(common, out, op);
+  if (vec != nullptr && self.dtype() == ScalarType::Float && out.dtype() == ScalarType::Float &&
+      self.is_contiguous_order() && out.is_contiguous_order() && self.data() != nullptr && out.data() != nullptr) {
+    const auto* in = self.data_as<const float>();
+    auto* o = out.data_as<float>();
+    const auto n = static_cast<size_t>(out.numel());
+    ThreadPool* pool = ctx.pool();
+    if (pool != nullptr && pool->num_threads() > 1 && n >= 2 * static_cast<size_t>(ew::kCostlyGrain)) {
+      pool->parallel_for(n, static_cast<size_t>(ew::kCostlyGrain), [&](size_t b, size_t e) { vec(in + b, o + b, e - b); });
+    } else {
+      vec(in, o, n);
+    }
+    return;
+  }
   dispatch_compute<kFloats | kHalfs>(common, op, [&](auto tag) {
     using C = decltype(tag);
     apply<C, C, 1>(ctx, out, {&self}, [fn](C x) { return static_cast<C>(fn(x)); }, ew::kCostlyGrain, op);
@@ -438,32 +454,39 @@ void logit_out(KernelContext& ctx, KernelArgs args) {
 
 #define ETNP_FLOAT_KERNEL(Name, opname) \
   void Name##_out(KernelContext& ctx, KernelArgs args) { float_unary(ctx, args, opname, Name{}); }
+// With a vector routine for float32, resolved once.
+#define ETNP_FLOAT_KERNEL_VEC(Name, opname)                              \
+  void Name##_out(KernelContext& ctx, KernelArgs args) {                 \
+    static const VectorF32Fn vec = vector_f32(VectorOp::Name);           \
+    float_unary(ctx, args, opname, Name{}, vec);                         \
+  }
 
 ETNP_FLOAT_KERNEL(Acos, "aten::acos.out")
 ETNP_FLOAT_KERNEL(Acosh, "aten::acosh.out")
 ETNP_FLOAT_KERNEL(Asin, "aten::asin.out")
 ETNP_FLOAT_KERNEL(Asinh, "aten::asinh.out")
-ETNP_FLOAT_KERNEL(Atan, "aten::atan.out")
+ETNP_FLOAT_KERNEL_VEC(Atan, "aten::atan.out")
 ETNP_FLOAT_KERNEL(Atanh, "aten::atanh.out")
-ETNP_FLOAT_KERNEL(Cos, "aten::cos.out")
+ETNP_FLOAT_KERNEL_VEC(Cos, "aten::cos.out")
 ETNP_FLOAT_KERNEL(Cosh, "aten::cosh.out")
-ETNP_FLOAT_KERNEL(Erf, "aten::erf.out")
-ETNP_FLOAT_KERNEL(Exp, "aten::exp.out")
-ETNP_FLOAT_KERNEL(Expm1, "aten::expm1.out")
-ETNP_FLOAT_KERNEL(Log, "aten::log.out")
-ETNP_FLOAT_KERNEL(Log10, "aten::log10.out")
-ETNP_FLOAT_KERNEL(Log1p, "aten::log1p.out")
-ETNP_FLOAT_KERNEL(Log2, "aten::log2.out")
+ETNP_FLOAT_KERNEL_VEC(Erf, "aten::erf.out")
+ETNP_FLOAT_KERNEL_VEC(Exp, "aten::exp.out")
+ETNP_FLOAT_KERNEL_VEC(Expm1, "aten::expm1.out")
+ETNP_FLOAT_KERNEL_VEC(Log, "aten::log.out")
+ETNP_FLOAT_KERNEL_VEC(Log10, "aten::log10.out")
+ETNP_FLOAT_KERNEL_VEC(Log1p, "aten::log1p.out")
+ETNP_FLOAT_KERNEL_VEC(Log2, "aten::log2.out")
 ETNP_FLOAT_KERNEL(Reciprocal, "aten::reciprocal.out")
 ETNP_FLOAT_KERNEL(Rsqrt, "aten::rsqrt.out")
-ETNP_FLOAT_KERNEL(Sigmoid, "aten::sigmoid.out")
-ETNP_FLOAT_KERNEL(Sin, "aten::sin.out")
+ETNP_FLOAT_KERNEL_VEC(Sigmoid, "aten::sigmoid.out")
+ETNP_FLOAT_KERNEL_VEC(Sin, "aten::sin.out")
 ETNP_FLOAT_KERNEL(Sinh, "aten::sinh.out")
 ETNP_FLOAT_KERNEL(Sqrt, "aten::sqrt.out")
-ETNP_FLOAT_KERNEL(Tan, "aten::tan.out")
-ETNP_FLOAT_KERNEL(Tanh, "aten::tanh.out")
+ETNP_FLOAT_KERNEL_VEC(Tan, "aten::tan.out")
+ETNP_FLOAT_KERNEL_VEC(Tanh, "aten::tanh.out")
 
 #undef ETNP_FLOAT_KERNEL
+#undef ETNP_FLOAT_KERNEL_VEC
 
 }  // namespace
 

@@ -1,0 +1,18 @@
+// float32 transcendental functions over whole arrays, 8 lanes at a time with Sleef's AVX2 routines (1-ulp
+// accuracy, like the scalar libm calls they replace), chosen once at run time. The element-wise kernels use
+// them for contiguous float32 tensors and keep the scalar loops for every other dtype and layout.
+#pragma once
+
+#include <cstddef>
+
+namespace etnp::kernels {
+
+enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, Atan, Erf, Sigmoid };
+
+/// out[i] = op(in[i]) for i < n (in and out may be the same array).
+using VectorF32Fn = void (*)(const float* in, float* out, size_t n);
+
+/// The vector routine for `op`, or nullptr where this build (no Sleef) or CPU (no AVX2/FMA) has none.
+VectorF32Fn vector_f32(VectorOp op);
+
+}  // namespace etnp::kernels
