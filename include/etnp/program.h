@@ -122,6 +122,9 @@ struct ProfileEvent {
   int64_t instruction = -1;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
+  /// The instruction ran once at load (constant folding, a batch norm folded into its convolution) and the
+  /// run skipped it.
+  bool folded = false;
 };
 
 class Method;

@@ -108,10 +108,11 @@ int run_bench(Args& args) {
   if (profile) {
     std::map<std::string, std::pair<double, int>> totals;
     for (const auto& ev : method->profile_events()) {
-      auto& t = totals[ev.name];
+      auto& t = totals[ev.folded ? ev.name + " (folded at load)" : ev.name];
       t.first += static_cast<double>(ev.end_ns - ev.start_ns) / 1e6 / iters;
       t.second += 1;
     }
+    for (auto& [name, t] : totals) t.second = (t.second + iters - 1) / iters;  // calls per run
     per_op.assign(totals.begin(), totals.end());
     std::sort(per_op.begin(), per_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   }
@@ -131,7 +132,7 @@ int run_bench(Args& args) {
     if (profile) {
       out += ", \"profile\": " + json_array(per_op, [](const auto& p) {
         return "{\"name\": " + json_string(p.first) + ", \"ms_per_run\": " + json_number(p.second.first) +
-               ", \"calls\": " + std::to_string(p.second.second) + "}";
+               ", \"calls_per_run\": " + std::to_string(p.second.second) + "}";
       });
     }
     std::printf("%s}\n", out.c_str());
@@ -147,7 +148,7 @@ int run_bench(Args& args) {
     for (const auto& p : per_op) total += p.second.first;
     std::printf("  time per run by operator / delegate (sorted):\n");
     for (const auto& p : per_op) {
-      std::printf("    %8.3f ms %5.1f%%  %6d calls  %s\n", p.second.first, total > 0 ? 100.0 * p.second.first / total : 0.0,
+      std::printf("    %8.3f ms %5.1f%%  %6d calls/run  %s\n", p.second.first, total > 0 ? 100.0 * p.second.first / total : 0.0,
                   p.second.second, p.first.c_str());
     }
   }

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "etnp/program.h"
@@ -100,6 +101,7 @@ void MethodImpl::load() {
   try {
     build_values();
     build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
+    fold_batch_norms();
     mark_storage_checks();
     build_delegates();
   } catch (const Error& e) {
@@ -455,6 +457,113 @@ void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8
   ins.kind = Instruction::Kind::Folded;
 }
 
+void MethodImpl::fold_batch_norms() {
+  // A convolution followed by an inference batch norm, both on constants, is one convolution with scaled
+  // weights and a shifted bias (what the XNNPACK exporter does before lowering): the batch norm's memory
+  // pass disappears and the convolution writes the batch norm's output directly.
+  constexpr std::string_view kConv = "aten::convolution.out";
+  constexpr std::string_view kBatchNorm = "aten::_native_batch_norm_legit_no_training.out";
+  std::vector<uint32_t> uses(values.size(), 0);  // instruction arguments naming each value
+  for (const auto& ins : instructions) {
+    if (ins.kind == Instruction::Kind::Move) {
+      ++uses[ins.a];
+      ++uses[ins.b];
+    } else if (ins.kind == Instruction::Kind::JumpFalse || ins.kind == Instruction::Kind::Free) {
+      ++uses[ins.a];
+    }
+    for (const EValue* v : ins.args) ++uses[static_cast<size_t>(v - values.data())];
+  }
+  for (int32_t v : *plan->outputs()) ++uses[v];
+  for (int32_t v : *plan->inputs()) ++uses[v];
+  auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
+  auto constant_f32 = [](const EValue* v, int64_t numel) {
+    if (!v->is_tensor()) return false;
+    const Tensor& t = v->to_tensor();
+    return t.is_constant() && t.dtype() == ScalarType::Float && t.numel() == numel && t.is_contiguous_order();
+  };
+
+  for (size_t i = 0; i + 1 < instructions.size(); ++i) {
+    Instruction& conv = instructions[i];
+    Instruction& bn = instructions[i + 1];
+    if (conv.kind != Instruction::Kind::Kernel || bn.kind != Instruction::Kind::Kernel || *conv.name != kConv ||
+        *bn.name != kBatchNorm || conv.args.size() != 11 || bn.args.size() != 11) {
+      continue;
+    }
+    // conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out, ret)
+    // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret)
+    const EValue* conv_out = conv.args[9];
+    if (conv.args[10] != conv_out || bn.args[0] != conv_out || !conv_out->is_tensor() ||
+        uses[index_of(conv_out)] != 3) {  // out and ret of the convolution, input of the batch norm
+      continue;
+    }
+    if (!conv.args[0]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool() || !conv.args[1]->is_tensor() ||
+        !bn.args[6]->is_double()) {
+      continue;
+    }
+    const Tensor& w = conv.args[1]->to_tensor();
+    if (w.dim() < 3 || !constant_f32(conv.args[1], w.numel())) continue;
+    const int64_t channels = w.size(0);
+    const bool has_bias = !conv.args[2]->is_none();
+    if (has_bias && !constant_f32(conv.args[2], channels)) continue;
+    if ((!bn.args[1]->is_none() && !constant_f32(bn.args[1], channels)) ||
+        (!bn.args[2]->is_none() && !constant_f32(bn.args[2], channels)) || !constant_f32(bn.args[3], channels) ||
+        !constant_f32(bn.args[4], channels)) {
+      continue;
+    }
+    // The convolution will write the batch norm's output: same shape and layout. The batch statistics outputs
+    // (empty in inference) must be unused.
+    if (!bn.args[7]->is_tensor() || bn.args[7]->to_tensor().dtype() != ScalarType::Float ||
+        !std::ranges::equal(bn.args[7]->to_tensor().sizes(), conv_out->to_tensor().sizes()) ||
+        !std::ranges::equal(bn.args[7]->to_tensor().dim_order(), conv_out->to_tensor().dim_order()) ||
+        bn.args[7]->to_tensor().dynamism() != conv_out->to_tensor().dynamism() ||
+        uses[index_of(bn.args[8])] != 1 || uses[index_of(bn.args[9])] != 1 ||
+        (bn.args[10] != bn.args[7] && uses[index_of(bn.args[10])] != 1)) {
+      continue;
+    }
+
+    // The memory plan may have given the batch norm's output the bytes of the convolution's input (their
+    // lifetimes did not meet before the fusion); then the convolution would overwrite what it still reads.
+    const Tensor& conv_in = conv.args[0]->to_tensor();
+    const Tensor& bn_out = bn.args[7]->to_tensor();
+    const auto in_begin = reinterpret_cast<uintptr_t>(conv_in.data());
+    const auto out_begin = reinterpret_cast<uintptr_t>(bn_out.data());
+    const uintptr_t in_end = in_begin + static_cast<uintptr_t>(conv_in.capacity_numel()) * conv_in.element_size();
+    const uintptr_t out_end = out_begin + static_cast<uintptr_t>(bn_out.capacity_numel()) * bn_out.element_size();
+    if (conv_in.data() == nullptr || bn_out.data() == nullptr || (in_begin < out_end && out_begin < in_end)) continue;
+
+    const double eps = bn.args[6]->to_double();
+    auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
+    const int64_t per_channel = w.numel() / channels;
+    auto* new_w = allocate_zeroed(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
+    owned_buffers.emplace_back(new_w);
+    auto* new_b = allocate_zeroed(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
+    owned_buffers.emplace_back(new_b);
+    auto* wf = reinterpret_cast<float*>(new_w);
+    auto* bf = reinterpret_cast<float*>(new_b);
+    for (int64_t c = 0; c < channels; ++c) {
+      const double gamma = bn.args[1]->is_none() ? 1.0 : at(bn.args[1], c);
+      const double beta = bn.args[2]->is_none() ? 0.0 : at(bn.args[2], c);
+      const double scale = gamma / std::sqrt(at(bn.args[4], c) + eps);
+      const float* src = w.data_as<const float>() + c * per_channel;
+      for (int64_t k = 0; k < per_channel; ++k) wf[c * per_channel + k] = static_cast<float>(src[k] * scale);
+      bf[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn.args[3], c)) * scale + beta);
+    }
+    Tensor& wt = load_time_tensors.emplace_back(ScalarType::Float, w.sizes(), w.dim_order(), new_w);
+    wt.set_constant(true);
+    const int64_t bias_size[1] = {channels};
+    Tensor& bt = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(bias_size, 1),
+                                                std::span<const uint8_t>(), new_b);
+    bt.set_constant(true);
+    EValue* wv = &load_time_values.emplace_back(EValue::from_tensor(&wt));
+    EValue* bv = &load_time_values.emplace_back(EValue::from_tensor(&bt));
+    EValue** conv_args = arg_storage.data() + (conv.args.data() - arg_storage.data());
+    conv_args[1] = wv;
+    conv_args[2] = bv;
+    conv_args[9] = conv_args[10] = bn.args[7];
+    bn.kind = Instruction::Kind::Folded;
+  }
+}
+
 void MethodImpl::mark_storage_checks() {
   // Tensors that can lack storage while the method runs: et_view outputs (until the view runs) and
   // targets of FreeCall. Well-formed programs never read them then; malformed ones must not crash.
@@ -474,8 +583,12 @@ void MethodImpl::mark_storage_checks() {
     if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default") ins.skip_check_arg = 2;
     for (size_t k = 0; k < ins.args.size(); ++k) {
       const EValue* v = ins.args[k];
-      const size_t index = static_cast<size_t>(v - values.data());
-      if (static_cast<int32_t>(k) != ins.skip_check_arg && maybe_null[index]) ins.check_storage = true;
+      // Arguments outside the value table are constants made at load (fold_batch_norms): never null.
+      const bool in_table = std::less_equal<const EValue*>()(values.data(), v) &&
+                            std::less<const EValue*>()(v, values.data() + values.size());
+      if (in_table && static_cast<int32_t>(k) != ins.skip_check_arg && maybe_null[static_cast<size_t>(v - values.data())]) {
+        ins.check_storage = true;
+      }
       if (v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor) {
         ins.check_storage = ins.check_storage || std::any_of(maybe_null.begin(), maybe_null.end(), [](bool b) { return b; });
       }
@@ -733,7 +846,10 @@ void MethodImpl::run() {
         ProfileEvent ev;
         switch (ins.kind) {
           case Instruction::Kind::Kernel:
-          case Instruction::Kind::Folded: ev.name = *ins.name; break;
+          case Instruction::Kind::Folded:
+            ev.name = *ins.name;
+            ev.folded = ins.kind == Instruction::Kind::Folded;
+            break;
           case Instruction::Kind::Delegate: ev.name = "DELEGATE_CALL " + *ins.name; break;
           case Instruction::Kind::Move: ev.name = "MOVE_CALL"; break;
           case Instruction::Kind::JumpFalse: ev.name = "JF_CALL"; break;

@@ -62,6 +62,8 @@ struct MethodImpl {
   };
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> arenas;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> owned_buffers;
+  std::deque<Tensor> load_time_tensors;        // constants the method computed at load (folded weights)
+  std::deque<EValue> load_time_values;
   std::vector<bool> planned_input;             // per method input: copy into planned memory (else bind)
   std::vector<bool> input_set;
   /// FreeCall targets with the storage they had at load: put back after every run, so the next run (and
@@ -90,6 +92,7 @@ struct MethodImpl {
   void build_instructions();
   void mark_storage_checks();
   void fold_constant_layouts(Instruction& ins, const std::vector<uint8_t>& writers);
+  void fold_batch_norms();
   ErrorContext context() const;
 };
 

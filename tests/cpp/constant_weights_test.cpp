@@ -143,3 +143,145 @@ TEST(ConstantWeights, PermuteOfAConstantThatIsAnOutputStillRuns) {
 
 }  // namespace
 }  // namespace etnp::writer_testing
+
+namespace etnp::writer_testing {
+namespace {
+
+/// conv2d (3x3, padding 1, `groups`) then an inference batch norm; constants, or the same values as inputs.
+std::vector<uint8_t> conv_bn_program(int32_t cin, int32_t cout, int32_t groups, bool conv_bias, bool bn_affine,
+                                     const std::vector<std::vector<float>>& params, bool as_inputs,
+                                     bool separate_input_memory = true) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  // The input in an arena of its own: the fused convolution writes the batch norm's output, which must not
+  // share the input's bytes (ConvolutionIsNotFusedOverItsOwnInput covers the case where it does).
+  const int32_t x = m.planned_tensor(f32({1, cin, 5, 6}), separate_input_memory ? 2 : 1);
+  auto param = [&](size_t i, std::vector<int32_t> sizes) {
+    return as_inputs ? m.planned_tensor(f32(std::move(sizes))) : m.constant_tensor(f32(std::move(sizes)), format::as_bytes(params[i]));
+  };
+  const int32_t w = param(0, {cout, cin / groups, 3, 3});
+  const int32_t b = conv_bias ? param(1, {cout}) : m.none();
+  const int32_t gamma = bn_affine ? param(2, {cout}) : m.none();
+  const int32_t beta = bn_affine ? param(3, {cout}) : m.none();
+  const int32_t mean = param(4, {cout});
+  const int32_t var = param(5, {cout});
+  const int32_t conv_out = m.planned_tensor(f32({1, cout, 5, 6}));
+  const int32_t out = m.planned_tensor(f32({1, cout, 5, 6}));
+  const int32_t save_mean = m.planned_tensor(f32({0}));
+  const int32_t save_invstd = m.planned_tensor(f32({0}));
+  m.kernel("aten::convolution.out", {x, w, b, m.int_list({1, 1}), m.int_list({1, 1}), m.int_list({1, 1}),
+                                     m.bool_value(false), m.int_list({0, 0}), m.int_value(groups), conv_out, conv_out});
+  m.kernel("aten::_native_batch_norm_legit_no_training.out",
+           {conv_out, gamma, beta, mean, var, m.double_value(0.1), m.double_value(1e-5), out, save_mean, save_invstd,
+            out});
+  std::vector<int32_t> inputs = {x};
+  if (as_inputs) {
+    inputs.push_back(w);
+    if (conv_bias) inputs.push_back(b);
+    if (bn_affine) {
+      inputs.push_back(gamma);
+      inputs.push_back(beta);
+    }
+    inputs.push_back(mean);
+    inputs.push_back(var);
+  }
+  m.set_inputs(inputs);
+  m.set_outputs({out});
+  return writer.serialize();
+}
+
+TEST(ConstantWeights, BatchNormFoldedIntoConvolutionMatchesTheUnfoldedPair) {
+  std::mt19937 rng(7);
+  for (int32_t groups : {1, 4}) {
+    for (bool conv_bias : {false, true}) {
+      for (bool bn_affine : {false, true}) {
+        const int32_t cin = 4, cout = 8;
+        std::vector<std::vector<float>> params = {
+            random_floats(rng, static_cast<size_t>(cout) * (cin / groups) * 9), random_floats(rng, cout),
+            random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout)};
+        for (float& v : params[5]) v = std::abs(v) + 0.1f;  // variances
+        LoadOptions profiled;
+        profiled.enable_profiling = true;
+        Program folded = load_bytes(conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, false), profiled);
+        Program plain = load_bytes(conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, true));
+        auto a = folded.load_method("forward");
+        auto b = plain.load_method("forward");
+        const std::vector<float> x = random_floats(rng, static_cast<size_t>(cin) * 30);
+        std::vector<Value> in_b = {tensor_input(x, {1, cin, 5, 6}), tensor_input(params[0], {cout, cin / groups, 3, 3})};
+        if (conv_bias) in_b.push_back(tensor_input(params[1], {cout}));
+        if (bn_affine) {
+          in_b.push_back(tensor_input(params[2], {cout}));
+          in_b.push_back(tensor_input(params[3], {cout}));
+        }
+        in_b.push_back(tensor_input(params[4], {cout}));
+        in_b.push_back(tensor_input(params[5], {cout}));
+        // Double-precision reference of the pair.
+        std::vector<double> ref(static_cast<size_t>(cout) * 30);
+        const int32_t cin_g = cin / groups, cout_g = cout / groups;
+        for (int32_t oc = 0; oc < cout; ++oc) {
+          const double scale = (bn_affine ? params[2][oc] : 1.0) / std::sqrt(double(params[5][oc]) + 1e-5);
+          for (int32_t y = 0; y < 5; ++y) {
+            for (int32_t xx = 0; xx < 6; ++xx) {
+              double acc = conv_bias ? params[1][oc] : 0.0;
+              for (int32_t icg = 0; icg < cin_g; ++icg) {
+                const int32_t ic = (oc / cout_g) * cin_g + icg;
+                for (int32_t kh = 0; kh < 3; ++kh) {
+                  for (int32_t kw = 0; kw < 3; ++kw) {
+                    const int32_t iy = y + kh - 1, ix = xx + kw - 1;
+                    if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6) continue;
+                    acc += double(x[(ic * 5 + iy) * 6 + ix]) * params[0][((oc * cin_g + icg) * 3 + kh) * 3 + kw];
+                  }
+                }
+              }
+              ref[(oc * 5 + y) * 6 + xx] = (acc - params[4][oc]) * scale + (bn_affine ? params[3][oc] : 0.0);
+            }
+          }
+        }
+        for (int run = 0; run < 2; ++run) {
+          const auto want = floats(b->execute(in_b)[0]);
+          const auto got = floats(exec(*a, {tensor_input(x, {1, cin, 5, 6})})[0]);
+          ASSERT_EQ(got.size(), ref.size());
+          ASSERT_EQ(want.size(), ref.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_NEAR(want[i], ref[i], 1e-4 * (1 + std::abs(ref[i]))) << "unfolded, groups " << groups << " at " << i;
+            ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::abs(ref[i])))
+                << "folded, groups " << groups << " conv_bias " << conv_bias << " bn_affine " << bn_affine << " at " << i;
+          }
+        }
+        // The batch norm ran once, at load.
+        const auto& events = a->profile_events();
+        ASSERT_EQ(events.size(), 4u);  // 2 runs x 2 instructions
+        EXPECT_EQ(events[1].name, "aten::_native_batch_norm_legit_no_training.out");
+        EXPECT_TRUE(events[1].folded);
+        EXPECT_FALSE(events[0].folded);
+      }
+    }
+  }
+}
+
+TEST(ConstantWeights, ConvolutionIsNotFusedOverItsOwnInput) {
+  // One arena: the planner gives the batch norm's output the input's bytes (their lifetimes do not meet).
+  std::mt19937 rng(8);
+  const int32_t cin = 4, cout = 4;
+  std::vector<std::vector<float>> params = {random_floats(rng, static_cast<size_t>(cout) * cin * 9),
+                                            random_floats(rng, cout), random_floats(rng, cout),
+                                            random_floats(rng, cout), random_floats(rng, cout),
+                                            random_floats(rng, cout)};
+  for (float& v : params[5]) v = std::abs(v) + 0.1f;
+  LoadOptions profiled;
+  profiled.enable_profiling = true;
+  Program shared = load_bytes(conv_bn_program(cin, cout, 1, true, true, params, false, false), profiled);
+  Program separate = load_bytes(conv_bn_program(cin, cout, 1, true, true, params, false, true));
+  auto a = shared.load_method("forward");
+  auto b = separate.load_method("forward");
+  const std::vector<float> x = random_floats(rng, static_cast<size_t>(cin) * 30);
+  const auto got = floats(exec(*a, {tensor_input(x, {1, cin, 5, 6})})[0]);
+  const auto want = floats(exec(*b, {tensor_input(x, {1, cin, 5, 6})})[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << i;
+  ASSERT_EQ(a->profile_events().size(), 2u);
+  EXPECT_FALSE(a->profile_events()[1].folded);
+}
+
+}  // namespace
+}  // namespace etnp::writer_testing
