@@ -2,7 +2,7 @@
 # Every test: installs what is missing, builds, and runs
 #   1. the C++ suite (GoogleTest via ctest) and the Python suite (pytest) on a release build;
 #   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the concurrency tests under ThreadSanitizer.
+#   3. the concurrency tests, C++ and Python, under ThreadSanitizer.
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
 # ETNP_TEST_QUICK=1 runs step 1 only.
 set -euo pipefail
@@ -32,9 +32,15 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
 
   step "TSan build"
   ETNP_BUILD_DIR=build-tsan ETNP_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh \
-    -DETNP_SANITIZE=thread -DETNP_BUILD_PYTHON=OFF
+    -DETNP_SANITIZE=thread -DETNP_BUILD_PYTHON=ON
   step "Concurrency tests (TSan)"
   TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests --gtest_filter='Concurrency*' || status=1
+  step "Python thread tests (TSan)"
+  # The extension is instrumented, the interpreter and numpy are not: TSan's runtime is preloaded so that it
+  # sees every thread and the locks (the GIL is a pthread mutex and condition variable).
+  LD_PRELOAD="$(gcc -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
+    ETNP_PYTHON_DIR="$PWD/build-tsan/python" /usr/bin/python3 -m pytest tests/python/test_threads.py -q -p no:cacheprovider \
+    || status=1
 fi
 
 exit $status
