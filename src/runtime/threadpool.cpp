@@ -4,6 +4,19 @@
 
 #include <thread>
 
+// pthreadpool hands work to its threads with atomics and futexes that ThreadSanitizer does not see (the
+// library is not instrumented). These annotations state the ordering it provides: the caller's writes before
+// a parallel region happen before each chunk, and every chunk happens before the caller continues.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#define ETNP_TSAN_ACQUIRE(addr) __tsan_acquire(addr)
+#define ETNP_TSAN_RELEASE(addr) __tsan_release(addr)
+#else
+#define ETNP_TSAN_ACQUIRE(addr) ((void)(addr))
+#define ETNP_TSAN_RELEASE(addr) ((void)(addr))
+#endif
+
 namespace etnp {
 namespace {
 
@@ -14,10 +27,12 @@ struct ChunkTask {
 };
 
 void run_chunk(void* ctx, size_t index) {
+  ETNP_TSAN_ACQUIRE(ctx);
   auto* t = static_cast<ChunkTask*>(ctx);
   size_t begin = index * t->chunk;
   size_t end = begin + t->chunk < t->n ? begin + t->chunk : t->n;
   (*t->fn)(begin, end);
+  ETNP_TSAN_RELEASE(ctx);
 }
 
 }  // namespace
@@ -55,7 +70,9 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   // Workers spin briefly before sleeping (pthreadpool's default, as XNNPACK's own calls use): a model's
   // next parallel region usually starts within microseconds, and a futex wake-up per region cost more
   // than the spinning on the measured 2-core machines (bench/RESULTS.md).
+  ETNP_TSAN_RELEASE(&task);
   pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, 0);
+  ETNP_TSAN_ACQUIRE(&task);
 }
 
 }  // namespace etnp
