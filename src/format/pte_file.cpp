@@ -416,6 +416,13 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
                 " bytes, past the end of planned buffer " + std::to_string(a->memory_id()) + " (" + std::to_string(arena) +
                 " bytes)");
           }
+          // Planned buffers start aligned; an offset that is not a multiple of the element size would make
+          // every access to the tensor a misaligned one (exporters align to 16 bytes or more).
+          const size_t element = element_size(static_cast<ScalarType>(t->scalar_type()));
+          if (element > 1 && offset % element != 0) {
+            bad(where + ": planned at offset " + std::to_string(offset) + ", not a multiple of its element size (" +
+                std::to_string(element) + " bytes)");
+          }
           if (t->data_buffer_idx() > 0 && !external) {
             try {
               mutable_initial_data(t->data_buffer_idx(), nbytes);

@@ -246,12 +246,17 @@ void MethodImpl::build_values() {
             auto init = program->file->mutable_initial_data(t->data_buffer_idx(), nbytes);
             std::memcpy(data, init.data(), nbytes);
           }
-        } else if (is_external) {
-          tensor.set_data(const_cast<uint8_t*>(external_bytes.data()));
-          tensor.set_constant(true);
-        } else if (t->data_buffer_idx() > 0) {
-          // Constants are read in place from the file; kernels never write their inputs.
-          tensor.set_data(const_cast<uint8_t*>(program->file->constant(t->data_buffer_idx(), nbytes).data()));
+        } else if (is_external || t->data_buffer_idx() > 0) {
+          // Constants are read in place from the file; kernels never write their inputs. Data that a damaged
+          // file places off its element alignment is copied once, so no kernel reads misaligned elements.
+          const uint8_t* bytes = is_external ? external_bytes.data()
+                                             : program->file->constant(t->data_buffer_idx(), nbytes).data();
+          if (reinterpret_cast<uintptr_t>(bytes) % element_size(dtype) != 0) {
+            owned_buffers.emplace_back(allocate_zeroed(nbytes, where));
+            std::memcpy(owned_buffers.back().get(), bytes, nbytes);
+            bytes = owned_buffers.back().get();
+          }
+          tensor.set_data(const_cast<uint8_t*>(bytes));
           tensor.set_constant(true);
         } else if (!inputs.count(static_cast<int32_t>(i)) && !view_outputs.count(static_cast<int32_t>(i))) {
           // Unplanned and not bound by the caller: the method keeps storage for it.
