@@ -24,6 +24,8 @@ using KernelArgs = std::span<EValue* const>;
 /// Per-instruction state a kernel builds once at load time (pre-packed weights, chosen fast path, ...).
 struct KernelState {
   virtual ~KernelState() = default;
+  /// Memory the state holds (pre-packed weights, ...), reported by Method::load_time_bytes().
+  virtual size_t bytes() const { return 0; }
 };
 
 class ThreadPool;

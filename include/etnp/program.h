@@ -182,6 +182,11 @@ class Method {
   const std::vector<ProfileEvent>& profile_events() const;
   void clear_profile_events();
 
+  /// Memory the method allocated at load besides its planned buffers (MethodMeta::planned_buffer_sizes):
+  /// storage of unplanned tensors, constants computed at load (folded layouts and batch norms) and weights
+  /// that kernels packed. Delegates' own copies (the XNNPACK delegate's packed weights) are not included.
+  size_t load_time_bytes() const;
+
   explicit Method(std::unique_ptr<detail::MethodImpl> impl);
   detail::MethodImpl& impl() { return *impl_; }
 

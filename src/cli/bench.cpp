@@ -102,6 +102,9 @@ int run_bench(Args& args) {
   std::sort(sorted.begin(), sorted.end());
   const double median = percentile(sorted, 0.5);
   const size_t nthreads = ThreadPool::global().num_threads();
+  double planned_mb = 0;
+  for (int64_t b : method->meta().planned_buffer_sizes) planned_mb += static_cast<double>(b) / (1 << 20);
+  const double load_time_mb = static_cast<double>(method->load_time_bytes()) / (1 << 20);
 
   // Per-operator time, from the profile events of the timed iterations.
   std::vector<std::pair<std::string, std::pair<double, int>>> per_op;
@@ -129,6 +132,7 @@ int run_bench(Args& args) {
     out += ", \"iters\": " + std::to_string(iters) + ", \"warmup\": " + std::to_string(warmup);
     out += ", \"threads\": " + std::to_string(nthreads);
     out += ", \"load_ms\": " + json_number(load_ms) + ", \"peak_rss_mb\": " + json_number(peak_rss_mb());
+    out += ", \"planned_mb\": " + json_number(planned_mb) + ", \"load_time_mb\": " + json_number(load_time_mb);
     if (profile) {
       out += ", \"profile\": " + json_array(per_op, [](const auto& p) {
         return "{\"name\": " + json_string(p.first) + ", \"ms_per_run\": " + json_number(p.second.first) +
@@ -143,6 +147,8 @@ int run_bench(Args& args) {
   std::printf("  min %.3f ms  median %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", sorted.front(), median,
               percentile(sorted, 0.9), percentile(sorted, 0.99), sorted.back());
   std::printf("  throughput %.1f runs/s, load %.1f ms, peak RSS %.1f MiB\n", 1000.0 / median, load_ms, peak_rss_mb());
+  std::printf("  memory: planned %.2f MiB, made at load %.2f MiB (packed weights, folded constants, unplanned tensors)\n",
+              planned_mb, load_time_mb);
   if (profile) {
     double total = 0;
     for (const auto& p : per_op) total += p.second.first;

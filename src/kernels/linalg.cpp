@@ -156,6 +156,7 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
 struct PackedWeights final : KernelState {
   PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source)
       : gemm(w, w_is_nk, k, n, bias), source(source) {}
+  size_t bytes() const override { return gemm.bytes(); }
   PackedGemm gemm;
   const void* source;  ///< The weight tensor's data when packed: the fast path checks it is still bound.
 };

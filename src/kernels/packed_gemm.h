@@ -20,6 +20,8 @@ class PackedGemm {
 
   size_t k() const { return k_; }
   size_t n() const { return n_; }
+  /// Bytes of the packed weights and bias.
+  size_t bytes() const { return (panels_.size() + bias_.size()) * sizeof(float); }
 
   /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
   /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.

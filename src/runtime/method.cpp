@@ -116,6 +116,20 @@ void MethodImpl::load() {
   kernel_context = KernelContext(&ThreadPool::global(), nullptr);
 }
 
+uint8_t* MethodImpl::own(size_t nbytes, const std::string& what) {
+  owned_buffers.emplace_back(allocate_zeroed(nbytes, what));
+  owned_bytes += nbytes;
+  return owned_buffers.back().get();
+}
+
+size_t MethodImpl::load_time_bytes() const {
+  size_t total = owned_bytes;
+  for (const auto& state : kernel_states) {
+    if (state) total += state->bytes();
+  }
+  return total;
+}
+
 void MethodImpl::build_values() {
   const auto* fvalues = plan->values();
   const size_t n = fvalues->size();
@@ -252,16 +266,15 @@ void MethodImpl::build_values() {
           const uint8_t* bytes = is_external ? external_bytes.data()
                                              : program->file->constant(t->data_buffer_idx(), nbytes).data();
           if (reinterpret_cast<uintptr_t>(bytes) % element_size(dtype) != 0) {
-            owned_buffers.emplace_back(allocate_zeroed(nbytes, where));
-            std::memcpy(owned_buffers.back().get(), bytes, nbytes);
-            bytes = owned_buffers.back().get();
+            uint8_t* copy = own(nbytes, where);
+            std::memcpy(copy, bytes, nbytes);
+            bytes = copy;
           }
           tensor.set_data(const_cast<uint8_t*>(bytes));
           tensor.set_constant(true);
         } else if (!inputs.count(static_cast<int32_t>(i)) && !view_outputs.count(static_cast<int32_t>(i))) {
           // Unplanned and not bound by the caller: the method keeps storage for it.
-          owned_buffers.emplace_back(allocate_zeroed(nbytes, where));
-          tensor.set_data(owned_buffers.back().get());
+          tensor.set_data(own(nbytes, where));
         }
         values[i] = EValue::from_tensor(&tensor);
         break;
@@ -446,9 +459,8 @@ void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8
     if (ins.args[k] != out_value && ins.args[k]->is_tensor()) return;
   }
   void* planned = out.data();
-  owned_buffers.emplace_back(allocate_zeroed(static_cast<size_t>(out.capacity_numel()) * out.element_size(),
-                                             "a folded constant"));
-  out.set_data(owned_buffers.back().get());
+  const size_t folded_bytes = static_cast<size_t>(out.capacity_numel()) * out.element_size();
+  out.set_data(own(folded_bytes, "a folded constant"));
   try {
     KernelContext ctx(&ThreadPool::global(), ins.state);
     ins.fn(ctx, ins.args);
@@ -456,6 +468,7 @@ void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8
     // Left to run (and fail with its full context) at execution time.
     out.set_data(planned);
     owned_buffers.pop_back();
+    owned_bytes -= folded_bytes;
     return;
   }
   out.set_constant(true);
@@ -539,10 +552,8 @@ void MethodImpl::fold_batch_norms() {
     const double eps = bn.args[6]->to_double();
     auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
     const int64_t per_channel = w.numel() / channels;
-    auto* new_w = allocate_zeroed(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
-    owned_buffers.emplace_back(new_w);
-    auto* new_b = allocate_zeroed(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
-    owned_buffers.emplace_back(new_b);
+    auto* new_w = own(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
+    auto* new_b = own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
     auto* wf = reinterpret_cast<float*>(new_w);
     auto* bf = reinterpret_cast<float*>(new_b);
     for (int64_t c = 0; c < channels; ++c) {
@@ -958,6 +969,7 @@ void Method::set_output_buffer(size_t index, void* data, size_t nbytes) {
 }
 
 const std::vector<ProfileEvent>& Method::profile_events() const { return impl_->events; }
+size_t Method::load_time_bytes() const { return impl_->load_time_bytes(); }
 void Method::clear_profile_events() { impl_->events.clear(); }
 
 }  // namespace etnp

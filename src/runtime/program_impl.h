@@ -62,6 +62,7 @@ struct MethodImpl {
   };
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> arenas;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> owned_buffers;
+  size_t owned_bytes = 0;                      // sum of owned_buffers' sizes
   std::deque<Tensor> load_time_tensors;        // constants the method computed at load (folded weights)
   std::deque<EValue> load_time_values;
   std::vector<bool> planned_input;             // per method input: copy into planned memory (else bind)
@@ -82,6 +83,9 @@ struct MethodImpl {
   std::vector<ProfileEvent> events;
 
   void load();
+  /// Zeroed memory the method keeps (unplanned tensors, constants made at load), counted in owned_bytes.
+  uint8_t* own(size_t nbytes, const std::string& what);
+  size_t load_time_bytes() const;
   void set_input(size_t index, const Value& value);
   void run();
   Value output(size_t index) const;

@@ -75,6 +75,12 @@ TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
     Program general = load_bytes(linear_program(c, w, b, true));
     auto fast = constant.load_method("forward");
     auto slow = general.load_method("forward");
+    // Made at load: the folded permute (k x n floats) and three packed copies of the weights (n rounded up to
+    // whole 16-column panels, plus the bias).
+    const size_t weight_bytes = static_cast<size_t>(c.k) * c.n * sizeof(float);
+    const size_t panel_bytes = static_cast<size_t>(c.k) * ((c.n + 15) / 16 * 16) * sizeof(float);
+    EXPECT_GE(fast->load_time_bytes(), weight_bytes + 3 * panel_bytes) << "k=" << c.k << " n=" << c.n;
+    EXPECT_EQ(slow->load_time_bytes(), 0u);
     for (int run = 0; run < 2; ++run) {  // the second run reuses what was folded and packed at load
       const std::vector<float> x = random_floats(rng, static_cast<size_t>(c.m) * c.k);
       const auto out = exec(*fast, {tensor_input(x, {c.m, c.k})});
