@@ -13,7 +13,8 @@ status=0
 step() { echo; echo "=== $*"; }
 
 step "release build"
-ETNP_BUILD_DIR=build ./scripts/build.sh
+# Explicit options: a build/ configured by quickstart.sh (tests off) keeps its cached settings otherwise.
+ETNP_BUILD_DIR=build ./scripts/build.sh -DETNP_BUILD_TESTS=ON -DETNP_BUILD_PYTHON=ON
 step "C++ tests (release)"
 ctest --test-dir build --output-on-failure || status=1
 step "Python tests (release)"

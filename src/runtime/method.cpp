@@ -101,7 +101,8 @@ void MethodImpl::load() {
   try {
     build_values();
     build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
-    fold_batch_norms();
+    fold_constants();      // before the prepare hooks, so that they see what became constant
+    prepare_kernels();
     mark_storage_checks();
     build_delegates();
   } catch (const Error& e) {
@@ -345,29 +346,6 @@ void MethodImpl::build_instructions() {
                 "the method has " + std::to_string(chains->size()) + " chains; only single-chain methods are supported");
   }
   arg_storage.reserve(num_args);
-  // How many instructions may write each value (a kernel's out slot, delegate arguments, move targets,
-  // frees): load-time folding needs outputs that nothing else writes.
-  std::vector<uint8_t> writers(values.size(), 0);
-  auto count_writer = [&](int32_t v) {
-    if (v >= 0 && static_cast<size_t>(v) < writers.size() && writers[v] < 255) ++writers[v];
-  };
-  for (const auto* instr : *chains->Get(0)->instructions()) {
-    switch (instr->instr_args_type()) {
-      case fb::InstructionArguments::KernelCall: {
-        const auto* args = instr->instr_args_as_KernelCall()->args();
-        if (args->size() > 0) count_writer(args->Get(args->size() - 1));
-        break;
-      }
-      case fb::InstructionArguments::DelegateCall:
-        for (int32_t a : *instr->instr_args_as_DelegateCall()->args()) count_writer(a);
-        break;
-      case fb::InstructionArguments::MoveCall: count_writer(instr->instr_args_as_MoveCall()->move_to()); break;
-      case fb::InstructionArguments::FreeCall: count_writer(instr->instr_args_as_FreeCall()->value_index()); break;
-      default: break;
-    }
-  }
-  for (int32_t v : *plan->inputs()) count_writer(v);
-  for (int32_t v : *plan->outputs()) count_writer(v);
   const auto* fdelegates = plan->delegates();
   int64_t pc = 0;
   for (const auto* instr : *chains->Get(0)->instructions()) {
@@ -394,15 +372,7 @@ void MethodImpl::build_instructions() {
                           std::to_string(ins.args.size()),
                       where);
         }
-        if (entry->prepare != nullptr) {
-          try {
-            kernel_states.push_back(entry->prepare(ins.args));
-          } catch (const Error& e) {
-            throw Error(ErrorKind::ProgramLoadError, e.detail(), where);
-          }
-          ins.state = kernel_states.back().get();
-        }
-        fold_constant_layouts(ins, writers);
+        ins.prepare = entry->prepare;
         break;
       }
       case fb::InstructionArguments::DelegateCall: {
@@ -441,18 +411,89 @@ void MethodImpl::build_instructions() {
   }
 }
 
-void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8_t>& writers) {
+namespace {
+
+/// How the instructions reference each value: in any position, and as the out slot of a kernel call (its last
+/// argument), a delegate argument, a move target or a free. Method inputs and outputs count as both.
+struct ValueUses {
+  std::vector<uint32_t> uses, writes;
+
+  ValueUses(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
+            const format::fb::ExecutionPlan& plan)
+      : uses(values.size(), 0), writes(values.size(), 0) {
+    auto index = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
+    for (const auto& ins : instructions) {
+      for (const EValue* v : ins.args) ++uses[index(v)];
+      switch (ins.kind) {
+        case Instruction::Kind::Kernel:
+          if (!ins.args.empty()) ++writes[index(ins.args.back())];
+          break;
+        case Instruction::Kind::Delegate:
+          for (const EValue* v : ins.args) ++writes[index(v)];
+          break;
+        case Instruction::Kind::Move:
+          ++uses[ins.a];
+          ++uses[ins.b];
+          ++writes[ins.b];
+          break;
+        case Instruction::Kind::Free:
+          ++uses[ins.a];
+          ++writes[ins.a];
+          break;
+        case Instruction::Kind::JumpFalse: ++uses[ins.a]; break;
+        case Instruction::Kind::Folded: break;
+      }
+    }
+    for (const auto* list : {plan.inputs(), plan.outputs()}) {
+      for (int32_t v : *list) {
+        ++uses[v];
+        ++writes[v];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void MethodImpl::fold_constants() {
+  const ValueUses usage(instructions, values, *plan);
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    fold_constant_layout(instructions[i], usage.writes);
+    if (i + 1 < instructions.size()) fold_batch_norm(instructions[i], instructions[i + 1], usage.uses);
+  }
+}
+
+void MethodImpl::prepare_kernels() {
+  for (size_t pc = 0; pc < instructions.size(); ++pc) {
+    Instruction& ins = instructions[pc];
+    if (ins.kind != Instruction::Kind::Kernel || ins.prepare == nullptr) continue;
+    try {
+      kernel_states.push_back(ins.prepare(ins.args));
+    } catch (const Error& e) {
+      ErrorContext where = context();
+      where.instruction = static_cast<int64_t>(pc);
+      where.op = *ins.name;
+      throw Error(ErrorKind::ProgramLoadError, e.detail(), where);
+    }
+    ins.state = kernel_states.back().get();
+  }
+}
+
+void MethodImpl::fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes) {
   // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
   // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;
   // the kernels after them see constants they can pre-pack.
   static constexpr std::string_view kFoldable[] = {"aten::permute_copy.out", "aten::transpose_copy.int_out",
                                                    "aten::t_copy.out"};
-  if (std::find(std::begin(kFoldable), std::end(kFoldable), *ins.name) == std::end(kFoldable)) return;
+  if (ins.kind != Instruction::Kind::Kernel ||
+      std::find(std::begin(kFoldable), std::end(kFoldable), *ins.name) == std::end(kFoldable)) {
+    return;
+  }
   if (ins.args.size() < 2 || !ins.args.front()->is_tensor() || !ins.args.front()->to_tensor().is_constant()) return;
   EValue* out_value = ins.args.back();
   const size_t out_index = static_cast<size_t>(out_value - values.data());
-  // The out slot appears twice (out argument and return value) in one instruction and nowhere else.
-  if (!out_value->is_tensor() || writers[out_index] != 1) return;
+  // Only this instruction writes the output.
+  if (!out_value->is_tensor() || writes[out_index] != 1) return;
   Tensor& out = out_value->to_tensor();
   if (out.is_constant() || out.dynamism() != ShapeDynamism::Static || out.data() == nullptr) return;
   for (size_t k = 1; k + 1 < ins.args.size(); ++k) {
@@ -462,7 +503,7 @@ void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8
   const size_t folded_bytes = static_cast<size_t>(out.capacity_numel()) * out.element_size();
   out.set_data(own(folded_bytes, "a folded constant"));
   try {
-    KernelContext ctx(&ThreadPool::global(), ins.state);
+    KernelContext ctx(&ThreadPool::global(), nullptr);  // the foldable kernels keep no state
     ins.fn(ctx, ins.args);
   } catch (const Error&) {
     // Left to run (and fail with its full context) at execution time.
@@ -475,109 +516,92 @@ void MethodImpl::fold_constant_layouts(Instruction& ins, const std::vector<uint8
   ins.kind = Instruction::Kind::Folded;
 }
 
-void MethodImpl::fold_batch_norms() {
+void MethodImpl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses) {
   // A convolution followed by an inference batch norm, both on constants, is one convolution with scaled
   // weights and a shifted bias (what the XNNPACK exporter does before lowering): the batch norm's memory
   // pass disappears and the convolution writes the batch norm's output directly.
   constexpr std::string_view kConv = "aten::convolution.out";
   constexpr std::string_view kBatchNorm = "aten::_native_batch_norm_legit_no_training.out";
-  std::vector<uint32_t> uses(values.size(), 0);  // instruction arguments naming each value
-  for (const auto& ins : instructions) {
-    if (ins.kind == Instruction::Kind::Move) {
-      ++uses[ins.a];
-      ++uses[ins.b];
-    } else if (ins.kind == Instruction::Kind::JumpFalse || ins.kind == Instruction::Kind::Free) {
-      ++uses[ins.a];
-    }
-    for (const EValue* v : ins.args) ++uses[static_cast<size_t>(v - values.data())];
-  }
-  for (int32_t v : *plan->outputs()) ++uses[v];
-  for (int32_t v : *plan->inputs()) ++uses[v];
   auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
   auto constant_f32 = [](const EValue* v, int64_t numel) {
     if (!v->is_tensor()) return false;
     const Tensor& t = v->to_tensor();
     return t.is_constant() && t.dtype() == ScalarType::Float && t.numel() == numel && t.is_contiguous_order();
   };
-
-  for (size_t i = 0; i + 1 < instructions.size(); ++i) {
-    Instruction& conv = instructions[i];
-    Instruction& bn = instructions[i + 1];
-    if (conv.kind != Instruction::Kind::Kernel || bn.kind != Instruction::Kind::Kernel || *conv.name != kConv ||
-        *bn.name != kBatchNorm || conv.args.size() != 11 || bn.args.size() != 11) {
-      continue;
-    }
-    // conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out, ret)
-    // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret)
-    const EValue* conv_out = conv.args[9];
-    if (conv.args[10] != conv_out || bn.args[0] != conv_out || !conv_out->is_tensor() ||
-        uses[index_of(conv_out)] != 3) {  // out and ret of the convolution, input of the batch norm
-      continue;
-    }
-    if (!conv.args[0]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool() || !conv.args[1]->is_tensor() ||
-        !bn.args[6]->is_double()) {
-      continue;
-    }
-    const Tensor& w = conv.args[1]->to_tensor();
-    if (w.dim() < 3 || !constant_f32(conv.args[1], w.numel())) continue;
-    const int64_t channels = w.size(0);
-    const bool has_bias = !conv.args[2]->is_none();
-    if (has_bias && !constant_f32(conv.args[2], channels)) continue;
-    if ((!bn.args[1]->is_none() && !constant_f32(bn.args[1], channels)) ||
-        (!bn.args[2]->is_none() && !constant_f32(bn.args[2], channels)) || !constant_f32(bn.args[3], channels) ||
-        !constant_f32(bn.args[4], channels)) {
-      continue;
-    }
-    // The convolution will write the batch norm's output: same shape and layout. The batch statistics outputs
-    // (empty in inference) must be unused.
-    if (!bn.args[7]->is_tensor() || bn.args[7]->to_tensor().dtype() != ScalarType::Float ||
-        !std::ranges::equal(bn.args[7]->to_tensor().sizes(), conv_out->to_tensor().sizes()) ||
-        !std::ranges::equal(bn.args[7]->to_tensor().dim_order(), conv_out->to_tensor().dim_order()) ||
-        bn.args[7]->to_tensor().dynamism() != conv_out->to_tensor().dynamism() ||
-        uses[index_of(bn.args[8])] != 1 || uses[index_of(bn.args[9])] != 1 ||
-        (bn.args[10] != bn.args[7] && uses[index_of(bn.args[10])] != 1)) {
-      continue;
-    }
-
-    // The memory plan may have given the batch norm's output the bytes of the convolution's input (their
-    // lifetimes did not meet before the fusion); then the convolution would overwrite what it still reads.
-    const Tensor& conv_in = conv.args[0]->to_tensor();
-    const Tensor& bn_out = bn.args[7]->to_tensor();
-    const auto in_begin = reinterpret_cast<uintptr_t>(conv_in.data());
-    const auto out_begin = reinterpret_cast<uintptr_t>(bn_out.data());
-    const uintptr_t in_end = in_begin + static_cast<uintptr_t>(conv_in.capacity_numel()) * conv_in.element_size();
-    const uintptr_t out_end = out_begin + static_cast<uintptr_t>(bn_out.capacity_numel()) * bn_out.element_size();
-    if (conv_in.data() == nullptr || bn_out.data() == nullptr || (in_begin < out_end && out_begin < in_end)) continue;
-
-    const double eps = bn.args[6]->to_double();
-    auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
-    const int64_t per_channel = w.numel() / channels;
-    auto* new_w = own(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
-    auto* new_b = own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
-    auto* wf = reinterpret_cast<float*>(new_w);
-    auto* bf = reinterpret_cast<float*>(new_b);
-    for (int64_t c = 0; c < channels; ++c) {
-      const double gamma = bn.args[1]->is_none() ? 1.0 : at(bn.args[1], c);
-      const double beta = bn.args[2]->is_none() ? 0.0 : at(bn.args[2], c);
-      const double scale = gamma / std::sqrt(at(bn.args[4], c) + eps);
-      const float* src = w.data_as<const float>() + c * per_channel;
-      for (int64_t k = 0; k < per_channel; ++k) wf[c * per_channel + k] = static_cast<float>(src[k] * scale);
-      bf[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn.args[3], c)) * scale + beta);
-    }
-    Tensor& wt = load_time_tensors.emplace_back(ScalarType::Float, w.sizes(), w.dim_order(), new_w);
-    wt.set_constant(true);
-    const int64_t bias_size[1] = {channels};
-    Tensor& bt = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(bias_size, 1),
-                                                std::span<const uint8_t>(), new_b);
-    bt.set_constant(true);
-    EValue* wv = &load_time_values.emplace_back(EValue::from_tensor(&wt));
-    EValue* bv = &load_time_values.emplace_back(EValue::from_tensor(&bt));
-    EValue** conv_args = arg_storage.data() + (conv.args.data() - arg_storage.data());
-    conv_args[1] = wv;
-    conv_args[2] = bv;
-    conv_args[9] = conv_args[10] = bn.args[7];
-    bn.kind = Instruction::Kind::Folded;
+  if (conv.kind != Instruction::Kind::Kernel || bn.kind != Instruction::Kind::Kernel || *conv.name != kConv ||
+      *bn.name != kBatchNorm || conv.args.size() != 11 || bn.args.size() != 11) {
+    return;
   }
+  // conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out, ret)
+  // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret)
+  const EValue* conv_out = conv.args[9];
+  if (conv.args[10] != conv_out || bn.args[0] != conv_out || !conv_out->is_tensor() ||
+      uses[index_of(conv_out)] != 3) {  // out and ret of the convolution, input of the batch norm
+    return;
+  }
+  if (!conv.args[0]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool() || !conv.args[1]->is_tensor() ||
+      !bn.args[6]->is_double()) {
+    return;
+  }
+  const Tensor& w = conv.args[1]->to_tensor();
+  if (w.dim() < 3 || !constant_f32(conv.args[1], w.numel())) return;
+  const int64_t channels = w.size(0);
+  const bool has_bias = !conv.args[2]->is_none();
+  if (has_bias && !constant_f32(conv.args[2], channels)) return;
+  if ((!bn.args[1]->is_none() && !constant_f32(bn.args[1], channels)) ||
+      (!bn.args[2]->is_none() && !constant_f32(bn.args[2], channels)) || !constant_f32(bn.args[3], channels) ||
+      !constant_f32(bn.args[4], channels)) {
+    return;
+  }
+  // The convolution will write the batch norm's output: same shape and layout. The batch statistics outputs
+  // (empty in inference) must be unused.
+  if (!bn.args[7]->is_tensor() || bn.args[7]->to_tensor().dtype() != ScalarType::Float ||
+      !std::ranges::equal(bn.args[7]->to_tensor().sizes(), conv_out->to_tensor().sizes()) ||
+      !std::ranges::equal(bn.args[7]->to_tensor().dim_order(), conv_out->to_tensor().dim_order()) ||
+      bn.args[7]->to_tensor().dynamism() != conv_out->to_tensor().dynamism() ||
+      uses[index_of(bn.args[8])] != 1 || uses[index_of(bn.args[9])] != 1 ||
+      (bn.args[10] != bn.args[7] && uses[index_of(bn.args[10])] != 1)) {
+    return;
+  }
+
+  // The memory plan may have given the batch norm's output the bytes of the convolution's input (their
+  // lifetimes did not meet before the fusion); then the convolution would overwrite what it still reads.
+  const Tensor& conv_in = conv.args[0]->to_tensor();
+  const Tensor& bn_out = bn.args[7]->to_tensor();
+  const auto in_begin = reinterpret_cast<uintptr_t>(conv_in.data());
+  const auto out_begin = reinterpret_cast<uintptr_t>(bn_out.data());
+  const uintptr_t in_end = in_begin + static_cast<uintptr_t>(conv_in.capacity_numel()) * conv_in.element_size();
+  const uintptr_t out_end = out_begin + static_cast<uintptr_t>(bn_out.capacity_numel()) * bn_out.element_size();
+  if (conv_in.data() == nullptr || bn_out.data() == nullptr || (in_begin < out_end && out_begin < in_end)) return;
+
+  const double eps = bn.args[6]->to_double();
+  auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
+  const int64_t per_channel = w.numel() / channels;
+  auto* new_w = own(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
+  auto* new_b = own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
+  auto* wf = reinterpret_cast<float*>(new_w);
+  auto* bf = reinterpret_cast<float*>(new_b);
+  for (int64_t c = 0; c < channels; ++c) {
+    const double gamma = bn.args[1]->is_none() ? 1.0 : at(bn.args[1], c);
+    const double beta = bn.args[2]->is_none() ? 0.0 : at(bn.args[2], c);
+    const double scale = gamma / std::sqrt(at(bn.args[4], c) + eps);
+    const float* src = w.data_as<const float>() + c * per_channel;
+    for (int64_t k = 0; k < per_channel; ++k) wf[c * per_channel + k] = static_cast<float>(src[k] * scale);
+    bf[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn.args[3], c)) * scale + beta);
+  }
+  Tensor& wt = load_time_tensors.emplace_back(ScalarType::Float, w.sizes(), w.dim_order(), new_w);
+  wt.set_constant(true);
+  const int64_t bias_size[1] = {channels};
+  Tensor& bt = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(bias_size, 1),
+                                              std::span<const uint8_t>(), new_b);
+  bt.set_constant(true);
+  EValue* wv = &load_time_values.emplace_back(EValue::from_tensor(&wt));
+  EValue* bv = &load_time_values.emplace_back(EValue::from_tensor(&bt));
+  EValue** conv_args = arg_storage.data() + (conv.args.data() - arg_storage.data());
+  conv_args[1] = wv;
+  conv_args[2] = bv;
+  conv_args[9] = conv_args[10] = bn.args[7];
+  bn.kind = Instruction::Kind::Folded;
 }
 
 void MethodImpl::mark_storage_checks() {

@@ -36,6 +36,7 @@ struct Instruction {
   Kind kind = Kind::Kernel;
   KernelFn fn = nullptr;
   KernelState* state = nullptr;
+  KernelPrepareFn prepare = nullptr;  // run by prepare_kernels(), after load-time folding
   Backend* backend = nullptr;
   DelegateHandle* delegate = nullptr;
   std::span<EValue* const> args;
@@ -95,8 +96,10 @@ struct MethodImpl {
   void build_delegates();
   void build_instructions();
   void mark_storage_checks();
-  void fold_constant_layouts(Instruction& ins, const std::vector<uint8_t>& writers);
-  void fold_batch_norms();
+  void fold_constants();
+  void fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes);
+  void fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses);
+  void prepare_kernels();
   ErrorContext context() const;
 };
 

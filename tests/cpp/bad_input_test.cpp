@@ -484,8 +484,8 @@ TEST(BadInputDamage, InputFreedByTheProgramThenRunAgain) {
   EXPECT_EQ(floats(exec(*method, {tensor_input(again, {3})})[0]), (std::vector<float>{10, 12, 14}));
 }
 
-// Planned offsets that break the element alignment must be rejected (or handled), never read as misaligned
-// floats (undefined behaviour; UBSan reports it).
+// Planned offsets that break the element alignment are a load error naming the offset, never misaligned
+// float accesses (undefined behaviour; UBSan reports it).
 TEST(BadInputDamage, MisalignedPlannedOffset) {
   const std::vector<uint8_t> bytes = rebuild(small_add_program(true), [](fb::ProgramT& p) {
     for (auto& v : p.execution_plan[0]->values) {
@@ -495,13 +495,40 @@ TEST(BadInputDamage, MisalignedPlannedOffset) {
   });
   try {
     Program p = load_bytes(bytes);
-    auto method = p.load_method("forward");
-    const std::vector<float> x = {1, 2, 3, 4, 5, 6}, y = {10, 20, 30, 40, 50, 60};
-    const auto out = exec(*method, {tensor_input(x, {2, 3}), tensor_input(y, {2, 3})});
-    EXPECT_EQ(floats(out[0]), (std::vector<float>{11.5f, 23.5f, 31.0f, 44.5f, 56.5f, 64.0f}));
+    p.load_method("forward");
+    FAIL() << "a misaligned planned offset was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a multiple of its element size (4 bytes)"), std::string::npos) << e.what();
   }
+}
+
+// A constant that a damaged file places off its element alignment is copied once at load and read correctly.
+TEST(BadInputDamage, MisalignedConstantIsCopied) {
+  uint64_t moved_to = 0, segment_offset = 0;
+  std::vector<uint8_t> bytes = rebuild(small_add_program(true), [&](fb::ProgramT& p) {
+    auto& offsets = p.constant_segment->offsets;
+    ASSERT_GE(offsets.size(), 2u);
+    moved_to = offsets[1] + 1;  // the bias, one byte on
+    offsets[1] = moved_to;
+    auto& segment = *p.segments[p.constant_segment->segment_index];
+    segment_offset = segment.offset;
+    segment.size += 16;  // room for the shifted bias (the bytes are appended below)
+  });
+  bytes.resize(bytes.size() + 16);
+  // Put the bias's bytes where the damaged offset points, so the expected sums stay known.
+  uint64_t segment_base = 0;
+  std::memcpy(&segment_base, bytes.data() + 24, 8);  // extended header: segment base offset
+  const uint64_t at = segment_base + segment_offset + moved_to;
+  ASSERT_LE(at + 12, bytes.size());
+  const std::vector<float> bias = {0.5f, 1.5f, -2.0f};
+  std::memcpy(bytes.data() + at, bias.data(), 12);
+  Program p = load_bytes(bytes);
+  auto method = p.load_method("forward");
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6}, y = {10, 20, 30, 40, 50, 60};
+  EXPECT_EQ(floats(exec(*method, {tensor_input(x, {2, 3}), tensor_input(y, {2, 3})})[0]),
+            (std::vector<float>{11.5f, 23.5f, 31.0f, 44.5f, 56.5f, 64.0f}));
+  EXPECT_EQ(method->load_time_bytes(), 12u);  // the aligned copy
 }
 
 // --- Method inputs --------------------------------------------------------------------------------------------
