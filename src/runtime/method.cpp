@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "etnp/program.h"
 #include "etnp/threadpool.h"
@@ -102,6 +104,7 @@ void MethodImpl::load() {
     build_values();
     build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
     fold_constants();      // before the prepare hooks, so that they see what became constant
+    elide_copies();
     prepare_kernels();
     mark_storage_checks();
     build_delegates();
@@ -602,6 +605,157 @@ void MethodImpl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::
   conv_args[2] = bv;
   conv_args[9] = conv_args[10] = bn.args[7];
   bn.kind = Instruction::Kind::Folded;
+}
+
+namespace {
+
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(const ByteRange& o) const { return begin < o.end && o.begin < end; }
+};
+
+ByteRange bytes_of(const Tensor& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.data());
+  return {begin, begin + static_cast<uintptr_t>(t.capacity_numel()) * t.element_size()};
+}
+
+/// Where each tensor value is referenced: by instruction (arguments and tensor-list items, move and free
+/// operands), and whether it is a method input or output.
+struct TensorRefs {
+  std::vector<std::vector<uint32_t>> by_value;   // value -> instructions referencing it, ascending
+  std::vector<std::vector<uint32_t>> by_instr;   // instruction -> tensor values it references
+  std::vector<bool> io;                          // method input or output
+  std::vector<bool> freed_or_moved;
+  bool has_jumps = false;
+
+  TensorRefs(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
+             const format::fb::ExecutionPlan& plan)
+      : by_value(values.size()), by_instr(instructions.size()), io(values.size(), false),
+        freed_or_moved(values.size(), false) {
+    std::unordered_map<const Tensor*, uint32_t> value_of;
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (values[v].is_tensor()) value_of.emplace(&values[v].to_tensor(), static_cast<uint32_t>(v));
+    }
+    for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
+      const Instruction& ins = instructions[pc];
+      auto add = [&](const Tensor* t) {
+        auto it = value_of.find(t);
+        if (it == value_of.end()) return;  // a constant made at load
+        auto& list = by_value[it->second];
+        if (list.empty() || list.back() != pc) list.push_back(pc);
+        by_instr[pc].push_back(it->second);
+      };
+      switch (ins.kind) {
+        case Instruction::Kind::Move:
+        case Instruction::Kind::Free:
+          for (int32_t v : {ins.a, ins.kind == Instruction::Kind::Move ? ins.b : ins.a}) {
+            if (values[static_cast<size_t>(v)].is_tensor()) {
+              freed_or_moved[static_cast<size_t>(v)] = true;
+              add(&values[static_cast<size_t>(v)].to_tensor());
+            }
+          }
+          break;
+        case Instruction::Kind::JumpFalse: has_jumps = true; break;
+        default:
+          for (const EValue* v : ins.args) {
+            if (v->is_tensor()) {
+              add(&v->to_tensor());
+            } else if (v->tag() == Tag::ListTensor) {
+              const TensorListRef list = v->to_tensor_list();
+              for (size_t k = 0; k < list.size(); ++k) add(&list[k]);
+            } else if (v->tag() == Tag::ListOptionalTensor) {
+              const OptionalTensorListRef list = v->to_optional_tensor_list();
+              for (size_t k = 0; k < list.size(); ++k) {
+                if (Tensor* t = list[k]) add(t);
+              }
+            }
+          }
+      }
+    }
+    for (const auto* list : {plan.inputs(), plan.outputs()}) {
+      for (int32_t v : *list) io[static_cast<size_t>(v)] = true;
+    }
+  }
+
+  /// No tensor other than `allowed` referenced by instructions [from, to] may share a byte with `range`, and
+  /// every tensor they reference must have its storage now (a view's is only known when it runs).
+  bool bytes_untouched(const std::vector<EValue>& values, uint32_t from, uint32_t to, const ByteRange& range,
+                       std::initializer_list<uint32_t> allowed) const {
+    for (uint32_t pc = from; pc <= to; ++pc) {
+      for (uint32_t v : by_instr[pc]) {
+        if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) continue;
+        const Tensor& t = values[v].to_tensor();
+        if (t.data() == nullptr && t.capacity_numel() > 0) return false;
+        if (bytes_of(t).overlaps(range)) return false;
+      }
+    }
+    return true;
+  }
+};
+
+/// Both tensors planned, static, and laid out alike: one can take the other's bytes.
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.data() != nullptr && b.data() != nullptr && !a.is_constant() && !b.is_constant() &&
+         a.dynamism() == ShapeDynamism::Static && b.dynamism() == ShapeDynamism::Static && a.dtype() == b.dtype() &&
+         std::ranges::equal(a.sizes(), b.sizes()) && std::ranges::equal(a.dim_order(), b.dim_order());
+}
+
+}  // namespace
+
+void MethodImpl::elide_copies() {
+  // Exporters functionalize in-place updates: writing one row of a KV cache becomes `t = index_put(buf,
+  // ...)`, a copy of the whole buffer with the row changed, and at the end `buf.copy_(t)`, a second copy.
+  // Where nothing else touches the buffer in between, `t` can live in the buffer's own bytes: the update
+  // is then made in place and both copies disappear (the kernels skip a copy onto itself). Decided on the
+  // memory plan's addresses, before any run; a program with jumps is left as it is. (A plain copy whose
+  // input looks dead afterwards is not elided: a mutable buffer read once also looks dead, yet must keep
+  // its value for the next call.)
+  static constexpr std::string_view kScatters[] = {"aten::index_put.out", "aten::slice_scatter.out",
+                                                   "aten::select_scatter.out"};
+  std::optional<TensorRefs> refs;
+  try {
+    refs.emplace(instructions, values, *plan);
+  } catch (const Error&) {
+    return;  // a malformed argument list: reported with its context when the instruction runs
+  }
+  if (refs->has_jumps) return;
+  auto index_of = [&](const EValue* v) { return static_cast<uint32_t>(v - values.data()); };
+  auto in_values = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
+  auto movable = [&](uint32_t v) { return !refs->io[v] && !refs->freed_or_moved[v]; };
+
+  for (uint32_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& ins = instructions[i];
+    if (ins.kind != Instruction::Kind::Kernel || ins.args.size() < 3 ||
+        std::ranges::find(kScatters, *ins.name) == std::end(kScatters)) {
+      continue;
+    }
+    // t = scatter(buf, ..., out=t) with the out slot and the returned value one value.
+    const EValue* buf_value = ins.args[0];
+    const EValue* t_value = ins.args.back();
+    if (ins.args[ins.args.size() - 2] != t_value || !in_values(t_value) || !in_values(buf_value) ||
+        !t_value->is_tensor() || !buf_value->is_tensor()) {
+      continue;
+    }
+    const uint32_t buf = index_of(buf_value), t = index_of(t_value);
+    if (buf == t || !movable(buf) || !movable(t)) continue;
+    Tensor& buf_tensor = values[buf].to_tensor();
+    Tensor& t_tensor = values[t].to_tensor();
+    if (!same_layout(buf_tensor, t_tensor)) continue;
+    // The buffer's next and last reference is `buf.copy_(t)`; `t` lives from the scatter to that copy.
+    const std::vector<uint32_t>& buf_refs = refs->by_value[buf];
+    const std::vector<uint32_t>& t_refs = refs->by_value[t];
+    auto next = std::ranges::upper_bound(buf_refs, i);
+    if (next == buf_refs.end() || next + 1 != buf_refs.end()) continue;
+    const uint32_t j = *next;
+    const Instruction& copy = instructions[j];
+    if (copy.kind != Instruction::Kind::Kernel || *copy.name != "aten::copy_" || copy.args.size() != 4 ||
+        copy.args[0] != buf_value || copy.args[1] != t_value || copy.args[3] != buf_value || t_refs.front() != i ||
+        t_refs.back() != j) {
+      continue;
+    }
+    if (!refs->bytes_untouched(values, i, j, bytes_of(buf_tensor), {buf, t})) continue;
+    t_tensor.set_data(buf_tensor.data());
+  }
 }
 
 void MethodImpl::mark_storage_checks() {

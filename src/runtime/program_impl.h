@@ -99,6 +99,7 @@ struct MethodImpl {
   void fold_constants();
   void fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes);
   void fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses);
+  void elide_copies();
   void prepare_kernels();
   ErrorContext context() const;
 };
