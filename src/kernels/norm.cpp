@@ -190,36 +190,51 @@ void layer_norm_out(KernelContext& ctx, KernelArgs args) {
   dispatch<kFloats | kHalfs>(in.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     using Acc = OpMath<T>;
+    // Row r of x -> row r of y, mean[r], rstd[r]; w and b may be null. A row's values are all read (moments)
+    // before any of its outputs is written, so y may be x.
+    auto normalize_rows = [&](const Acc* x, const Acc* w, const Acc* b, Acc* y, Acc* mean, Acc* rstd) {
+      parallel_rows(ctx, rows, inner * 4, [&](int64_t r) {
+        const Acc* xr = x + r * inner;
+        Acc* yr = y + r * inner;
+        if (inner == 0) {
+          mean[r] = 0;
+          rstd[r] = std::numeric_limits<Acc>::quiet_NaN();
+          return;
+        }
+        Acc m, var;
+        moments(xr, inner, m, var);
+        const Acc s = Acc(1) / std::sqrt(var + static_cast<Acc>(eps));
+        mean[r] = m;
+        rstd[r] = s;
+        if (w != nullptr && b != nullptr) {
+          for (int64_t i = 0; i < inner; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
+        } else {
+          for (int64_t i = 0; i < inner; ++i) {
+            Acc v = (xr[i] - m) * s;
+            if (w != nullptr) v *= w[i];
+            if (b != nullptr) v += b[i];
+            yr[i] = v;
+          }
+        }
+      });
+    };
+    if constexpr (std::is_same_v<T, Acc>) {
+      // Contiguous tensors of the accumulation type (float, double): no staging copies.
+      auto dense = [](const Tensor* t) { return t == nullptr || t->is_contiguous_order(); };
+      if (dense(&in) && dense(&out) && dense(weight) && dense(bias) && dense(&mean_out) && dense(&rstd_out)) {
+        normalize_rows(in.data_as<const T>(), weight == nullptr ? nullptr : weight->data_as<const T>(),
+                       bias == nullptr ? nullptr : bias->data_as<const T>(), out.data_as<T>(), mean_out.data_as<T>(),
+                       rstd_out.data_as<T>());
+        return;
+      }
+    }
     const std::vector<Acc> x = gather_as<T, Acc>(in);
     std::vector<Acc> w, b;
     if (weight != nullptr) w = gather_as<T, Acc>(*weight);
     if (bias != nullptr) b = gather_as<T, Acc>(*bias);
     std::vector<Acc> y(x.size()), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
-    parallel_rows(ctx, rows, inner * 4, [&](int64_t r) {
-      const Acc* xr = x.data() + r * inner;
-      Acc* yr = y.data() + r * inner;
-      const auto ri = static_cast<size_t>(r);
-      if (inner == 0) {
-        mean[ri] = 0;
-        rstd[ri] = std::numeric_limits<Acc>::quiet_NaN();
-        return;
-      }
-      Acc m, var;
-      moments(xr, inner, m, var);
-      const Acc s = Acc(1) / std::sqrt(var + static_cast<Acc>(eps));
-      mean[ri] = m;
-      rstd[ri] = s;
-      if (!w.empty() && !b.empty()) {
-        for (int64_t i = 0; i < inner; ++i) yr[i] = (xr[i] - m) * s * w[static_cast<size_t>(i)] + b[static_cast<size_t>(i)];
-      } else {
-        for (int64_t i = 0; i < inner; ++i) {
-          Acc v = (xr[i] - m) * s;
-          if (!w.empty()) v *= w[static_cast<size_t>(i)];
-          if (!b.empty()) v += b[static_cast<size_t>(i)];
-          yr[i] = v;
-        }
-      }
-    });
+    normalize_rows(x.data(), w.empty() ? nullptr : w.data(), b.empty() ? nullptr : b.data(), y.data(), mean.data(),
+                   rstd.data());
     scatter_from<T, Acc>(out, y);
     scatter_from<T, Acc>(mean_out, mean);
     scatter_from<T, Acc>(rstd_out, rstd);

@@ -181,6 +181,28 @@ enum class Fold { Sum, Prod, Mean };
 /// out = fold(in over plan), elements converted to out's dtype first (ATen casts self to the result dtype).
 void fold_reduce(const Tensor& in, Tensor& out, const ReducePlan& plan, Fold fold, const char* op) {
   resize_output(out, plan.out_shape, op);
+  // Float sums and means over trailing dims of contiguous tensors (a global average pool over NCHW): each
+  // output reduces one contiguous block, summed in double in four lanes.
+  const bool trailing = std::is_sorted(plan.mask.begin(), plan.mask.end()) && !plan.red_sizes.empty();
+  if (fold != Fold::Prod && trailing && in.dtype() == ScalarType::Float && out.dtype() == ScalarType::Float &&
+      in.is_contiguous_order() && out.is_contiguous_order()) {
+    const float* src = in.data_as<const float>();
+    float* dst = out.data_as<float>();
+    const int64_t n = plan.red_numel;
+    for (int64_t o = 0; o < plan.out_numel; ++o) {
+      const float* x = src + o * n;
+      double lane[4] = {0, 0, 0, 0};
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        for (int l = 0; l < 4; ++l) lane[l] += static_cast<double>(x[i + l]);
+      }
+      double acc = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+      for (; i < n; ++i) acc += static_cast<double>(x[i]);
+      if (fold == Fold::Mean) acc /= static_cast<double>(n);
+      dst[o] = static_cast<float>(acc);
+    }
+    return;
+  }
   const std::vector<int64_t> os = plan.out_strides(out);
   dispatch(out.dtype(), op, [&](auto out_tag) {
     using O = decltype(out_tag);

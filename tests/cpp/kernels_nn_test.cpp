@@ -745,6 +745,14 @@ TEST(NnKernelsNorm, LayerNormMatchesReference) {
   expect_close(logical<float>(*out), want, 1e-5, 1e-5, "out");
   expect_close(logical<float>(*mean), want_mean, 1e-5, 1e-6, "mean");
   expect_close(logical<float>(*rstd), want_rstd, 1e-5, 1e-6, "rstd");
+  // The same input stored with dim order (1, 0, 2): the strided path, same results.
+  auto xp = f32({2, 3, n}, xv, {1, 0, 2});
+  auto outp = out_tensor(ScalarType::Float, {2, 3, n});
+  auto meanp = out_tensor(ScalarType::Float, {2, 3, 1});
+  auto rstdp = out_tensor(ScalarType::Float, {2, 3, 1});
+  Call().t(*xp).ints({n}).t(*w).t(*b).d(1e-5).t(*outp).t(*meanp).t(*rstdp).run("aten::native_layer_norm.out");
+  expect_close(logical<float>(*outp), want, 1e-5, 1e-5, "out (dim order 1, 0, 2)");
+  expect_close(logical<float>(*meanp), want_mean, 1e-5, 1e-6, "mean (dim order 1, 0, 2)");
   // Normalizing the last two dims, no affine parameters.
   auto out2 = out_tensor(ScalarType::Float, {2, 3, n});
   auto mean2 = out_tensor(ScalarType::Float, {2, 1, 1});
@@ -887,6 +895,29 @@ TEST(NnKernelsReduce, SumDtypesAndPermutedLayout) {
   auto o = out_tensor(ScalarType::Float, {2, 3});
   Call().t(*x).ints({2, 3}).b(false).none().t(*o).run("aten::sum.IntList_out");
   EXPECT_EQ(logical<float>(*o), (std::vector<float>{6, 22, 38, 54, 70, 86}));
+}
+
+// Means and sums over trailing dims of contiguous float tensors take a flat path; against a double reference,
+// for block lengths that are and are not multiples of its four lanes.
+TEST(NnKernelsReduce, TrailingDimsMatchReference) {
+  for (const int64_t w : {4, 7}) {
+    const int64_t rows = 6, h = 5, n = h * w;
+    const auto xv = random_values(rows * n, 90 + w, -4, 6);
+    auto x = f32({2, 3, h, w}, xv);
+    auto mean = out_tensor(ScalarType::Float, {2, 3});
+    auto sum = out_tensor(ScalarType::Float, {2, 3, 1, 1});
+    Call().t(*x).ints({2, 3}).b(false).none().t(*mean).run("aten::mean.out");
+    Call().t(*x).ints({-2, -1}).b(true).none().t(*sum).run("aten::sum.IntList_out");
+    std::vector<double> want_mean, want_sum;
+    for (int64_t r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += xv[size_t(r * n + i)];
+      want_sum.push_back(acc);
+      want_mean.push_back(acc / double(n));
+    }
+    expect_close(logical<float>(*mean), want_mean, 1e-6, 1e-6, "mean");
+    expect_close(logical<float>(*sum), want_sum, 1e-6, 1e-5, "sum");
+  }
 }
 
 TEST(NnKernelsReduce, MeanVariantsAndEmpty) {
