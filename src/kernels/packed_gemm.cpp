@@ -337,7 +337,71 @@ __attribute__((target("avx2,fma"))) void depthwise_row_avx2(const float* const* 
     if (phase == period) phase = 0;
   }
 }
+// Channels a multiple of 8, any stride: blocks of P output pixels x 8 channels with the taps outermost, so
+// that P independent accumulators hide the FMA latency and each weight vector is loaded once per block (a
+// row-at-a-time loop chains all kh * kw FMAs of an output vector and runs at a fraction of the FMA rate).
+template <int P>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block_avx2(
+    const float* const* rows, size_t kh, size_t kw, size_t c, size_t step, size_t in_off, const float* weights,
+    __m256 bias, __m256 lo, __m256 hi, float* out) {
+  __m256 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * kw * c;
+    for (size_t kx = 0; kx < kw; ++kx) {
+      const __m256 w = _mm256_loadu_ps(wk + kx * c);
+      const float* src = row + kx * c;
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(src + p * step), w, acc[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(_mm256_max_ps(acc[p], lo), hi));
+}
+
+// Output pixels [x, x + P * blocks) of a row, P at a time; advances x.
+template <int P>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_blocks_avx2(
+    const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride, const float* weights, const float* bias,
+    size_t out_w, __m256 lo, __m256 hi, float* out, size_t& x) {
+  const size_t step = stride * c;  // floats between the inputs of neighbouring output pixels
+  for (; x + P <= out_w; x += P) {
+    for (size_t ch = 0; ch < c; ch += 8) {
+      depthwise_block_avx2<P>(rows, kh, kw, c, step, x * step + ch, weights + ch, _mm256_loadu_ps(bias + ch), lo, hi,
+                              out + x * c + ch);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void depthwise_row_c8_avx2(const float* const* rows, size_t kh, size_t kw,
+                                                              size_t c, size_t stride, const float* weights,
+                                                              const float* bias, size_t out_w, float lo, float hi,
+                                                              float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  size_t x = 0;
+  depthwise_blocks_avx2<8>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_avx2<4>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_avx2<2>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_avx2<1>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+}
 #endif
+
+// Any channel count and stride, one output at a time (no AVX2).
+void depthwise_row_strided_generic(const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride,
+                                   const float* weights, const float* bias, size_t out_w, float lo, float hi,
+                                   float* out) {
+  for (size_t x = 0; x < out_w; ++x) {
+    for (size_t ch = 0; ch < c; ++ch) {
+      float acc = bias[ch];
+      for (size_t ky = 0; ky < kh; ++ky) {
+        for (size_t kx = 0; kx < kw; ++kx) acc += rows[ky][(x * stride + kx) * c + ch] * weights[(ky * kw + kx) * c + ch];
+      }
+      out[x * c + ch] = std::min(std::max(acc, lo), hi);
+    }
+  }
+}
 
 void depthwise_row_generic(const float* const* rows, size_t kh, size_t kw, size_t c, const float* weights,
                            const float* bias, size_t period, size_t n, float lo, float hi, float* out) {
@@ -353,14 +417,15 @@ void depthwise_row_generic(const float* const* rows, size_t kh, size_t kw, size_
 
 }  // namespace
 
-bool DepthwiseConv::supported(size_t channels, size_t kernel_h) {
-  return channels > 0 && kernel_h <= kMaxKernel && weight_period(channels) <= kMaxPeriod;
+bool DepthwiseConv::supported(size_t channels, size_t kernel_h, size_t stride_h, size_t stride_w) {
+  if (channels == 0 || kernel_h > kMaxKernel || stride_h == 0 || stride_w == 0) return false;
+  return channels % 8 == 0 || (stride_w == 1 && weight_period(channels) <= kMaxPeriod);
 }
 
 DepthwiseConv::DepthwiseConv(const float* filter, const float* bias, size_t channels, size_t kernel_h,
-                             size_t kernel_w, size_t pad_top, size_t pad_left)
-    : c_(channels), kh_(kernel_h), kw_(kernel_w), pad_top_(pad_top), pad_left_(pad_left),
-      period_(weight_period(channels)) {
+                             size_t kernel_w, size_t stride_h, size_t stride_w, size_t pad_top, size_t pad_left)
+    : c_(channels), kh_(kernel_h), kw_(kernel_w), sh_(stride_h), sw_(stride_w), pad_top_(pad_top),
+      pad_left_(pad_left), period_(weight_period(channels)) {
   // 8 extra floats so that the vector loads at the end of a period stay inside.
   weights_.assign(kh_ * kw_ * period_ + 8, 0.0f);
   bias_.assign(period_ + 8, 0.0f);
@@ -375,7 +440,8 @@ DepthwiseConv::DepthwiseConv(const float* filter, const float* bias, size_t chan
 // Output rows [y0, y1) of one image; `rows` holds kh padded input rows of padded_w * C floats (+ slack).
 void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
                              float out_min, float out_max, float* out, float* rows) const {
-  const size_t padded = (out_w + kw_ - 1) * c_ + 8;  // every column a tap can reach, plus vector slack
+  const size_t span = (out_w - 1) * sw_ + kw_;  // padded columns the taps reach
+  const size_t padded = span * c_ + 8;          // plus vector slack
   const size_t n = out_w * c_;
   const float* taps[kMaxKernel];
   // Slot s holds input row iy with iy mod kh == s (iy is -1 for the padding row above the image, so "not
@@ -384,37 +450,50 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
   std::fill(loaded, loaded + kh_, std::numeric_limits<ptrdiff_t>::min());
   for (size_t y = y0; y < y1; ++y) {
     for (size_t ky = 0; ky < kh_; ++ky) {
-      const ptrdiff_t iy = static_cast<ptrdiff_t>(y + ky) - static_cast<ptrdiff_t>(pad_top_);
+      const ptrdiff_t iy = static_cast<ptrdiff_t>(y * sh_ + ky) - static_cast<ptrdiff_t>(pad_top_);
       const size_t slot = static_cast<size_t>((iy % static_cast<ptrdiff_t>(kh_) + static_cast<ptrdiff_t>(kh_)) %
                                               static_cast<ptrdiff_t>(kh_));
       float* buf = rows + slot * padded;
       if (loaded[slot] != iy) {
-        std::fill(buf, buf + padded, 0.0f);
         if (iy >= 0 && static_cast<size_t>(iy) < h) {
-          // Columns [pad_left, pad_left + w) of the padded row hold the image row (clipped to what taps reach).
-          const size_t cols = std::min(w, out_w + kw_ - 1 - std::min(pad_left_, out_w + kw_ - 1));
-          std::memcpy(buf + pad_left_ * c_, in + static_cast<size_t>(iy) * w * c_, cols * c_ * sizeof(float));
+          // Columns [pad_left, pad_left + w) of the padded row hold the image row (clipped to what taps reach);
+          // the rest is zero.
+          const size_t left = std::min(pad_left_, span);
+          const size_t cols = std::min(w, span - left);
+          std::fill(buf, buf + left * c_, 0.0f);
+          std::memcpy(buf + left * c_, in + static_cast<size_t>(iy) * w * c_, cols * c_ * sizeof(float));
+          std::fill(buf + (left + cols) * c_, buf + padded, 0.0f);
+        } else {
+          std::fill(buf, buf + padded, 0.0f);
         }
         loaded[slot] = iy;
       }
       taps[ky] = buf;
     }
+    float* out_row = out + y * n;
 #ifdef ETNP_XNN_GEMM_AVX2
-    if (use_avx2()) {
-      depthwise_row_avx2(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max,
-                         out + y * n);
+    if (use_avx2() && c_ % 8 == 0) {
+      depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max, out_row);
+      continue;
+    }
+    if (use_avx2() && sw_ == 1) {
+      depthwise_row_avx2(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max, out_row);
       continue;
     }
 #endif
-    depthwise_row_generic(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max,
-                          out + y * n);
+    if (sw_ == 1) {
+      depthwise_row_generic(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max, out_row);
+    } else {
+      depthwise_row_strided_generic(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max,
+                                    out_row);
+    }
   }
 }
 
 void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
                         float out_min, float out_max, float* out, std::vector<float>& scratch) const {
   if (batch == 0 || out_h == 0 || out_w == 0) return;
-  const size_t padded = (out_w + kw_ - 1) * c_ + 8;
+  const size_t padded = ((out_w - 1) * sw_ + kw_) * c_ + 8;
   const size_t per_chunk = kh_ * padded;
   ThreadPool& pool = ThreadPool::global();
   const size_t total_rows = batch * out_h;

@@ -51,20 +51,22 @@ struct Conv2dGeometry {
 void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
                    float out_max, float* out, std::vector<float>& scratch);
 
-/// A depthwise convolution with stride 1, dilation 1 and one output per channel, over NHWC rows flattened to
-/// W*C floats: each kernel tap is a shift by C floats, so vectors run along (x, c) whatever C is (the
-/// weights repeat with period lcm(C, 8)). This keeps few-channel images (3-channel filters) fully vectorized,
-/// where kernels vectorized over channels waste most lanes.
+/// A depthwise convolution (dilation 1, one output per channel) over NHWC rows flattened to W*C floats. With C a
+/// multiple of 8 it runs blocks of output pixels x 8 channels, any stride. Otherwise (stride 1 only) each kernel
+/// tap is a shift by C floats, so vectors run along (x, c) whatever C is (the weights repeat with period
+/// lcm(C, 8)): few-channel images (3-channel filters) stay fully vectorized, where kernels vectorized over
+/// channels waste most lanes.
 class DepthwiseConv {
  public:
   /// `filter`: [kh, kw, C] (XNNPACK's depthwise layout); `bias`: C floats or null.
   DepthwiseConv(const float* filter, const float* bias, size_t channels, size_t kernel_h, size_t kernel_w,
-                size_t pad_top, size_t pad_left);
-  /// False when the weight pattern would be too large (C with a large odd factor) or the kernel too tall.
-  static bool supported(size_t channels, size_t kernel_h);
+                size_t stride_h, size_t stride_w, size_t pad_top, size_t pad_left);
+  /// False when the kernel is too tall, or (C not a multiple of 8) the stride is not 1 or the weight pattern
+  /// would be too large (C with a large odd factor).
+  static bool supported(size_t channels, size_t kernel_h, size_t stride_h, size_t stride_w);
 
-  /// in [batch, h, w, C] -> out [batch, out_h, out_w, C]; out_w = w + pads - kw + 1 (given by the caller's
-  /// shape propagation, as are out_h and the pads implied by it). `scratch` keeps padded rows between calls.
+  /// in [batch, h, w, C] -> out [batch, out_h, out_w, C]; out_w = (w + pads - kw) / stride + 1 (given by the
+  /// caller's shape propagation, as are out_h and the pads implied by it). `scratch` keeps padded rows between calls.
   void run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w, float out_min,
            float out_max, float* out, std::vector<float>& scratch) const;
 
@@ -72,7 +74,7 @@ class DepthwiseConv {
   void run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, float out_min,
                 float out_max, float* out, float* rows) const;
 
-  size_t c_, kh_, kw_, pad_top_, pad_left_, period_;
+  size_t c_, kh_, kw_, sh_, sw_, pad_top_, pad_left_, period_;
   std::vector<float> weights_;  ///< [kh][kw][period]: tap weights repeated along the flattened row.
   std::vector<float> bias_;     ///< [period]
 };

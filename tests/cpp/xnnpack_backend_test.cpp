@@ -179,24 +179,29 @@ TEST(XnnpackBackend, StridedPaddedConvolutions) {
   }
 }
 
-// Depthwise convolutions with few and many channels (the row-vectorized path and its channel periods).
+// Depthwise convolutions with few and many channels (the row-vectorized path and its channel periods), and
+// channels a multiple of 8 (the pixel-block path) at strides 1 and 2 over widths that leave every remainder
+// of its 8-pixel blocks.
 TEST(XnnpackBackend, DepthwiseConvolutions) {
   struct Case {
-    uint32_t k, p, c, h, w;
+    uint32_t k, s, p, c, h, w;
   };
-  for (const Case cs : {Case{3, 1, 3, 7, 9}, Case{3, 1, 1, 5, 5}, Case{5, 2, 5, 6, 11}, Case{3, 0, 16, 4, 6},
-                        Case{3, 1, 24, 3, 3}, Case{1, 0, 7, 2, 3}}) {
+  for (const Case cs : {Case{3, 1, 1, 3, 7, 9}, Case{3, 1, 1, 1, 5, 5}, Case{5, 1, 2, 5, 6, 11}, Case{3, 1, 0, 16, 4, 6},
+                        Case{3, 1, 1, 24, 3, 3}, Case{1, 1, 0, 7, 2, 3}, Case{3, 1, 1, 8, 3, 15},
+                        Case{3, 2, 1, 16, 9, 17}, Case{3, 2, 1, 32, 8, 8}, Case{3, 2, 0, 8, 7, 30},
+                        Case{5, 2, 2, 24, 6, 13}, Case{3, 1, 1, 40, 4, 23}}) {
     std::vector<float> filter(cs.k * cs.k * cs.c), bias(cs.c);
     for (size_t i = 0; i < filter.size(); ++i) filter[i] = static_cast<float>((i * 5) % 7) * 0.5f - 1.0f;
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * static_cast<float>(i);
-    const uint32_t oh = cs.h + 2 * cs.p - cs.k + 1, ow = cs.w + 2 * cs.p - cs.k + 1;
+    const uint32_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
     GraphBuilder g;
     const uint32_t x = g.input({2, cs.h, cs.w, cs.c}, 0);
     const uint32_t f = g.f32_constant({1, cs.k, cs.k, cs.c}, filter);
     const uint32_t b = g.f32_constant({cs.c}, bias);
     const uint32_t out = g.output({2, oh, ow, cs.c}, 1);
-    g.conv(XNodeUnion::XNNDepthwiseConv2d, cs.k, 1, cs.p, cs.c, 1, 1, x, f, b, out, -kInf, 4.0f);
+    g.conv(XNodeUnion::XNNDepthwiseConv2d, cs.k, cs.s, cs.p, cs.c, 1, 1, x, f, b, out, -kInf, 4.0f);
     Executor ex(parse_graph(g.payload(), nullptr));
+    EXPECT_EQ(ex.stats().own_kernels, 1u) << cs.c << " channels, stride " << cs.s;
     const std::vector<float> input = iota_f(2 * cs.h * cs.w * cs.c, -2.0f, 0.05f);
     std::vector<std::unique_ptr<OwnedTensor>> t;
     t.push_back(OwnedTensor::make<float>(ScalarType::Float, {2, cs.h, cs.w, cs.c}, input));
@@ -210,14 +215,16 @@ TEST(XnnpackBackend, DepthwiseConvolutions) {
             double acc = bias[ch];
             for (uint32_t ky = 0; ky < cs.k; ++ky) {
               for (uint32_t kx = 0; kx < cs.k; ++kx) {
-                const int iy = static_cast<int>(y + ky) - static_cast<int>(cs.p);
-                const int ix = static_cast<int>(xx + kx) - static_cast<int>(cs.p);
+                const int iy = static_cast<int>(y * cs.s + ky) - static_cast<int>(cs.p);
+                const int ix = static_cast<int>(xx * cs.s + kx) - static_cast<int>(cs.p);
                 if (iy < 0 || ix < 0 || iy >= static_cast<int>(cs.h) || ix >= static_cast<int>(cs.w)) continue;
                 acc += double(filter[(ky * cs.k + kx) * cs.c + ch]) * input[((n * cs.h + iy) * cs.w + ix) * cs.c + ch];
               }
             }
             acc = std::min(acc, 4.0);
-            ASSERT_NEAR(got[((n * oh + y) * ow + xx) * cs.c + ch], acc, 1e-4) << cs.c << " channels, k " << cs.k;
+            ASSERT_NEAR(got[((n * oh + y) * ow + xx) * cs.c + ch], acc, 1e-4)
+                << cs.c << " channels, k " << cs.k << ", stride " << cs.s << " at (" << n << ", " << y << ", " << xx
+                << ", " << ch << ")";
           }
         }
       }

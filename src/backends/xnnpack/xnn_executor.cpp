@@ -1021,11 +1021,11 @@ void Executor::compile() {
             });
             break;
           }
-          if (depthwise && w.stride_h == 1 && w.stride_w == 1 && w.dilation_h == 1 && w.dilation_w == 1 &&
-              gout == 1 && DepthwiseConv::supported(cin, w.kernel_h)) {
+          if (depthwise && w.dilation_h == 1 && w.dilation_w == 1 && gout == 1 &&
+              DepthwiseConv::supported(cin, w.kernel_h, w.stride_h, w.stride_w)) {
             auto conv = std::make_shared<const DepthwiseConv>(
                 reinterpret_cast<const float*>(f.data), b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data),
-                cin, w.kernel_h, w.kernel_w, w.pad_top, w.pad_left);
+                cin, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_left);
             add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
               const Shape& s = c.shapes[in0];
               const Shape& o = c.shapes[out0];
