@@ -594,7 +594,7 @@ QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scal
   row_sums_.assign(n * g, 0);
   packed_.assign(blocks() * kp * 16, 0);
   for (size_t j = 0; j < n; ++j) {
-    int16_t* dst = packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
+    int8_t* dst = packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
     for (size_t i = 0; i < k; ++i) {
       dst[(i / 2) * 16 + (i % 2)] = w_nk[j * k + i];
       row_sums_[j * g + (group_size == 0 ? 0 : i / group_size)] += w_nk[j * k + i];
@@ -608,7 +608,7 @@ namespace {
 // acc[r][c] (MR rows, NB blocks of 8 units) = sum over k pairs of the int16 pair products.
 // `pairs` rows are `stride` int32 apart; kp pairs are summed.
 template <int MR, int NB>
-void qd8_tile_scalar(const int32_t* pairs, size_t stride, size_t kp, const int16_t* const* w, int32_t* acc) {
+void qd8_tile_scalar(const int32_t* pairs, size_t stride, size_t kp, const int8_t* const* w, int32_t* acc) {
   for (int r = 0; r < MR; ++r) {
     for (int b = 0; b < NB; ++b) {
       for (int lane = 0; lane < 8; ++lane) {
@@ -627,14 +627,16 @@ void qd8_tile_scalar(const int32_t* pairs, size_t stride, size_t kp, const int16
 #if defined(__x86_64__) && defined(__GNUC__)
 template <int MR, int NB>
 __attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t stride, size_t kp,
-                                                    const int16_t* const* w, int32_t* acc) {
+                                                    const int8_t* const* w, int32_t* acc) {
   __m256i c[MR][NB];
   for (int r = 0; r < MR; ++r) {
     for (int b = 0; b < NB; ++b) c[r][b] = _mm256_setzero_si256();
   }
   for (size_t p = 0; p < kp; ++p) {
     __m256i wv[NB];
-    for (int b = 0; b < NB; ++b) wv[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b] + p * 16));
+    for (int b = 0; b < NB; ++b) {
+      wv[b] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b] + p * 16)));
+    }
     for (int r = 0; r < MR; ++r) {
       const __m256i x = _mm256_set1_epi32(pairs[r * stride + p]);
       for (int b = 0; b < NB; ++b) c[r][b] = _mm256_add_epi32(c[r][b], _mm256_madd_epi16(x, wv[b]));
@@ -654,7 +656,7 @@ bool have_avx2() {
 #endif
 
 template <int MR, int NB>
-void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int16_t* const* w, int32_t* acc) {
+void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* const* w, int32_t* acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (have_avx2()) return qd8_tile_avx2<MR, NB>(pairs, stride, kp, w, acc);
 #endif
@@ -662,7 +664,7 @@ void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int16_t* con
 }
 
 template <int NB>
-void qd8_tile_rows(int mr, const int32_t* pairs, size_t stride, size_t kp, const int16_t* const* w, int32_t* acc) {
+void qd8_tile_rows(int mr, const int32_t* pairs, size_t stride, size_t kp, const int8_t* const* w, int32_t* acc) {
   switch (mr) {
     case 1: qd8_tile<1, NB>(pairs, stride, kp, w, acc); break;
     case 2: qd8_tile<2, NB>(pairs, stride, kp, w, acc); break;
@@ -699,7 +701,7 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
         std::fill(sum, sum + 4 * 16, 0.0f);
         for (size_t g = 0; g < groups; ++g) {
           const size_t p0 = g * group_pairs;
-          const int16_t* wb[2] = {w.block(b) + p0 * 16, nb == 2 ? w.block(b + 1) + p0 * 16 : nullptr};
+          const int8_t* wb[2] = {w.block(b) + p0 * 16, nb == 2 ? w.block(b + 1) + p0 * 16 : nullptr};
           const int32_t* x = scratch + r * kp + p0;
           if (nb == 2) {
             qd8_tile_rows<2>(mr, x, kp, group_pairs, wb, acc);

@@ -57,7 +57,8 @@ DynamicQuantParams compute_dynamic_quant_params(float min, float max);
 void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params);
 
 /// Weights of a dynamically quantized fully-connected layer, packed at load for the int8 GEMM: blocks of 8
-/// units, each k pair of a unit stored as two int16 (the layout of a multiply-add of int16 pairs).
+/// units, each k pair of a unit stored as two int8 (sign-extended to the int16 pairs of a multiply-add when
+/// loaded: int8 halves the bytes each call streams, which bound the few-row products of a decoder).
 /// Per-channel weights have one scale per unit; blockwise ones (4-bit, "group" quantization) one per unit
 /// and group of `group_size` consecutive k.
 class QD8Weights {
@@ -73,7 +74,7 @@ class QD8Weights {
   size_t blocks() const { return (n_ + 7) / 8; }
   size_t group_size() const { return group_size_; }  ///< 0: per-channel
   size_t groups() const { return group_size_ == 0 ? 1 : k_ / group_size_; }
-  const int16_t* block(size_t b) const { return packed_.data() + b * k_pairs() * 16; }
+  const int8_t* block(size_t b) const { return packed_.data() + b * k_pairs() * 16; }
   /// [n, groups()] scales and sums of each unit's weights over each group (one group: the whole row).
   const float* scales() const { return scales_.data(); }
   const int32_t* row_sums() const { return row_sums_.data(); }
@@ -81,7 +82,7 @@ class QD8Weights {
 
  private:
   size_t n_ = 0, k_ = 0, group_size_ = 0;
-  std::vector<int16_t> packed_;
+  std::vector<int8_t> packed_;
   std::vector<float> scales_;
   std::vector<int32_t> row_sums_;
   std::vector<float> bias_;
