@@ -219,13 +219,16 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   ThreadPool& pool = ThreadPool::global();
   const size_t threads = pool.num_threads();
   if (threads > 1 && rows * k_ * n_ >= (size_t{1} << 18)) {  // below: about the cost of waking the pool
-    if (tiles >= 2 * threads || panels < 2) {
+    // Many rows: split row tiles (each thread streams every panel past its own rows). Few rows: whichever of
+    // row tiles and column panels divides more evenly (64 rows are 11 tiles, 6 + 5 on two threads, while their
+    // 48 panels split 24 + 24; a decoder's single row has one tile).
+    auto rounds = [&](size_t items) { return static_cast<double>((items + threads - 1) / threads * threads) / items; };
+    if (panels < 2 || tiles >= 8 * threads || (tiles >= threads && rounds(tiles) <= rounds(panels))) {
       pool.parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
         const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
         run_rows(in + r0 * in_stride, r1 - r0, in_stride, 0, panels, out_min, out_max, out + r0 * n_);
       });
     } else {
-      // Few rows (a decoder's single token): split the output columns instead.
       pool.parallel_for(panels, 1, [&](size_t p0, size_t p1) {
         run_rows(in, rows, in_stride, p0, p1, out_min, out_max, out);
       });
