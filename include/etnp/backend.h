@@ -58,6 +58,17 @@ class Backend {
   virtual std::vector<std::string> option_names() const { return {}; }
 };
 
+/// Profiling inside a delegate call. While a method loaded with enable_profiling runs a DelegateCall, the
+/// backend may time the parts of the call (the nodes of its graph) and report each; they appear in
+/// Method::profile_events() right after that call's DELEGATE_CALL event, with ProfileEvent::delegate_part set
+/// and the call's instruction. Reports from any other time or thread are dropped.
+bool delegate_profiling_active();
+/// `name`: what ran, e.g. "XNNFullyConnected (own kernel)"; `debug_handle`: the part's debug handle in the
+/// payload (-1: none); times from profile_clock_ns().
+void report_delegate_part(std::string name, int64_t debug_handle, uint64_t start_ns, uint64_t end_ns);
+/// The clock of all profile events, in nanoseconds.
+uint64_t profile_clock_ns();
+
 /// Registers a backend under backend->name(). Throws InvalidArgument if the name is taken.
 void register_backend(std::shared_ptr<Backend> backend);
 /// The backend registered under `name`, or nullptr.

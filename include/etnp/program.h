@@ -125,6 +125,11 @@ struct ProfileEvent {
   /// The instruction ran once at load (constant folding, a batch norm folded into its convolution) and the
   /// run skipped it.
   bool folded = false;
+  /// A part of the DELEGATE_CALL event just before it (a node of the delegate's graph, as the backend reported
+  /// it: see report_delegate_part); its time is included in that event's.
+  bool delegate_part = false;
+  /// The part's debug handle in the delegate payload, -1 if none.
+  int64_t debug_handle = -1;
 };
 
 class Method;

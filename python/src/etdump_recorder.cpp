@@ -2,9 +2,11 @@
 //
 // The blocks follow the official runtime's layout so existing tools read them: a "Default" block with a
 // "Program::load_method" event per method load, and per execute call an "Execute" block holding, for each
-// instruction, an "OPERATOR_CALL" event (plus a "native_call_<op>" event for kernels) or a "DELEGATE_CALL" event,
-// then a "Method::execute" event spanning the call. With a debug buffer the method outputs of each call are
+// instruction, an "OPERATOR_CALL" event (plus a "native_call_<op>" event for kernels) or a "DELEGATE_CALL" event
+// followed by one event per node the delegate ran (its debug handle as delegate_debug_id_int), then a
+// "Method::execute" event spanning the call. With a debug buffer the method outputs of each call are
 // logged as debug events whose tensor bytes are in the debug buffer.
+#include <cstdint>
 #include <cstring>
 
 #include "binding.h"
@@ -49,7 +51,14 @@ void EtdumpRecorder::record_execute(const std::vector<ProfileEvent>& events, uin
   for (const ProfileEvent& ev : events) {
     const auto chain = static_cast<int32_t>(ev.chain);
     const auto instruction = static_cast<int32_t>(ev.instruction);
-    if (ev.name.rfind("DELEGATE_CALL", 0) == 0) {
+    if (ev.delegate_part) {
+      // A node the delegate reported: named, and identified by its debug handle as the official delegates do.
+      format::EtdumpProfileEvent part = profile_event(ev.name, chain, instruction, ev.start_ns, ev.end_ns);
+      if (ev.debug_handle >= 0 && ev.debug_handle <= INT32_MAX) {
+        part.delegate_debug_id_int = static_cast<int32_t>(ev.debug_handle);
+      }
+      block.profile_events.push_back(std::move(part));
+    } else if (ev.name.rfind("DELEGATE_CALL", 0) == 0) {
       block.profile_events.push_back(profile_event("DELEGATE_CALL", chain, instruction, ev.start_ns, ev.end_ns));
     } else if (ev.name.find("::") != std::string::npos) {
       block.profile_events.push_back(profile_event(native_call_name(ev.name), chain, instruction, ev.start_ns, ev.end_ns));

@@ -106,18 +106,28 @@ int run_bench(Args& args) {
   for (int64_t b : method->meta().planned_buffer_sizes) planned_mb += static_cast<double>(b) / (1 << 20);
   const double load_time_mb = static_cast<double>(method->load_time_bytes()) / (1 << 20);
 
-  // Per-operator time, from the profile events of the timed iterations.
-  std::vector<std::pair<std::string, std::pair<double, int>>> per_op;
+  // Per-operator time, from the profile events of the timed iterations; separately, the parts of the delegate
+  // calls that their backends reported (their time is already in the DELEGATE_CALL lines).
+  using Totals = std::vector<std::pair<std::string, std::pair<double, int>>>;
+  Totals per_op, per_part;
   if (profile) {
-    std::map<std::string, std::pair<double, int>> totals;
+    std::map<std::string, std::pair<double, int>> totals, part_totals;
+    std::string backend;  // of the last DELEGATE_CALL: the parts that follow it are its own
     for (const auto& ev : method->profile_events()) {
-      auto& t = totals[ev.folded ? ev.name + " (folded at load)" : ev.name];
+      if (!ev.delegate_part && ev.name.rfind("DELEGATE_CALL ", 0) == 0) backend = ev.name.substr(14);
+      auto& t = ev.delegate_part ? part_totals[backend + ": " + ev.name]
+                                 : totals[ev.folded ? ev.name + " (folded at load)" : ev.name];
       t.first += static_cast<double>(ev.end_ns - ev.start_ns) / 1e6 / iters;
       t.second += 1;
     }
-    for (auto& [name, t] : totals) t.second = (t.second + iters - 1) / iters;  // calls per run
-    per_op.assign(totals.begin(), totals.end());
-    std::sort(per_op.begin(), per_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    auto sorted_totals = [&](std::map<std::string, std::pair<double, int>>& m) {
+      for (auto& [name, t] : m) t.second = (t.second + iters - 1) / iters;  // calls per run
+      Totals v(m.begin(), m.end());
+      std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+      return v;
+    };
+    per_op = sorted_totals(totals);
+    per_part = sorted_totals(part_totals);
   }
 
   if (json) {
@@ -134,10 +144,12 @@ int run_bench(Args& args) {
     out += ", \"load_ms\": " + json_number(load_ms) + ", \"peak_rss_mb\": " + json_number(peak_rss_mb());
     out += ", \"planned_mb\": " + json_number(planned_mb) + ", \"load_time_mb\": " + json_number(load_time_mb);
     if (profile) {
-      out += ", \"profile\": " + json_array(per_op, [](const auto& p) {
+      auto entry = [](const auto& p) {
         return "{\"name\": " + json_string(p.first) + ", \"ms_per_run\": " + json_number(p.second.first) +
                ", \"calls_per_run\": " + std::to_string(p.second.second) + "}";
-      });
+      };
+      out += ", \"profile\": " + json_array(per_op, entry);
+      out += ", \"delegate_profile\": " + json_array(per_part, entry);
     }
     std::printf("%s}\n", out.c_str());
     return 0;
@@ -152,10 +164,17 @@ int run_bench(Args& args) {
   if (profile) {
     double total = 0;
     for (const auto& p : per_op) total += p.second.first;
+    auto print = [&](const Totals& rows) {
+      for (const auto& p : rows) {
+        std::printf("    %8.3f ms %5.1f%%  %6d calls/run  %s\n", p.second.first,
+                    total > 0 ? 100.0 * p.second.first / total : 0.0, p.second.second, p.first.c_str());
+      }
+    };
     std::printf("  time per run by operator / delegate (sorted):\n");
-    for (const auto& p : per_op) {
-      std::printf("    %8.3f ms %5.1f%%  %6d calls/run  %s\n", p.second.first, total > 0 ? 100.0 * p.second.first / total : 0.0,
-                  p.second.second, p.first.c_str());
+    print(per_op);
+    if (!per_part.empty()) {
+      std::printf("  inside the delegate calls, by node and what ran it (sorted; %% of the whole run):\n");
+      print(per_part);
     }
   }
   return 0;

@@ -36,10 +36,10 @@ std::string dims_string(std::span<const uint8_t> s) {
   return r + "]";
 }
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
+uint64_t now_ns() { return profile_clock_ns(); }
+
+/// Where report_delegate_part puts the parts of the delegate call this thread is running (null: none).
+thread_local std::vector<ProfileEvent>* t_delegate_parts = nullptr;
 
 uint8_t* allocate_zeroed(size_t nbytes, const std::string& what) {
   void* p = std::calloc(nbytes == 0 ? 1 : nbytes, 1);
@@ -988,6 +988,10 @@ void MethodImpl::run() {
       for (auto& [t, data] : freed) t->set_data(data);
     }
   } restore_freed{freed_storage};
+  std::vector<ProfileEvent> delegate_parts;  // of the delegate call running, when profiling
+  struct StopDelegateParts {
+    ~StopDelegateParts() { t_delegate_parts = nullptr; }  // a delegate that threw leaves it set
+  } stop_delegate_parts;
   try {
     while (pc < n) {
       if (++executed > kMaxInstructionsPerRun) {
@@ -1004,7 +1008,12 @@ void MethodImpl::run() {
           break;
         case Instruction::Kind::Delegate:
           if (ins.check_storage) check_tensor_storage(ins);
+          if (profiling) {
+            delegate_parts.clear();
+            t_delegate_parts = &delegate_parts;
+          }
           ins.backend->execute(*ins.delegate, ins.args);
+          t_delegate_parts = nullptr;
           break;
         case Instruction::Kind::Move:
           values[ins.b] = values[ins.a];
@@ -1053,6 +1062,12 @@ void MethodImpl::run() {
         ev.start_ns = start;
         ev.end_ns = now_ns();
         events.push_back(std::move(ev));
+        if (ins.kind == Instruction::Kind::Delegate) {
+          for (ProfileEvent& part : delegate_parts) {
+            part.instruction = static_cast<int64_t>(pc);
+            events.push_back(std::move(part));
+          }
+        }
       }
       pc = next;
     }
@@ -1102,6 +1117,24 @@ Value MethodImpl::output(size_t index) const {
 }
 
 }  // namespace detail
+
+uint64_t profile_clock_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+bool delegate_profiling_active() { return detail::t_delegate_parts != nullptr; }
+
+void report_delegate_part(std::string name, int64_t debug_handle, uint64_t start_ns, uint64_t end_ns) {
+  if (detail::t_delegate_parts == nullptr) return;
+  ProfileEvent ev;
+  ev.name = std::move(name);
+  ev.start_ns = start_ns;
+  ev.end_ns = end_ns;
+  ev.delegate_part = true;
+  ev.debug_handle = debug_handle;
+  detail::t_delegate_parts->push_back(std::move(ev));
+}
 
 Method::Method(std::unique_ptr<detail::MethodImpl> impl) : impl_(std::move(impl)) {}
 Method::~Method() = default;

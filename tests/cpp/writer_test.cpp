@@ -558,9 +558,9 @@ struct DepthwiseNet {
   }
 };
 
-TEST(WriterXnnpack, DepthwisePoolReshapeFullyConnected) {
-  if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";
-  const DepthwiseNet net;
+/// The DepthwiseNet as one XNNPACK delegate: transpose, depthwise 3x3 (+ relu6), global average pool, reshape,
+/// fully connected.
+std::vector<uint8_t> xnnpack_depthwise_program(const DepthwiseNet& net) {
   constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH, OH = DepthwiseNet::kOH, O = DepthwiseNet::kOut;
   std::vector<float> dw_1hwc(C * 9);
   for (int c = 0; c < C; ++c)
@@ -588,11 +588,56 @@ TEST(WriterXnnpack, DepthwisePoolReshapeFullyConnected) {
   format::add_xnnpack_delegate(w, m, g.finish(), {x, y});
   m.set_inputs({x});
   m.set_outputs({y});
-  Program prog = load_bytes(w.serialize());
+  return w.serialize();
+}
+
+TEST(WriterXnnpack, DepthwisePoolReshapeFullyConnected) {
+  if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";
+  const DepthwiseNet net;
+  constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH;
+  Program prog = load_bytes(xnnpack_depthwise_program(net));
   const auto got = floats(exec(*prog.load_method("forward"), {tensor_input(net.x, {1, C, H, H})})[0]);
   const auto expected = net.reference();
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4) << i;
+}
+
+// With profiling on, the delegate reports each node it ran, after the DELEGATE_CALL event and inside its time.
+TEST(WriterXnnpack, ProfileHasEveryNodeOfTheDelegateCall) {
+  if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";
+  const DepthwiseNet net;
+  constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH;
+  LoadOptions options;
+  options.enable_profiling = true;
+  Program prog = load_bytes(xnnpack_depthwise_program(net), options);
+  auto method = prog.load_method("forward");
+  exec(*method, {tensor_input(net.x, {1, C, H, H})});
+  const std::vector<ProfileEvent>& events = method->profile_events();
+  ASSERT_EQ(events.size(), 6u);
+  const ProfileEvent& call = events[0];
+  EXPECT_EQ(call.name, "DELEGATE_CALL XnnpackBackend");
+  EXPECT_FALSE(call.delegate_part);
+  const char* nodes[] = {"XNNStaticTranspose (", "XNNDepthwiseConv2d (", "XNNGlobalAvgPooling2d (",
+                         "XNNStaticReshape (", "XNNFullyConnected ("};
+  uint64_t previous_end = call.start_ns;
+  for (size_t i = 0; i < 5; ++i) {
+    const ProfileEvent& part = events[i + 1];
+    EXPECT_TRUE(part.delegate_part) << i;
+    EXPECT_EQ(part.name.rfind(nodes[i], 0), 0u) << part.name;
+    EXPECT_EQ(part.instruction, call.instruction);
+    EXPECT_GE(part.start_ns, previous_end);
+    EXPECT_LE(part.start_ns, part.end_ns);
+    EXPECT_LE(part.end_ns, call.end_ns);
+    previous_end = part.end_ns;
+  }
+  // Without profiling nothing is recorded, and a report outside a delegate call goes nowhere.
+  report_delegate_part("stray", -1, 0, 1);
+  Program plain = load_bytes(xnnpack_depthwise_program(net));
+  auto quiet = plain.load_method("forward");
+  exec(*quiet, {tensor_input(net.x, {1, C, H, H})});
+  EXPECT_TRUE(quiet->profile_events().empty());
+  EXPECT_FALSE(delegate_profiling_active());
+  EXPECT_EQ(method->profile_events().size(), 6u);
 }
 
 TEST(WriterRoundTrip, PortableDepthwisePoolFullyConnected) {

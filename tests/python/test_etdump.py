@@ -102,8 +102,16 @@ def test_delegate_calls_are_recorded(runtime, fixtures, tmp_path):
     np.testing.assert_array_equal(out[0], [2, 2, 2])
     program.write_etdump_result_to_file(str(tmp_path / "d.etdp"))
     (execute,) = [b for b in parse_etdump(tmp_path / "d.etdp") if b["name"] == "Execute"]
-    names = [e["name"] for e in execute["profile_events"]]
+    events = execute["profile_events"]
+    names = [e["name"] for e in events]
     assert "DELEGATE_CALL" in names and names[-1] == "Method::execute"
+    # The delegate's node follows its call, inside the call's time, identified by its debug handle.
+    call = names.index("DELEGATE_CALL")
+    node = events[call + 1]
+    assert node["name"].startswith("XNNAdd (")
+    assert node["instruction_id"] == events[call]["instruction_id"]
+    assert events[call]["start_time"] <= node["start_time"] <= node["end_time"] <= events[call]["end_time"]
+    assert node["delegate_debug_id_int"] >= 0
 
 
 def test_without_etdump_writing_fails(runtime, programs, tmp_path):

@@ -13,6 +13,7 @@
 #include "kernels/packed_gemm.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
+#include "etnp/backend.h"
 #include "etnp/threadpool.h"
 
 namespace etnp::xnn {
@@ -36,12 +37,16 @@ constexpr size_t kParallelWork = size_t{1} << 18;
 
 class Step {
  public:
-  explicit Step(const Node& node) : node_(node) {}
+  /// `runner`: what runs the node, for profiles ("XNNPACK", "own kernel").
+  Step(const Node& node, const char* runner)
+      : node_(node), label_(std::string(node_kind_name(node.kind)) + " (" + runner + ")") {}
   virtual ~Step() = default;
   /// Called after the shapes changed, before run.
   virtual void reshape(const Shape* /*shapes*/) {}
   virtual void run(const RunContext& ctx) = 0;
   const Node& node() const { return node_; }
+  /// "XNNConv2d (own kernel)": the name of the step's profile events.
+  const std::string& label() const { return label_; }
 
  protected:
   /// Multiply-adds for convolutions and fully-connected layers (outputs x reduction length), elements read
@@ -65,6 +70,7 @@ class Step {
     return work;
   }
   Node node_;
+  std::string label_;
 };
 
 namespace {
@@ -104,7 +110,7 @@ class XnnStep final : public Step {
   using Key = std::function<size_t(const Shape* shapes)>;
 
   XnnStep(const Node& node, const char* what, Create create, Setup setup, Key key, const Shape* shapes)
-      : Step(node), what_(what), create_(std::move(create)), setup_(std::move(setup)), key_(std::move(key)) {
+      : Step(node, "XNNPACK"), what_(what), create_(std::move(create)), setup_(std::move(setup)), key_(std::move(key)) {
     if (key_) key_value_ = key_(shapes);
     xnn_operator_t op = nullptr;
     const xnn_status s = create_(shapes, &op);
@@ -157,7 +163,7 @@ class OwnStep final : public Step {
   using Run = std::function<void(const RunContext& ctx)>;
   using Reshape = std::function<void(const Shape* shapes)>;
   OwnStep(const Node& node, Run run, Reshape reshape = nullptr)
-      : Step(node), run_(std::move(run)), reshape_(std::move(reshape)) {}
+      : Step(node, "own kernel"), run_(std::move(run)), reshape_(std::move(reshape)) {}
   void reshape(const Shape* shapes) override {
     if (reshape_) reshape_(shapes);
   }
@@ -1491,7 +1497,15 @@ void Executor::execute(std::span<EValue* const> args) {
     if (storage_root_[v] != v) data_[v] = data_[storage_root_[v]];
   }
   const RunContext ctx{data_.data(), shapes_.data(), ThreadPool::global().handle()};
-  for (auto& step : steps_) step->run(ctx);
+  if (delegate_profiling_active()) {
+    for (auto& step : steps_) {
+      const uint64_t start = profile_clock_ns();
+      step->run(ctx);
+      report_delegate_part(step->label(), step->node().debug_handle, start, profile_clock_ns());
+    }
+  } else {
+    for (auto& step : steps_) step->run(ctx);
+  }
   // int64 outputs: the graph wrote int32 values; widen them in place from the back.
   for (uint32_t vid : graph_.output_values) {
     Tensor& t = external_tensor(args, graph_.values[vid]);
