@@ -2,9 +2,12 @@
 // values.
 #include <gtest/gtest.h>
 
+#include <xnnpack.h>
+
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "kernels/packed_gemm.h"
@@ -284,6 +287,67 @@ TEST(XnnpackKernels, QuantizeDynamicRowsVectorAndTail) {
     for (size_t c = 0; c < cols; ++c) {
       const float v = std::nearbyint(x[r * cols + c] * (1.0f / p.scale)) + static_cast<float>(p.zero_point);
       EXPECT_EQ(q[r * cols + c], static_cast<int8_t>(std::min(std::max(v, -128.0f), 127.0f))) << r << "," << c;
+    }
+  }
+}
+
+// The int8 depthwise convolution against the 2022 XNNPACK qc8 operator it replaces: byte for byte, over strides,
+// paddings, kernel sizes, zero points, output ranges and widths that leave every pixel-block remainder.
+TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
+  if (!DepthwiseConvQS8::supported(8, 3)) GTEST_SKIP() << "needs AVX2";
+  ASSERT_EQ(xnn_initialize(nullptr), xnn_status_success);
+  struct Case {
+    size_t c, k, s, p, h, w;
+    int8_t in_zp, out_zp, lo, hi;
+  };
+  const Case cases[] = {{8, 3, 1, 1, 5, 9, 3, -7, -128, 127},    {16, 3, 2, 1, 9, 17, -128, 0, -128, 127},
+                        {32, 3, 1, 1, 7, 7, 12, 5, -20, 90},     {24, 5, 2, 2, 8, 13, -3, 127, -128, 127},
+                        {48, 3, 2, 0, 6, 30, 0, -100, -128, 50}, {8, 1, 1, 0, 3, 4, 7, 7, -128, 127},
+                        {64, 3, 1, 1, 4, 23, 100, -5, 0, 6}};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
+  std::uniform_real_distribution<float> unit(0.5f, 1.5f);
+  for (const Case& cs : cases) {
+    const size_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
+    std::vector<int8_t> filter(cs.k * cs.k * cs.c), in(2 * cs.h * cs.w * cs.c);
+    for (auto& v : filter) v = static_cast<int8_t>(byte(rng));
+    for (auto& v : in) v = static_cast<int8_t>(byte(rng));
+    std::vector<int32_t> bias(cs.c);
+    for (auto& v : bias) v = big(rng);
+    const float in_scale = 0.02f, out_scale = 0.05f * unit(rng);
+    std::vector<float> kernel_scales(cs.c), scales(cs.c);
+    for (size_t ch = 0; ch < cs.c; ++ch) {
+      kernel_scales[ch] = 0.004f * unit(rng);
+      scales[ch] = in_scale * kernel_scales[ch] / out_scale;
+    }
+    DepthwiseConvQS8::Params p;
+    p.channels = cs.c;
+    p.kernel_h = p.kernel_w = cs.k;
+    p.stride_h = p.stride_w = cs.s;
+    p.pad_top = p.pad_left = cs.p;
+    p.in_zero_point = cs.in_zp;
+    p.out_zero_point = cs.out_zp;
+    p.out_min = cs.lo;
+    p.out_max = cs.hi;
+    const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
+    std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
+    own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
+
+    xnn_operator_t op = nullptr;
+    const auto k32 = static_cast<uint32_t>(cs.k), s32 = static_cast<uint32_t>(cs.s), p32 = static_cast<uint32_t>(cs.p);
+    ASSERT_EQ(xnn_create_convolution2d_nhwc_qc8(p32, p32, p32, p32, k32, k32, s32, s32, 1, 1,
+                                                static_cast<uint32_t>(cs.c), 1, 1, cs.c, cs.c, cs.in_zp, in_scale,
+                                                kernel_scales.data(), filter.data(), bias.data(), cs.out_zp, out_scale,
+                                                cs.lo, cs.hi, XNN_FLAG_DEPTHWISE_CONVOLUTION, &op),
+              xnn_status_success);
+    std::vector<int8_t> padded_in(in.size() + 16);  // XNNPACK may read a few bytes past the input
+    std::copy(in.begin(), in.end(), padded_in.begin());
+    ASSERT_EQ(xnn_setup_convolution2d_nhwc_qc8(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
+              xnn_status_success);
+    ASSERT_EQ(xnn_run_operator(op, nullptr), xnn_status_success);
+    xnn_delete_operator(op);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(int(got[i]), int(want[i])) << cs.c << " channels, k " << cs.k << ", stride " << cs.s << " at " << i;
     }
   }
 }

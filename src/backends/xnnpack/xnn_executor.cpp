@@ -1117,8 +1117,39 @@ void Executor::compile() {
           }
           const auto* kernel = reinterpret_cast<const int8_t*>(f.data);
           const auto* bias_data = b == nullptr ? nullptr : reinterpret_cast<const int32_t*>(b->data);
+          if (f.quant == QuantKind::PerChannel && f.channel_dim != (depthwise ? 3u : 0u)) {
+            unsupported("per-channel scales must follow the outputs");
+          }
+          if (depthwise && gout == 1 && w.dilation_h == 1 && w.dilation_w == 1 &&
+              DepthwiseConvQS8::supported(cin, w.kernel_h)) {
+            // The requantization scale of each channel, computed as XNNPACK computes it (in float).
+            std::vector<float> scales(cin);
+            for (size_t ch = 0; ch < cin; ++ch) {
+              const float ks = f.quant == QuantKind::PerChannel ? f.channel_scales[ch] : f.scale;
+              scales[ch] = in_scale * ks / o.scale;
+            }
+            DepthwiseConvQS8::Params p;
+            p.channels = cin;
+            p.kernel_h = w.kernel_h;
+            p.kernel_w = w.kernel_w;
+            p.stride_h = w.stride_h;
+            p.stride_w = w.stride_w;
+            p.pad_top = w.pad_top;
+            p.pad_left = w.pad_left;
+            p.in_zero_point = in_zp;
+            p.out_zero_point = static_cast<int8_t>(o.zero_point);
+            p.out_min = lo;
+            p.out_max = hi;
+            auto conv = std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p);
+            add_own([=, scratch = std::vector<int8_t>()](const RunContext& c) mutable {
+              const Shape& s = c.shapes[in0];
+              const Shape& os = c.shapes[out0];
+              conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
+                        static_cast<int8_t*>(c.data[out0]), scratch);
+            });
+            break;
+          }
           if (f.quant == QuantKind::PerChannel) {
-            if (f.channel_dim != (depthwise ? 3u : 0u)) unsupported("per-channel scales must follow the outputs");
             const std::vector<float> scales = f.channel_scales;
             add_xnn(
                 depthwise ? "depthwise convolution qc8" : "convolution qc8",

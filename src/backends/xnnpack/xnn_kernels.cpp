@@ -743,6 +743,181 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
   }
 }
 
+// ---- int8 depthwise convolution -------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kMaxDepthwiseRows = 16;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+struct RequantQS8 {
+  __m256 lo, hi;  // output range less the zero point, as floats
+  __m256i zp;
+};
+
+// Output pixels [x, x + P) of 8 channels from `ch`: acc = bias + sum over tap pairs of the int16-pair products.
+template <int P>
+__attribute__((target("avx2"), always_inline)) inline void depthwise_qs8_block(
+    const int8_t* const* taps, size_t tap_pairs, size_t c, size_t step, size_t in_off, const int16_t* weights,
+    const int32_t* bias, const float* scales, const RequantQS8& q, int8_t* out) {
+  __m256i acc[P];
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias));
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = b;
+  for (size_t t = 0; t < tap_pairs; ++t) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + t * c * 2));
+    const int8_t* a = taps[2 * t] + in_off;
+    const int8_t* z = taps[2 * t + 1] + in_off;
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __m128i x0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + p * step));
+      const __m128i x1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(z + p * step));
+      const __m256i x = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1));
+      acc[p] = _mm256_add_epi32(acc[p], _mm256_madd_epi16(x, w));
+    }
+  }
+  const __m256 scale = _mm256_loadu_ps(scales);
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) {
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[p]), scale);
+    v = _mm256_min_ps(_mm256_max_ps(v, q.lo), q.hi);
+    const __m256i r = _mm256_add_epi32(_mm256_cvtps_epi32(v), q.zp);  // rounds half to even
+    const __m128i r16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + p * c), _mm_packs_epi16(r16, r16));
+  }
+}
+
+template <int P>
+__attribute__((target("avx2"), always_inline)) inline void depthwise_qs8_blocks(
+    const int8_t* const* taps, size_t tap_pairs, size_t c, size_t stride, const int16_t* weights,
+    const int32_t* bias, const float* scales, const RequantQS8& q, size_t out_w, int8_t* out, size_t& x) {
+  const size_t step = stride * c;
+  for (; x + P <= out_w; x += P) {
+    for (size_t ch = 0; ch < c; ch += 8) {
+      depthwise_qs8_block<P>(taps, tap_pairs, c, step, x * step + ch, weights + ch * 2, bias + ch, scales + ch, q,
+                             out + x * c + ch);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void depthwise_qs8_row_avx2(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                           size_t stride, const int16_t* weights, const int32_t* bias,
+                                                           const float* scales, int8_t zp, int8_t lo, int8_t hi,
+                                                           size_t out_w, int8_t* out) {
+  const RequantQS8 q{_mm256_set1_ps(static_cast<float>(lo - zp)), _mm256_set1_ps(static_cast<float>(hi - zp)),
+                     _mm256_set1_epi32(zp)};
+  size_t x = 0;
+  depthwise_qs8_blocks<8>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<4>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<2>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<1>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+}
+#endif
+
+}  // namespace
+
+DepthwiseConvQS8::DepthwiseConvQS8(const int8_t* filter, const int32_t* bias, const float* scales,
+                                   const Params& params)
+    : p_(params) {
+  const size_t c = p_.channels, taps = p_.kernel_h * p_.kernel_w;
+  tap_pairs_ = (taps + 1) / 2;
+  weights_.assign(tap_pairs_ * c * 2, 0);
+  bias_.assign(c, 0);
+  for (size_t ch = 0; ch < c; ++ch) {
+    int32_t sum = 0;
+    for (size_t t = 0; t < taps; ++t) {
+      const int8_t v = filter[t * c + ch];
+      weights_[(t / 2) * c * 2 + ch * 2 + (t % 2)] = v;
+      sum += v;
+    }
+    bias_[ch] = (bias == nullptr ? 0 : bias[ch]) - static_cast<int32_t>(p_.in_zero_point) * sum;
+  }
+  scales_.assign(scales, scales + c);
+}
+
+bool DepthwiseConvQS8::supported(size_t channels, size_t kernel_h) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return have_avx2() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
+#else
+  (void)channels;
+  (void)kernel_h;
+  return false;
+#endif
+}
+
+void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
+                                int8_t* out, int8_t* rows) const {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const size_t c = p_.channels, kh = p_.kernel_h, kw = p_.kernel_w;
+  const size_t span = (out_w - 1) * p_.stride_w + kw;  // padded columns the taps reach
+  const size_t padded = span * c + 8;
+  // Padded input rows, one slot per kernel row (slot = iy mod kh), plus a last slot of in_zp bytes that the
+  // missing partner of an odd tap count reads (its weight is zero).
+  ptrdiff_t loaded[kMaxDepthwiseRows];
+  std::fill(loaded, loaded + kh, std::numeric_limits<ptrdiff_t>::min());
+  const int8_t* taps[2 * kMaxDepthwiseRows * kMaxDepthwiseRows + 2];
+  int8_t* filler = rows + kh * padded;
+  for (size_t y = y0; y < y1; ++y) {
+    for (size_t ky = 0; ky < kh; ++ky) {
+      const ptrdiff_t iy = static_cast<ptrdiff_t>(y * p_.stride_h + ky) - static_cast<ptrdiff_t>(p_.pad_top);
+      const auto k = static_cast<ptrdiff_t>(kh);
+      int8_t* buf = rows + static_cast<size_t>((iy % k + k) % k) * padded;
+      if (loaded[(iy % k + k) % k] != iy) {
+        if (iy >= 0 && static_cast<size_t>(iy) < h) {
+          const size_t left = std::min(p_.pad_left, span);
+          const size_t cols = std::min(w, span - left);
+          std::memset(buf, p_.in_zero_point, left * c);
+          std::memcpy(buf + left * c, in + static_cast<size_t>(iy) * w * c, cols * c);
+          std::memset(buf + (left + cols) * c, p_.in_zero_point, padded - (left + cols) * c);
+        } else {
+          std::memset(buf, p_.in_zero_point, padded);
+        }
+        loaded[(iy % k + k) % k] = iy;
+      }
+      for (size_t kx = 0; kx < kw; ++kx) taps[ky * kw + kx] = buf + kx * c;
+    }
+    taps[kh * kw] = filler;
+    depthwise_qs8_row_avx2(taps, tap_pairs_, c, p_.stride_w, weights_.data(), bias_.data(), scales_.data(),
+                           p_.out_zero_point, p_.out_min, p_.out_max, out_w, out + y * out_w * c);
+  }
+#else
+  (void)in, (void)h, (void)w, (void)out_w, (void)y0, (void)y1, (void)out, (void)rows;
+#endif
+}
+
+void DepthwiseConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
+                           int8_t* out, std::vector<int8_t>& scratch) const {
+  if (batch == 0 || out_h == 0 || out_w == 0) return;
+  const size_t c = p_.channels;
+  const size_t padded = ((out_w - 1) * p_.stride_w + p_.kernel_w) * c + 8;
+  const size_t per_chunk = (p_.kernel_h + 1) * padded;
+  ThreadPool& pool = ThreadPool::global();
+  const size_t total_rows = batch * out_h;
+  const size_t chunks = std::min(total_rows, std::max<size_t>(1, pool.num_threads()));
+  if (scratch.size() < chunks * per_chunk) scratch.resize(chunks * per_chunk);
+  // The filler slot of each chunk: in_zp bytes (the taps run past an odd tap count read it at any column).
+  for (size_t i = 0; i < chunks; ++i) {
+    std::memset(scratch.data() + i * per_chunk + p_.kernel_h * padded, p_.in_zero_point, padded);
+  }
+  auto run_chunk = [&](size_t chunk) {
+    const size_t r0 = total_rows * chunk / chunks, r1 = total_rows * (chunk + 1) / chunks;
+    for (size_t r = r0; r < r1;) {
+      const size_t b = r / out_h, y = r % out_h;
+      const size_t y_end = std::min(out_h, y + (r1 - r));
+      run_rows(in + b * h * w * c, h, w, out_w, y, y_end, out + b * out_h * out_w * c,
+               scratch.data() + chunk * per_chunk);
+      r += y_end - y;
+    }
+  };
+  if (chunks == 1 || total_rows * out_w * c * p_.kernel_h * p_.kernel_w < (size_t{1} << 18)) {
+    for (size_t i = 0; i < chunks; ++i) run_chunk(i);
+    return;
+  }
+  pool.parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) run_chunk(i);
+  });
+}
+
 void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int32_t in_zp, float out_scale,
                    int32_t out_zp) {
   const float ratio = in_scale / out_scale;

@@ -94,6 +94,37 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
                              float out_min, float out_max, float* out, int32_t* scratch);
 inline size_t qd8_scratch_ints(size_t rows, const QD8Weights& w) { return rows * w.k_pairs(); }
 
+/// A depthwise convolution over signed 8-bit NHWC data (per-tensor or per-channel int8 weights, int32 bias) with
+/// XNNPACK's fp32 requantization: out = clamp(round_half_even(float(acc) * scale[c]) + out_zp, min, max), acc
+/// the exact int32 sum of bias + (x - in_zp) * w; outside the image x reads as in_zp. Two taps at a time go
+/// through one multiply-add of int16 pairs; blocks of 8 pixels x 8 channels. AVX2, channels a multiple of 8.
+class DepthwiseConvQS8 {
+ public:
+  struct Params {
+    size_t channels = 0, kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0;
+    int8_t in_zero_point = 0, out_zero_point = 0, out_min = -128, out_max = 127;
+  };
+  /// `filter`: [kh, kw, C] int8; `bias`: C int32 or null; `scales`: C requantization scales (input scale x
+  /// weight scale / output scale).
+  DepthwiseConvQS8(const int8_t* filter, const int32_t* bias, const float* scales, const Params& params);
+  static bool supported(size_t channels, size_t kernel_h);
+
+  /// in [batch, h, w, C] -> out [batch, out_h, out_w, C] (out dims from the caller's shape propagation).
+  /// `scratch` keeps the padded input rows between calls.
+  void run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w, int8_t* out,
+           std::vector<int8_t>& scratch) const;
+
+ private:
+  void run_rows(const int8_t* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, int8_t* out,
+                int8_t* rows) const;
+
+  Params p_;
+  size_t tap_pairs_ = 0;
+  std::vector<int16_t> weights_;  ///< [tap pairs][C][2]: taps 2i and 2i + 1 of each channel side by side.
+  std::vector<int32_t> bias_;     ///< bias - in_zp * sum of the channel's taps
+  std::vector<float> scales_;
+};
+
 /// Requantizes int8/uint8 data between two per-tensor parameter sets (and converts to/from fp32):
 /// q_out = clamp(round((q_in - zp_in) * scale_in / scale_out) + zp_out).
 void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int32_t in_zp, float out_scale,
