@@ -39,6 +39,9 @@ struct BackendInitContext {
 /// What a backend builds for one delegate entry; destroyed with the method.
 struct DelegateHandle {
   virtual ~DelegateHandle() = default;
+  /// Memory the delegate holds (its copies of constants, packed weights, buffers), reported by
+  /// Method::load_time_bytes().
+  virtual size_t bytes() const { return 0; }
 };
 
 class Backend {

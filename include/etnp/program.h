@@ -188,8 +188,10 @@ class Method {
   void clear_profile_events();
 
   /// Memory the method allocated at load besides its planned buffers (MethodMeta::planned_buffer_sizes):
-  /// storage of unplanned tensors, constants computed at load (folded layouts and batch norms) and weights
-  /// that kernels packed. Delegates' own copies (the XNNPACK delegate's packed weights) are not included.
+  /// storage of unplanned tensors, constants computed at load (folded layouts and batch norms), weights that
+  /// kernels packed, and what its delegates hold (DelegateHandle::bytes(): the XNNPACK delegate's copies of
+  /// constants, the weights its own kernels packed and its intermediate arena once a run sized it; not the
+  /// weights packed inside XNNPACK operators, which the library does not report).
   size_t load_time_bytes() const;
 
   explicit Method(std::unique_ptr<detail::MethodImpl> impl);

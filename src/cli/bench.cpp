@@ -159,7 +159,8 @@ int run_bench(Args& args) {
   std::printf("  min %.3f ms  median %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n", sorted.front(), median,
               percentile(sorted, 0.9), percentile(sorted, 0.99), sorted.back());
   std::printf("  throughput %.1f runs/s, load %.1f ms, peak RSS %.1f MiB\n", 1000.0 / median, load_ms, peak_rss_mb());
-  std::printf("  memory: planned %.2f MiB, made at load %.2f MiB (packed weights, folded constants, unplanned tensors)\n",
+  std::printf("  memory: planned %.2f MiB, made at load %.2f MiB (packed weights, folded constants, unplanned tensors, "
+              "delegates' copies and buffers)\n",
               planned_mb, load_time_mb);
   if (profile) {
     double total = 0;

@@ -69,6 +69,8 @@ class DepthwiseConv {
   /// caller's shape propagation, as are out_h and the pads implied by it). `scratch` keeps padded rows between calls.
   void run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w, float out_min,
            float out_max, float* out, std::vector<float>& scratch) const;
+  /// Bytes of the repacked weights and bias.
+  size_t bytes() const { return (weights_.size() + bias_.size()) * sizeof(float); }
 
  private:
   void run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, float out_min,

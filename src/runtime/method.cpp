@@ -131,6 +131,9 @@ size_t MethodImpl::load_time_bytes() const {
   for (const auto& state : kernel_states) {
     if (state) total += state->bytes();
   }
+  for (const auto& delegate : delegates) {
+    if (delegate) total += delegate->bytes();
+  }
   return total;
 }
 

@@ -602,6 +602,20 @@ TEST(WriterXnnpack, DepthwisePoolReshapeFullyConnected) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4) << i;
 }
 
+// The delegate's own copies count in the method's load-time memory: at least the weights its kernels repacked
+// (the fully-connected layer's and the depthwise filter), then also its intermediate arena once a run sized it.
+TEST(WriterXnnpack, LoadTimeBytesCountTheDelegate) {
+  if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";
+  const DepthwiseNet net;
+  constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH, OH = DepthwiseNet::kOH, O = DepthwiseNet::kOut;
+  Program prog = load_bytes(xnnpack_depthwise_program(net));
+  auto method = prog.load_method("forward");
+  const size_t at_load = method->load_time_bytes();
+  EXPECT_GE(at_load, (O * C + 9 * C) * sizeof(float));
+  exec(*method, {tensor_input(net.x, {1, C, H, H})});
+  EXPECT_GE(method->load_time_bytes(), at_load + static_cast<size_t>(OH * OH * C) * sizeof(float));
+}
+
 // With profiling on, the delegate reports each node it ran, after the DELEGATE_CALL event and inside its time.
 TEST(WriterXnnpack, ProfileHasEveryNodeOfTheDelegateCall) {
   if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";

@@ -350,6 +350,7 @@ void Executor::compile() {
     std::memcpy(copy.get(), v.data, bytes);
     constant_data_[id] = copy.get();
     constant_storage_.push_back(std::move(copy));
+    constant_bytes_ += bytes;
   };
 
   for (const Node& node : graph_.nodes) {
@@ -843,6 +844,7 @@ void Executor::compile() {
             auto gemm = std::make_shared<const PackedGemm>(reinterpret_cast<const float*>(w.data), !transposed, k,
                                                            units,
                                                            b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data));
+            packed_bytes_ += gemm->bytes();
             add_own([=](const RunContext& c) {
               gemm->run(static_cast<const float*>(c.data[in0]), rows_of(c), k, out_min, out_max,
                         static_cast<float*>(c.data[out0]));
@@ -958,6 +960,7 @@ void Executor::compile() {
           auto packed = std::make_shared<const QD8Weights>(
               w_nk.data(), units, k, blockwise ? w.block_scales.data() : w.channel_scales.data(),
               b == nullptr ? nullptr : bias_copy.data(), blockwise ? w.group_size : 0);
+          packed_bytes_ += packed->bytes();
           const Value xv = x;
           const std::string where = node.describe();
           add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
@@ -1020,6 +1023,7 @@ void Executor::compile() {
             auto gemm = std::make_shared<const PackedGemm>(
                 reinterpret_cast<const float*>(f.data), true, cin, cout,
                 b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data));
+            packed_bytes_ += gemm->bytes();
             add_own([=](const RunContext& c) {
               const Shape& s = c.shapes[in0];
               gemm->run(static_cast<const float*>(c.data[in0]), s[0] * s[1] * s[2], cin, out_min, out_max,
@@ -1032,6 +1036,7 @@ void Executor::compile() {
             auto conv = std::make_shared<const DepthwiseConv>(
                 reinterpret_cast<const float*>(f.data), b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data),
                 cin, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_left);
+            packed_bytes_ += conv->bytes();
             add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
               const Shape& s = c.shapes[in0];
               const Shape& o = c.shapes[out0];
@@ -1045,6 +1050,7 @@ void Executor::compile() {
             auto gemm = std::make_shared<const PackedGemm>(
                 reinterpret_cast<const float*>(f.data), true, size_t{w.kernel_h} * w.kernel_w * cin, cout,
                 b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data));
+            packed_bytes_ += gemm->bytes();
             add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
               const Shape& s = c.shapes[in0];
               const Shape& o = c.shapes[out0];
@@ -1141,6 +1147,7 @@ void Executor::compile() {
             p.out_min = lo;
             p.out_max = hi;
             auto conv = std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p);
+            packed_bytes_ += conv->bytes();
             add_own([=, scratch = std::vector<int8_t>()](const RunContext& c) mutable {
               const Shape& s = c.shapes[in0];
               const Shape& os = c.shapes[out0];

@@ -41,6 +41,9 @@ class Executor {
   const ExecutorStats& stats() const { return stats_; }
   /// Bytes of the intermediate-value arena for the current input shapes.
   size_t arena_bytes() const { return arena_size_; }
+  /// Memory the executor holds: its copies of constants, the weights its own kernels packed and the arena
+  /// (once a run sized it). XNNPACK operators' packed weights are not included: the library does not report them.
+  size_t bytes() const { return constant_bytes_ + packed_bytes_ + arena_capacity_; }
 
  private:
   struct AlignedDeleter {
@@ -58,6 +61,8 @@ class Executor {
   std::vector<uint8_t> is_constant_;
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<AlignedBytes> constant_storage_;
+  size_t constant_bytes_ = 0;  ///< in constant_storage_
+  size_t packed_bytes_ = 0;    ///< weights packed for the own kernels
   std::vector<void*> constant_data_;  ///< Per value: the delegate's copy of a constant used at run time.
 
   std::vector<Shape> shapes_;  ///< Current shape of every value.

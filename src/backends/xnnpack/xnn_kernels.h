@@ -79,6 +79,10 @@ class QD8Weights {
   const float* scales() const { return scales_.data(); }
   const int32_t* row_sums() const { return row_sums_.data(); }
   const float* bias() const { return bias_.empty() ? nullptr : bias_.data(); }
+  /// Bytes of the packed weights and their parameters.
+  size_t bytes() const {
+    return packed_.size() + (scales_.size() + bias_.size()) * sizeof(float) + row_sums_.size() * sizeof(int32_t);
+  }
 
  private:
   size_t n_ = 0, k_ = 0, group_size_ = 0;
@@ -113,6 +117,10 @@ class DepthwiseConvQS8 {
   /// `scratch` keeps the padded input rows between calls.
   void run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w, int8_t* out,
            std::vector<int8_t>& scratch) const;
+  /// Bytes of the repacked weights, bias and scales.
+  size_t bytes() const {
+    return weights_.size() * sizeof(int16_t) + bias_.size() * sizeof(int32_t) + scales_.size() * sizeof(float);
+  }
 
  private:
   void run_rows(const int8_t* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, int8_t* out,

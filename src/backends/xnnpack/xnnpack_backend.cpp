@@ -23,6 +23,7 @@ class XnnpackHandle final : public DelegateHandle {
       : executor_(std::move(executor)), workspace_mode_(workspace_mode) {}
   xnn::Executor& executor() { return *executor_; }
   int64_t workspace_mode() const { return workspace_mode_; }
+  size_t bytes() const override { return executor_->bytes(); }
 
  private:
   std::unique_ptr<xnn::Executor> executor_;
