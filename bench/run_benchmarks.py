@@ -47,10 +47,11 @@ def first_error_line(proc):
     return "exit status %d" % proc.returncode
 
 
-def etnp_bench(etnp, pte, threads, warmup, iters, inputs=(), data=(), method="forward"):
-    """The `etnp bench --json` record, or {"error": message}."""
+def etnp_bench(etnp, pte, threads, warmup, iters, inputs=(), data=(), method="forward", profile=False):
+    """The `etnp bench --json` record (with `--profile`: its per-operator and per-delegate-node times), or
+    {"error": message}."""
     cmd = [etnp, "bench", pte, "--method", method, "--threads", str(threads), "--warmup", str(warmup),
-           "--iters", str(iters), "--json"]
+           "--iters", str(iters), "--json"] + (["--profile"] if profile else [])
     for d in data:
         cmd += ["--data", d]
     for i in inputs:
@@ -282,6 +283,7 @@ def main():
     # ---- 5. Fixture programs vs the official runtime -----------------------------------------------------------
     log("== fixtures vs official figures")
     fixture_rows = []
+    profiles = []
     bench_json = os.path.join(args.fixtures, "benchmarks.json")
     official_about = None
     if os.path.exists(bench_json):
@@ -301,6 +303,18 @@ def main():
                                method=e["method"])
                 fixture_rows.append((e["id"], case, threads, r.get("median_ms"), off, r.get("error"), r.get("min_ms"),
                                      e["threads_%d" % threads].get("min_ms")))
+        # ---- 7. Where the time goes: the delegated programs profiled at 1 thread (a run of its own: profiling
+        # adds a clock read per node).
+        log("== profiles")
+        for e in official["entries"]:
+            if "xnnpack" not in e["id"] or any(p[0] == e["id"] for p in profiles):
+                continue
+            pte = os.path.join(args.fixtures, e["file"])
+            data = [os.path.join(args.fixtures, d) for d in e["data_files"]]
+            inputs = [os.path.join(args.fixtures, e["inputs"].replace("<i>", str(i))) for i in range(len(e["input_shapes"]))]
+            r = etnp_bench(etnp, pte, 1, args.warmup, max(5, args.iters // 3), inputs=inputs, data=data,
+                           method=e["method"], profile=True)
+            profiles.append((e["id"], e["inputs"].split("/")[-2], r))
     else:
         notes.append("%s not found: the fixture comparison is skipped." % bench_json)
     load_after = os.getloadavg()
@@ -391,12 +405,19 @@ def main():
                   "instruction sets above), so the ratio is indicative.\n"
                   % (official_about.get("cpu_model", "?"), official_about.get("cpu", "?"),
                      official_about.get("cores", "?"), official_about.get("note", "")))
-    md.append("| program | case | threads | etnp median | official median | etnp / official | etnp min | official min |")
+    md.append("| program | case | threads | etnp median | official median | etnp / official (target <= 0.95) | "
+              "etnp min | official min |")
     md.append("|---|---|---|---|---|---|---|---|")
     for pid, case, threads, mine, off, err, mine_min, off_min in fixture_rows:
         md.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (pid, case, threads,
                                                                  fmt(mine) if mine is not None else "error: %s" % err,
                                                                  fmt(off), ratio(mine, off), fmt(mine_min), fmt(off_min)))
+    met = [row for row in fixture_rows if row[3] is not None and row[3] <= 0.95 * row[4]]
+    if fixture_rows:
+        md.append("\n%d of %d rows meet the 0.95 target: %s.\n"
+                  % (len(met), len(fixture_rows),
+                     ", ".join("%s (%s, %d thread%s)" % (row[0].split("/")[-1], row[1], row[2], "s" * (row[2] > 1))
+                               for row in met) or "none"))
     md.append("")
 
     # Targets that compare rows of section 5 with each other: our own kernels against our XNNPACK twins, and the
@@ -427,6 +448,27 @@ def main():
                     md.append("| %s (%s) | %d | %s | %s | %s |" % (key[0], key[1], threads, fmt(mine), fmt(off),
                                                                   ratio(off, mine)))
         md.append("")
+    if profiles:
+        md.append("## 7. Where the time goes (delegated programs, 1 thread, `etnp bench --profile`)\n")
+        md.append("Per program: the time per run of each instruction kind (delegate calls and the portable glue "
+                  "between them), then inside the delegate calls the time per node kind and what ran it (an "
+                  "XNNPACK 2022 operator or the delegate's own kernel). Shares are of the whole run; profiling "
+                  "adds a clock read per node, so the totals run a little above section 5.\n")
+        for pid, case, r in profiles:
+            if "error" in r:
+                md.append("- %s (%s): error: %s" % (pid, case, r["error"]))
+                continue
+            top = r.get("profile", [])
+            total = sum(p["ms_per_run"] for p in top) or 1.0
+            glue = sum(p["ms_per_run"] for p in top if not p["name"].startswith("DELEGATE_CALL"))
+            calls = sum(p["calls_per_run"] for p in top if p["name"].startswith("DELEGATE_CALL"))
+            md.append("**%s** (%s): %s ms per run; %d delegate calls, portable glue %s ms (%.0f%%)\n"
+                      % (pid, case, fmt(total), calls, fmt(glue), 100.0 * glue / total))
+            md.append("| inside the delegate calls | calls/run | ms/run | share |\n|---|---|---|---|")
+            for part in r.get("delegate_profile", [])[:6]:
+                md.append("| %s | %d | %s | %.0f%% |" % (part["name"].split(": ", 1)[-1], part["calls_per_run"],
+                                                       fmt(part["ms_per_run"]), 100.0 * part["ms_per_run"] / total))
+            md.append("")
     if notes:
         md.append("## Notes\n")
         for n in notes:
