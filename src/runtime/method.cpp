@@ -629,22 +629,33 @@ struct TensorRefs {
   std::vector<std::vector<uint32_t>> by_instr;   // instruction -> tensor values it references
   std::vector<bool> io;                          // method input or output
   std::vector<bool> freed_or_moved;
+  /// The value's first reference is a kernel writing it whole (its out slot, also the returned value, and
+  /// not among the kernel's other arguments): what its bytes held before is never read.
+  std::vector<bool> produced;
   bool has_jumps = false;
 
   TensorRefs(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
              const format::fb::ExecutionPlan& plan)
       : by_value(values.size()), by_instr(instructions.size()), io(values.size(), false),
-        freed_or_moved(values.size(), false) {
+        freed_or_moved(values.size(), false), produced(values.size(), false) {
     std::unordered_map<const Tensor*, uint32_t> value_of;
     for (size_t v = 0; v < values.size(); ++v) {
       if (values[v].is_tensor()) value_of.emplace(&values[v].to_tensor(), static_cast<uint32_t>(v));
     }
     for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
       const Instruction& ins = instructions[pc];
+      const bool writes_out = ins.kind == Instruction::Kind::Kernel && ins.args.size() >= 2 &&
+                              ins.args[ins.args.size() - 2] == ins.args.back() && ins.args.back()->is_tensor();
       auto add = [&](const Tensor* t) {
         auto it = value_of.find(t);
         if (it == value_of.end()) return;  // a constant made at load
         auto& list = by_value[it->second];
+        if (list.empty() && writes_out && &ins.args.back()->to_tensor() == t) {
+          produced[it->second] = std::none_of(ins.args.begin(), ins.args.end() - 2, [t](const EValue* v) {
+            return !v->is_tensor() ? v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor
+                                   : &v->to_tensor() == t;
+          });
+        }
         if (list.empty() || list.back() != pc) list.push_back(pc);
         by_instr[pc].push_back(it->second);
       };
@@ -678,6 +689,20 @@ struct TensorRefs {
     for (const auto* list : {plan.inputs(), plan.outputs()}) {
       for (int32_t v : *list) io[static_cast<size_t>(v)] = true;
     }
+  }
+
+  /// Every tensor other than `except` that shares a byte with `range` and is referenced after instruction
+  /// `pc` is first referenced after it, by a kernel that writes it whole: none reads what the range held at
+  /// `pc` (an exporter's view planned on a tensor's bytes would).
+  bool nothing_reads_after(const std::vector<EValue>& values, uint32_t pc, const ByteRange& range,
+                           uint32_t except) const {
+    for (uint32_t v = 0; v < by_value.size(); ++v) {
+      if (v == except || by_value[v].empty() || by_value[v].back() <= pc) continue;
+      const Tensor& t = values[v].to_tensor();
+      if (t.data() == nullptr || !bytes_of(t).overlaps(range)) continue;
+      if (by_value[v].front() <= pc || !produced[v]) return false;
+    }
+    return true;
   }
 
   /// No tensor other than `allowed` referenced by instructions [from, to] may share a byte with `range`, and
@@ -757,6 +782,8 @@ void MethodImpl::elide_copies() {
       continue;
     }
     if (!refs->bytes_untouched(values, i, j, bytes_of(buf_tensor), {buf, t})) continue;
+    // Nothing may still read t's own bytes expecting t (a view the exporter planned on them).
+    if (!refs->nothing_reads_after(values, i, bytes_of(t_tensor), t)) continue;
     t_tensor.set_data(buf_tensor.data());
   }
 }

@@ -27,6 +27,7 @@ enum class Between {
   Nothing,          // only readers of t between the scatter and the copy back
   ReadBuffer,       // the old buffer is read after the scatter: t cannot live in the buffer
   OverwriteBuffer,  // another tensor planned on the buffer's bytes is written in between
+  ViewOfUpdate,     // the update is read through a view planned on its bytes (an exporter-elided view)
 };
 
 /// cache[pos] = row; y = 2 * (updated cache); cache keeps the update. With ReadBuffer a second output is
@@ -51,7 +52,8 @@ std::vector<uint8_t> update_program(Between between) {
     const int32_t scratch = m.planned_alias(cache, f32({kRows, kCols}));
     m.kernel("aten::mul.Scalar_out", {t, m.double_value(0.0), scratch, scratch});  // zeros the buffer's bytes
   }
-  m.kernel("aten::mul.Scalar_out", {t, m.double_value(2.0), y, y});
+  const int32_t doubled_source = between == Between::ViewOfUpdate ? m.planned_alias(t, f32({kRows, kCols})) : t;
+  m.kernel("aten::mul.Scalar_out", {doubled_source, m.double_value(2.0), y, y});
   m.kernel("aten::copy_", {cache, t, m.bool_value(false), cache});
   m.set_inputs({pos, row});
   m.set_outputs(between == Between::ReadBuffer ? std::vector<int32_t>{y, old} : std::vector<int32_t>{y});
@@ -84,6 +86,8 @@ TEST(InplaceUpdate, IndexPutThenCopyBackKeepsTheState) { run_updates(Between::No
 TEST(InplaceUpdate, BufferReadBetweenSeesItsOldValue) { run_updates(Between::ReadBuffer); }
 
 TEST(InplaceUpdate, BufferBytesReusedInBetweenDoNotCorruptTheUpdate) { run_updates(Between::OverwriteBuffer); }
+
+TEST(InplaceUpdate, ViewPlannedOnTheUpdateStillSeesIt) { run_updates(Between::ViewOfUpdate); }
 
 // slice_scatter writing row 1 of the buffer, then the copy back: same rewrite, other scatter.
 TEST(InplaceUpdate, SliceScatterThenCopyBackKeepsTheState) {
