@@ -70,6 +70,21 @@ void moments(const A* x, int64_t n, A& mean, A& var) {
   var = ss / static_cast<A>(n);
 }
 
+/// The mean and 1 / sqrt(variance + eps) of a row of n values: false (with ATen's mean 0 and rstd NaN) for an
+/// empty row.
+template <typename A>
+bool row_stats(const A* x, int64_t n, double eps, A& mean, A& rstd) {
+  if (n == 0) {
+    mean = 0;
+    rstd = std::numeric_limits<A>::quiet_NaN();
+    return false;
+  }
+  A var;
+  moments(x, n, mean, var);
+  rstd = A(1) / std::sqrt(var + static_cast<A>(eps));
+  return true;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // aten::_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
 //   Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
@@ -196,16 +211,8 @@ void layer_norm_out(KernelContext& ctx, KernelArgs args) {
       parallel_rows(ctx, rows, inner * 4, [&](int64_t r) {
         const Acc* xr = x + r * inner;
         Acc* yr = y + r * inner;
-        if (inner == 0) {
-          mean[r] = 0;
-          rstd[r] = std::numeric_limits<Acc>::quiet_NaN();
-          return;
-        }
-        Acc m, var;
-        moments(xr, inner, m, var);
-        const Acc s = Acc(1) / std::sqrt(var + static_cast<Acc>(eps));
-        mean[r] = m;
-        rstd[r] = s;
+        if (!row_stats(xr, inner, eps, mean[r], rstd[r])) return;
+        const Acc m = mean[r], s = rstd[r];
         if (w != nullptr && b != nullptr) {
           for (int64_t i = 0; i < inner; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
         } else {
@@ -289,16 +296,8 @@ void group_norm_out(KernelContext& ctx, KernelArgs args) {
       const auto ri = static_cast<size_t>(r);
       const Acc* xr = x.data() + r * inner;
       Acc* yr = y.data() + r * inner;
-      if (inner == 0) {
-        mean[ri] = 0;
-        rstd[ri] = std::numeric_limits<Acc>::quiet_NaN();
-        return;
-      }
-      Acc m, var;
-      moments(xr, inner, m, var);
-      const Acc s = Acc(1) / std::sqrt(var + static_cast<Acc>(eps));
-      mean[ri] = m;
-      rstd[ri] = s;
+      if (!row_stats(xr, inner, eps, mean[ri], rstd[ri])) return;
+      const Acc m = mean[ri], s = rstd[ri];
       const int64_t g = r % groups;
       for (int64_t j = 0; j < per_group; ++j) {
         const auto ch = static_cast<size_t>(g * per_group + j);
