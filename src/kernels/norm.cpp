@@ -8,6 +8,7 @@
 
 #include "etnp/threadpool.h"
 #include "kernels/kernel_util.h"
+#include "kernels/vector_math.h"
 #include "kernels/register.h"
 #include "runtime/kernel_registry.h"
 
@@ -354,9 +355,9 @@ void softmax_line(const T* x, int64_t xs, T* y, int64_t ys, int64_t len) {
   }
 }
 
-/// Contiguous float rows (the common "last dim" case), vectorizable passes.
-template <bool kLog>
-void softmax_rows_f32(const float* x, float* y, int64_t len) {
+/// log_softmax over a contiguous float row (the common "last dim" case), vectorizable passes; softmax itself
+/// is kernels::softmax_rows_f32 (vector_math.h).
+void log_softmax_row_f32(const float* x, float* y, int64_t len) {
   float mx = -std::numeric_limits<float>::infinity();
   bool nan = false;
   for (int64_t i = 0; i < len; ++i) {
@@ -365,17 +366,9 @@ void softmax_rows_f32(const float* x, float* y, int64_t len) {
   }
   if (nan) mx = std::numeric_limits<float>::quiet_NaN();
   float sum = 0;
-  if constexpr (kLog) {
-    for (int64_t i = 0; i < len; ++i) sum += std::exp(x[i] - mx);
-    const float log_sum = std::log(sum);
-    for (int64_t i = 0; i < len; ++i) y[i] = x[i] - mx - log_sum;
-  } else {
-    for (int64_t i = 0; i < len; ++i) {
-      y[i] = std::exp(x[i] - mx);
-      sum += y[i];
-    }
-    for (int64_t i = 0; i < len; ++i) y[i] = y[i] / sum;
-  }
+  for (int64_t i = 0; i < len; ++i) sum += std::exp(x[i] - mx);
+  const float log_sum = std::log(sum);
+  for (int64_t i = 0; i < len; ++i) y[i] = x[i] - mx - log_sum;
 }
 
 template <bool kLog>
@@ -397,8 +390,13 @@ void softmax_impl(KernelContext& ctx, KernelArgs args, const char* op) {
   if (in.dtype() == ScalarType::Float && in.is_contiguous_order() && out.is_contiguous_order() && dim == rank - 1) {
     const float* x = in.data_as<const float>();
     float* y = out.data_as<float>();
-    parallel_rows(ctx, in.numel() / len, len * 8,
-                  [&](int64_t r) { softmax_rows_f32<kLog>(x + r * len, y + r * len, len); });
+    parallel_rows(ctx, in.numel() / len, len * 8, [&](int64_t r) {
+      if constexpr (kLog) {
+        log_softmax_row_f32(x + r * len, y + r * len, len);
+      } else {
+        softmax_rows_f32(x + r * len, y + r * len, 1, static_cast<size_t>(len));
+      }
+    });
     return;
   }
   dispatch<kFloats | kHalfs>(in.dtype(), op, [&](auto tag) {

@@ -15,4 +15,9 @@ using VectorF32Fn = void (*)(const float* in, float* out, size_t n);
 /// The vector routine for `op`, or nullptr where this build (no Sleef) or CPU (no AVX2/FMA) has none.
 VectorF32Fn vector_f32(VectorOp op);
 
+/// Softmax over `rows` contiguous rows of `len` floats, y = exp(x - max) / sum, with the vector exp where there
+/// is one; a row holding a NaN is NaN throughout. `in` and `out` may be the same array. The portable _softmax
+/// and the XNNPACK delegate's Softmax node both run it.
+void softmax_rows_f32(const float* in, float* out, size_t rows, size_t len);
+
 }  // namespace etnp::kernels

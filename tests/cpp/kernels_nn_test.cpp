@@ -847,6 +847,33 @@ TEST(NnKernelsNorm, SoftmaxEdgeValues) {
   EXPECT_THROW(Call().t(*x).i(2).b(false).t(*out).run("aten::_softmax.out"), Error);
 }
 
+// Rows longer than the eight-lane maximum and sum (with a tail), against a double reference; a NaN inside the
+// lanes makes its whole row NaN.
+TEST(NnKernelsNorm, SoftmaxLongRowsMatchReference) {
+  for (const int64_t len : {8, 37, 64}) {
+    const int64_t rows = 5;
+    auto xv = random_values(rows * len, 70 + static_cast<uint32_t>(len), -20, 20);
+    xv[size_t(3 * len + 5)] = kNaN;
+    auto x = f32({rows, len}, xv);
+    auto out = out_tensor(ScalarType::Float, {rows, len});
+    Call().t(*x).i(1).b(false).t(*out).run("aten::_softmax.out");
+    const auto y = logical<float>(*out);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r == 3) {
+        for (int64_t i = 0; i < len; ++i) EXPECT_TRUE(std::isnan(y[size_t(r * len + i)])) << len << " " << i;
+        continue;
+      }
+      double mx = -1e300, sum = 0;
+      for (int64_t i = 0; i < len; ++i) mx = std::max(mx, double(xv[size_t(r * len + i)]));
+      for (int64_t i = 0; i < len; ++i) sum += std::exp(double(xv[size_t(r * len + i)]) - mx);
+      for (int64_t i = 0; i < len; ++i) {
+        const double want = std::exp(double(xv[size_t(r * len + i)]) - mx) / sum;
+        ASSERT_NEAR(y[size_t(r * len + i)], want, 1e-6 * want + 1e-12) << "len " << len << " row " << r << " at " << i;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Reductions
 

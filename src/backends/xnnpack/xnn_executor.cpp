@@ -593,19 +593,13 @@ void Executor::compile() {
           const Shape& x = s[in0];
           return std::max<size_t>(x[x.rank - 1], 1);
         };
-        add_xnn(
-            "softmax f32",
-            [=](const Shape* s, xnn_operator_t* op) {
-              const size_t ch = channels_of(s);
-              return xnn_create_softmax_nc_f32(ch, ch, ch, 0, op);
-            },
-            [=](xnn_operator_t op, const RunContext& c) {
-              const Shape& x = c.shapes[in0];
-              const size_t rows = x[x.rank - 1] == 0 ? 0 : x.numel() / x[x.rank - 1];
-              return xnn_setup_softmax_nc_f32(op, rows, static_cast<const float*>(c.data[in0]),
-                                              static_cast<float*>(c.data[out0]), c.pool);
-            },
-            channels_of);
+        // The own kernel (vector exp) runs the attention softmax several times faster than the 2022 library.
+        add_own([=](const RunContext& c) {
+          const Shape& x = c.shapes[in0];
+          const size_t channels = channels_of(c.shapes);
+          softmax_f32(static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
+                      x[x.rank - 1] == 0 ? 0 : x.numel() / channels, channels);
+        });
         break;
       }
       case NodeKind::Sigmoid:

@@ -7,6 +7,7 @@
 
 #include "etnp/threadpool.h"
 #include "kernels/gemm.h"
+#include "kernels/vector_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -459,19 +460,7 @@ void binary_f32(NodeKind kind, const float* a, const Shape& a_shape, const float
 }
 
 void softmax_f32(const float* in, float* out, size_t rows, size_t channels) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = in + r * channels;
-    float* y = out + r * channels;
-    float max = -std::numeric_limits<float>::infinity();
-    for (size_t c = 0; c < channels; ++c) max = std::max(max, x[c]);
-    float sum = 0.0f;
-    for (size_t c = 0; c < channels; ++c) {
-      y[c] = std::exp(x[c] - max);
-      sum += y[c];
-    }
-    const float inv = 1.0f / sum;
-    for (size_t c = 0; c < channels; ++c) y[c] *= inv;
-  }
+  kernels::softmax_rows_f32(in, out, rows, channels);
 }
 
 // ---- quantization ------------------------------------------------------------------------------------
