@@ -458,17 +458,9 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
                                               static_cast<ptrdiff_t>(kh_));
       float* buf = rows + slot * padded;
       if (loaded[slot] != iy) {
-        if (iy >= 0 && static_cast<size_t>(iy) < h) {
-          // Columns [pad_left, pad_left + w) of the padded row hold the image row (clipped to what taps reach);
-          // the rest is zero.
-          const size_t left = std::min(pad_left_, span);
-          const size_t cols = std::min(w, span - left);
-          std::fill(buf, buf + left * c_, 0.0f);
-          std::memcpy(buf + left * c_, in + static_cast<size_t>(iy) * w * c_, cols * c_ * sizeof(float));
-          std::fill(buf + (left + cols) * c_, buf + padded, 0.0f);
-        } else {
-          std::fill(buf, buf + padded, 0.0f);
-        }
+        const bool inside = iy >= 0 && static_cast<size_t>(iy) < h;
+        load_padded_row(buf, padded, inside ? in + static_cast<size_t>(iy) * w * c_ : nullptr, w, c_, span, pad_left_,
+                        0.0f);
         loaded[slot] = iy;
       }
       taps[ky] = buf;
@@ -493,32 +485,42 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
   }
 }
 
-void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
-                        float out_min, float out_max, float* out, std::vector<float>& scratch) const {
-  if (batch == 0 || out_h == 0 || out_w == 0) return;
-  const size_t padded = ((out_w - 1) * sw_ + kw_) * c_ + 8;
-  const size_t per_chunk = kh_ * padded;
-  ThreadPool& pool = ThreadPool::global();
+size_t conv_row_chunks(size_t batch, size_t out_h) {
+  return std::min(batch * out_h, std::max<size_t>(1, ThreadPool::global().num_threads()));
+}
+
+void for_each_conv_row_chunk(size_t batch, size_t out_h, size_t chunks, size_t work,
+                             const std::function<void(size_t chunk, size_t image, size_t y0, size_t y1)>& rows) {
   const size_t total_rows = batch * out_h;
-  const size_t chunks = std::min(total_rows, std::max<size_t>(1, pool.num_threads()));
-  scratch.resize(chunks * per_chunk);
   auto run_chunk = [&](size_t chunk) {
     const size_t r0 = total_rows * chunk / chunks, r1 = total_rows * (chunk + 1) / chunks;
     for (size_t r = r0; r < r1;) {
       const size_t b = r / out_h, y = r % out_h;
       const size_t y_end = std::min(out_h, y + (r1 - r));
-      run_rows(in + b * h * w * c_, h, w, out_w, y, y_end, out_min, out_max, out + b * out_h * out_w * c_,
-               scratch.data() + chunk * per_chunk);
+      rows(chunk, b, y, y_end);
       r += y_end - y;
     }
   };
-  if (chunks == 1 || total_rows * out_w * c_ * kh_ * kw_ < (size_t{1} << 18)) {
+  if (chunks == 1 || work < (size_t{1} << 18)) {
     for (size_t i = 0; i < chunks; ++i) run_chunk(i);
     return;
   }
-  pool.parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
+  ThreadPool::global().parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
     for (size_t i = i0; i < i1; ++i) run_chunk(i);
   });
+}
+
+void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
+                        float out_min, float out_max, float* out, std::vector<float>& scratch) const {
+  if (batch == 0 || out_h == 0 || out_w == 0) return;
+  const size_t per_chunk = kh_ * (((out_w - 1) * sw_ + kw_) * c_ + 8);
+  const size_t chunks = conv_row_chunks(batch, out_h);
+  scratch.resize(chunks * per_chunk);
+  for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c_ * kh_ * kw_,
+                          [&](size_t chunk, size_t b, size_t y0, size_t y1) {
+                            run_rows(in + b * h * w * c_, h, w, out_w, y0, y1, out_min, out_max,
+                                     out + b * out_h * out_w * c_, scratch.data() + chunk * per_chunk);
+                          });
 }
 
 }  // namespace etnp::kernels

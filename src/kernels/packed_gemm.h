@@ -5,7 +5,9 @@
 // constants. gemm.h is the general kernel for operands that change per call.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace etnp::kernels {
@@ -50,6 +52,30 @@ struct Conv2dGeometry {
 /// im2col block between calls.
 void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
                    float out_max, float* out, std::vector<float>& scratch);
+
+/// Runs the batch * out_h output rows of a convolution in one contiguous chunk per thread of the shared pool
+/// (on the calling thread when `work`, in multiply-adds, is below what waking the pool costs):
+/// rows(chunk, image, y0, y1) for each image's part of each chunk. `chunks` (conv_row_chunks) is how many
+/// scratch slots the caller keeps, one per chunk.
+size_t conv_row_chunks(size_t batch, size_t out_h);
+void for_each_conv_row_chunk(size_t batch, size_t out_h, size_t chunks, size_t work,
+                             const std::function<void(size_t chunk, size_t image, size_t y0, size_t y1)>& rows);
+
+/// One padded input row of a convolution: `padded` elements holding image row `src` (w pixels of c channels,
+/// nullptr for a row outside the image) from pixel column `pad_left`, clipped to the `span` columns the taps
+/// reach, and `fill` (the value that means zero) everywhere else.
+template <typename T>
+void load_padded_row(T* row, size_t padded, const T* src, size_t w, size_t c, size_t span, size_t pad_left, T fill) {
+  if (src == nullptr) {
+    std::fill(row, row + padded, fill);
+    return;
+  }
+  const size_t left = std::min(pad_left, span);
+  const size_t cols = std::min(w, span - left);
+  std::fill(row, row + left * c, fill);
+  std::copy(src, src + cols * c, row + left * c);
+  std::fill(row + (left + cols) * c, row + padded, fill);
+}
 
 /// A depthwise convolution (dilation 1, one output per channel) over NHWC rows flattened to W*C floats. With C a
 /// multiple of 8 it runs blocks of output pixels x 8 channels, any stride. Otherwise (stride 1 only) each kernel

@@ -36,7 +36,16 @@ std::string dims_string(std::span<const uint8_t> s) {
   return r + "]";
 }
 
-uint64_t now_ns() { return profile_clock_ns(); }
+/// The bytes a tensor's storage spans (its capacity, for a dynamic shape).
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(const ByteRange& o) const { return begin < o.end && o.begin < end; }
+};
+
+ByteRange bytes_of(const Tensor& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.data());
+  return {begin, begin + static_cast<uintptr_t>(t.capacity_numel()) * t.element_size()};
+}
 
 /// Where report_delegate_part puts the parts of the delegate call this thread is running (null: none).
 thread_local std::vector<ProfileEvent>* t_delegate_parts = nullptr;
@@ -574,11 +583,7 @@ void MethodImpl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::
   // lifetimes did not meet before the fusion); then the convolution would overwrite what it still reads.
   const Tensor& conv_in = conv.args[0]->to_tensor();
   const Tensor& bn_out = bn.args[7]->to_tensor();
-  const auto in_begin = reinterpret_cast<uintptr_t>(conv_in.data());
-  const auto out_begin = reinterpret_cast<uintptr_t>(bn_out.data());
-  const uintptr_t in_end = in_begin + static_cast<uintptr_t>(conv_in.capacity_numel()) * conv_in.element_size();
-  const uintptr_t out_end = out_begin + static_cast<uintptr_t>(bn_out.capacity_numel()) * bn_out.element_size();
-  if (conv_in.data() == nullptr || bn_out.data() == nullptr || (in_begin < out_end && out_begin < in_end)) return;
+  if (conv_in.data() == nullptr || bn_out.data() == nullptr || bytes_of(conv_in).overlaps(bytes_of(bn_out))) return;
 
   const double eps = bn.args[6]->to_double();
   auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
@@ -611,16 +616,6 @@ void MethodImpl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::
 }
 
 namespace {
-
-struct ByteRange {
-  uintptr_t begin = 0, end = 0;
-  bool overlaps(const ByteRange& o) const { return begin < o.end && o.begin < end; }
-};
-
-ByteRange bytes_of(const Tensor& t) {
-  const auto begin = reinterpret_cast<uintptr_t>(t.data());
-  return {begin, begin + static_cast<uintptr_t>(t.capacity_numel()) * t.element_size()};
-}
 
 /// Where each tensor value is referenced: by instruction (arguments and tensor-list items, move and free
 /// operands), and whether it is a method input or output.
@@ -736,8 +731,8 @@ void MethodImpl::elide_copies() {
   // Where nothing else touches the buffer in between, `t` can live in the buffer's own bytes: the update
   // is then made in place and both copies disappear (the kernels skip a copy onto itself). Decided on the
   // memory plan's addresses, before any run; a program with jumps is left as it is. (A plain copy whose
-  // input looks dead afterwards is not elided: a mutable buffer read once also looks dead, yet must keep
-  // its value for the next call.)
+  // input looks dead afterwards is not elided: a mutable buffer read once also looks dead yet must keep its
+  // value for the next call, and exporters plan views on a tensor's bytes that later instructions read.)
   static constexpr std::string_view kScatters[] = {"aten::index_put.out", "aten::slice_scatter.out",
                                                    "aten::select_scatter.out"};
   std::optional<TensorRefs> refs;
@@ -1028,7 +1023,7 @@ void MethodImpl::run() {
         throw Error(ErrorKind::ExecutionError, "more than 10,000,000 instructions executed; the program loops");
       }
       const Instruction& ins = instructions[pc];
-      const uint64_t start = profiling ? now_ns() : 0;
+      const uint64_t start = profiling ? profile_clock_ns() : 0;
       size_t next = pc + 1;
       switch (ins.kind) {
         case Instruction::Kind::Kernel:
@@ -1090,7 +1085,7 @@ void MethodImpl::run() {
         }
         ev.instruction = static_cast<int64_t>(pc);
         ev.start_ns = start;
-        ev.end_ns = now_ns();
+        ev.end_ns = profile_clock_ns();
         events.push_back(std::move(ev));
         if (ins.kind == Instruction::Kind::Delegate) {
           for (ProfileEvent& part : delegate_parts) {

@@ -7,6 +7,7 @@
 
 #include "etnp/threadpool.h"
 #include "kernels/gemm.h"
+#include "kernels/packed_gemm.h"
 #include "kernels/vector_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -850,18 +851,13 @@ void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out
     for (size_t ky = 0; ky < kh; ++ky) {
       const ptrdiff_t iy = static_cast<ptrdiff_t>(y * p_.stride_h + ky) - static_cast<ptrdiff_t>(p_.pad_top);
       const auto k = static_cast<ptrdiff_t>(kh);
-      int8_t* buf = rows + static_cast<size_t>((iy % k + k) % k) * padded;
-      if (loaded[(iy % k + k) % k] != iy) {
-        if (iy >= 0 && static_cast<size_t>(iy) < h) {
-          const size_t left = std::min(p_.pad_left, span);
-          const size_t cols = std::min(w, span - left);
-          std::memset(buf, p_.in_zero_point, left * c);
-          std::memcpy(buf + left * c, in + static_cast<size_t>(iy) * w * c, cols * c);
-          std::memset(buf + (left + cols) * c, p_.in_zero_point, padded - (left + cols) * c);
-        } else {
-          std::memset(buf, p_.in_zero_point, padded);
-        }
-        loaded[(iy % k + k) % k] = iy;
+      const auto slot = static_cast<size_t>((iy % k + k) % k);
+      int8_t* buf = rows + slot * padded;
+      if (loaded[slot] != iy) {
+        const bool inside = iy >= 0 && static_cast<size_t>(iy) < h;
+        kernels::load_padded_row(buf, padded, inside ? in + static_cast<size_t>(iy) * w * c : nullptr, w, c, span,
+                                 p_.pad_left, p_.in_zero_point);
+        loaded[slot] = iy;
       }
       for (size_t kx = 0; kx < kw; ++kx) taps[ky * kw + kx] = buf + kx * c;
     }
@@ -880,31 +876,17 @@ void DepthwiseConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, s
   const size_t c = p_.channels;
   const size_t padded = ((out_w - 1) * p_.stride_w + p_.kernel_w) * c + 8;
   const size_t per_chunk = (p_.kernel_h + 1) * padded;
-  ThreadPool& pool = ThreadPool::global();
-  const size_t total_rows = batch * out_h;
-  const size_t chunks = std::min(total_rows, std::max<size_t>(1, pool.num_threads()));
+  const size_t chunks = kernels::conv_row_chunks(batch, out_h);
   if (scratch.size() < chunks * per_chunk) scratch.resize(chunks * per_chunk);
   // The filler slot of each chunk: in_zp bytes (the taps run past an odd tap count read it at any column).
   for (size_t i = 0; i < chunks; ++i) {
     std::memset(scratch.data() + i * per_chunk + p_.kernel_h * padded, p_.in_zero_point, padded);
   }
-  auto run_chunk = [&](size_t chunk) {
-    const size_t r0 = total_rows * chunk / chunks, r1 = total_rows * (chunk + 1) / chunks;
-    for (size_t r = r0; r < r1;) {
-      const size_t b = r / out_h, y = r % out_h;
-      const size_t y_end = std::min(out_h, y + (r1 - r));
-      run_rows(in + b * h * w * c, h, w, out_w, y, y_end, out + b * out_h * out_w * c,
-               scratch.data() + chunk * per_chunk);
-      r += y_end - y;
-    }
-  };
-  if (chunks == 1 || total_rows * out_w * c * p_.kernel_h * p_.kernel_w < (size_t{1} << 18)) {
-    for (size_t i = 0; i < chunks; ++i) run_chunk(i);
-    return;
-  }
-  pool.parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) run_chunk(i);
-  });
+  kernels::for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c * p_.kernel_h * p_.kernel_w,
+                                   [&](size_t chunk, size_t b, size_t y0, size_t y1) {
+                                     run_rows(in + b * h * w * c, h, w, out_w, y0, y1, out + b * out_h * out_w * c,
+                                              scratch.data() + chunk * per_chunk);
+                                   });
 }
 
 void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int32_t in_zp, float out_scale,
