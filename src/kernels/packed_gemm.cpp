@@ -238,6 +238,12 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   run_rows(in, rows, in_stride, 0, panels, out_min, out_max, out);
 }
 
+void PackedGemm::run_serial(const float* in, size_t rows, size_t in_stride, float out_min, float out_max,
+                            float* out) const {
+  if (rows == 0 || n_ == 0) return;
+  run_rows(in, rows, in_stride, 0, (n_ + kNr - 1) / kNr, out_min, out_max, out);
+}
+
 namespace {
 
 // Short runs (a few channels) are copied inline: a memcpy call per run would cost more than the copy.
@@ -253,50 +259,71 @@ inline void copy_floats(float* dst, const float* src, size_t n) {
 
 void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
                    float out_max, float* out, std::vector<float>& scratch) {
-  const size_t k = g.patch(), pixels = g.out_h * g.out_w, c = g.channels;
-  if (pixels == 0 || batch == 0) return;
-  // Row blocks of about 256 KiB of patches: they stay in L2 between the copy and the product.
+  const size_t k = g.patch(), pixels = g.out_h * g.out_w, c = g.channels, n = gemm.n();
+  const size_t rows_total = batch * pixels;
+  if (rows_total == 0 || n == 0) return;
+  // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and makes and multiplies
+  // its own patch blocks: the copy is split across threads with the product, in one parallel region.
+  const size_t tiles = (rows_total + kMr - 1) / kMr;
+  ThreadPool& pool = ThreadPool::global();
+  const size_t chunks =
+      rows_total * k * n >= (size_t{1} << 18) ? std::min(pool.num_threads(), tiles) : 1;  // as PackedGemm::run
+  // Patch blocks of about 256 KiB: they stay in L2 between the copy and the product.
   size_t block = std::max<size_t>(48, (256 * 1024) / std::max<size_t>(k * sizeof(float), 1));
-  block = std::min(block, pixels);
+  block = std::min(block, (tiles + chunks - 1) / chunks * kMr);
   block = (block + kMr - 1) / kMr * kMr;
-  scratch.resize(block * k);
-  for (size_t b = 0; b < batch; ++b) {
-    const float* image = in + b * g.in_h * g.in_w * c;
-    float* image_out = out + b * pixels * gemm.n();
-    for (size_t p0 = 0; p0 < pixels; p0 += block) {
-      const size_t rows = std::min(block, pixels - p0);
-      for (size_t r = 0; r < rows; ++r) {
-        const size_t oy = (p0 + r) / g.out_w, ox = (p0 + r) % g.out_w;
-        float* row = scratch.data() + r * k;
-        const size_t ix0 = ox * g.stride_w - g.pad_left;  // may wrap around: compared unsigned below
-        const bool row_inside = g.dilation_w == 1 && ix0 < g.in_w && ix0 + g.kernel_w <= g.in_w;
-        for (size_t ky = 0; ky < g.kernel_h; ++ky) {
-          // Unsigned wrap-around makes padding rows and columns compare as out of range.
-          const size_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
-          float* dst = row + ky * g.kernel_w * c;
-          if (iy >= g.in_h) {
-            std::fill(dst, dst + g.kernel_w * c, 0.0f);
-            continue;
-          }
-          const float* src_row = image + iy * g.in_w * c;
-          if (row_inside) {
-            // The whole kernel row is inside the image: one contiguous run of kernel_w * C floats.
-            copy_floats(dst, src_row + ix0 * c, g.kernel_w * c);
-            continue;
-          }
-          for (size_t kx = 0; kx < g.kernel_w; ++kx) {
-            const size_t ix = ix0 + kx * g.dilation_w;
-            if (ix < g.in_w) {
-              copy_floats(dst + kx * c, src_row + ix * c, c);
-            } else {
-              std::fill(dst + kx * c, dst + (kx + 1) * c, 0.0f);
-            }
+  scratch.resize(chunks * block * k);
+
+  auto fill_patches = [&](const float* image, size_t p0, size_t rows, float* patches) {
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t oy = (p0 + r) / g.out_w, ox = (p0 + r) % g.out_w;
+      float* row = patches + r * k;
+      const size_t ix0 = ox * g.stride_w - g.pad_left;  // may wrap around: compared unsigned below
+      const bool row_inside = g.dilation_w == 1 && ix0 < g.in_w && ix0 + g.kernel_w <= g.in_w;
+      for (size_t ky = 0; ky < g.kernel_h; ++ky) {
+        // Unsigned wrap-around makes padding rows and columns compare as out of range.
+        const size_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
+        float* dst = row + ky * g.kernel_w * c;
+        if (iy >= g.in_h) {
+          std::fill(dst, dst + g.kernel_w * c, 0.0f);
+          continue;
+        }
+        const float* src_row = image + iy * g.in_w * c;
+        if (row_inside) {
+          // The whole kernel row is inside the image: one contiguous run of kernel_w * C floats.
+          copy_floats(dst, src_row + ix0 * c, g.kernel_w * c);
+          continue;
+        }
+        for (size_t kx = 0; kx < g.kernel_w; ++kx) {
+          const size_t ix = ix0 + kx * g.dilation_w;
+          if (ix < g.in_w) {
+            copy_floats(dst + kx * c, src_row + ix * c, c);
+          } else {
+            std::fill(dst + kx * c, dst + (kx + 1) * c, 0.0f);
           }
         }
       }
-      gemm.run(scratch.data(), rows, k, out_min, out_max, image_out + p0 * gemm.n());
     }
+  };
+  auto run_chunk = [&](size_t chunk) {
+    const size_t r_begin = tiles * chunk / chunks * kMr;
+    const size_t r_end = std::min(rows_total, tiles * (chunk + 1) / chunks * kMr);
+    float* patches = scratch.data() + chunk * block * k;
+    for (size_t r0 = r_begin; r0 < r_end;) {
+      const size_t image = r0 / pixels, p0 = r0 % pixels;
+      const size_t rows = std::min({block, r_end - r0, pixels - p0});  // a block stays within one image
+      fill_patches(in + image * g.in_h * g.in_w * c, p0, rows, patches);
+      gemm.run_serial(patches, rows, k, out_min, out_max, out + r0 * n);
+      r0 += rows;
+    }
+  };
+  if (chunks == 1) {
+    run_chunk(0);
+    return;
   }
+  pool.parallel_for(chunks, 1, [&](size_t c0, size_t c1) {
+    for (size_t i = c0; i < c1; ++i) run_chunk(i);
+  });
 }
 
 // ---- depthwise convolution -----------------------------------------------------------------------------

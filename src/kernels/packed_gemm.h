@@ -28,6 +28,8 @@ class PackedGemm {
   /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
   /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
+  /// The same on the calling thread only (for callers that split the work across the pool themselves).
+  void run_serial(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
 
  private:
   void run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end, float out_min,
@@ -48,8 +50,9 @@ struct Conv2dGeometry {
 };
 
 /// A convolution with one group as GEMMs over im2col row blocks: in [batch, H, W, C] -> out [batch, OH, OW,
-/// gemm.n()], where `gemm` holds the [Cout, KH, KW, C] filter as [n, k] weights. `scratch` keeps the
-/// im2col block between calls.
+/// gemm.n()], where `gemm` holds the [Cout, KH, KW, C] filter as [n, k] weights. Each thread of the shared
+/// pool copies and multiplies its own share of the output pixels. `scratch` keeps the im2col blocks between
+/// calls.
 void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
                    float out_max, float* out, std::vector<float>& scratch);
 

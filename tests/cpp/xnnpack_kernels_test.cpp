@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "etnp/threadpool.h"
 #include "kernels/packed_gemm.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
@@ -81,6 +82,25 @@ TEST(XnnpackKernels, TransposeFloatMatricesAllSizes) {
           for (size_t c = 0; c < cols; ++c) {
             ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]) << rows << "x" << cols;
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(XnnpackKernels, TransposeThreePlanesToPixels) {
+  // RGB images NCHW -> NHWC, the layout change before a CNN's first convolution: the eight-pixel interleave,
+  // pixel counts that leave a tail, and a plane large enough to split across the pool.
+  for (const auto& [h, w] : {std::pair<size_t, size_t>{1, 1}, {2, 4}, {5, 7}, {224, 224}, {300, 301}}) {
+    const size_t batch = 2, pixels = h * w;
+    std::vector<float> in(batch * 3 * pixels), out(in.size(), -1.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+    const size_t perm[] = {0, 2, 3, 1};
+    transpose(in.data(), out.data(), shape({batch, 3, h, w}), perm, sizeof(float));
+    for (size_t b = 0; b < batch; ++b) {
+      for (size_t p = 0; p < pixels; ++p) {
+        for (size_t c = 0; c < 3; ++c) {
+          ASSERT_EQ(out[(b * pixels + p) * 3 + c], in[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
         }
       }
     }
@@ -193,6 +213,65 @@ TEST(XnnpackKernels, PackedGemmMatchesNaive) {
       }
     }
   }
+}
+
+TEST(XnnpackKernels, Im2colConvolutionMatchesNaive) {
+  // Batches, strides, padding on every side, dilation and channel counts around the GEMM's tiles and
+  // panels, at one thread and at three (each thread copies and multiplies its own share of the pixels;
+  // the larger cases pass the size from which the work is split).
+  struct Case {
+    size_t batch, h, w, c, cout, kh, kw, stride, dilation, pad;
+  };
+  const Case cases[] = {{1, 5, 6, 3, 16, 3, 3, 1, 1, 1}, {3, 9, 8, 3, 17, 3, 3, 2, 1, 1},
+                        {2, 32, 32, 16, 32, 3, 3, 2, 1, 1}, {1, 57, 31, 5, 40, 3, 5, 1, 2, 2},
+                        {2, 23, 29, 24, 24, 2, 2, 2, 1, 0}};
+  for (size_t threads : {1, 3}) {
+    ThreadPool::global().set_num_threads(threads);
+    for (const Case& t : cases) {
+      Conv2dGeometry g;
+      g.in_h = t.h;
+      g.in_w = t.w;
+      g.channels = t.c;
+      g.kernel_h = t.kh;
+      g.kernel_w = t.kw;
+      g.stride_h = g.stride_w = t.stride;
+      g.dilation_h = g.dilation_w = t.dilation;
+      g.pad_top = g.pad_left = t.pad;
+      g.out_h = (t.h + 2 * t.pad - t.dilation * (t.kh - 1) - 1) / t.stride + 1;
+      g.out_w = (t.w + 2 * t.pad - t.dilation * (t.kw - 1) - 1) / t.stride + 1;
+      std::vector<float> x(t.batch * t.h * t.w * t.c), f(t.cout * t.kh * t.kw * t.c), bias(t.cout);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) - 5.0f;
+      for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>((i * 13) % 7) - 3.0f;
+      for (size_t j = 0; j < t.cout; ++j) bias[j] = static_cast<float>(j % 5);
+      const PackedGemm gemm(f.data(), true, g.patch(), t.cout, bias.data());
+      std::vector<float> out(t.batch * g.out_h * g.out_w * t.cout, -1.0f), scratch;
+      conv2d_im2col(gemm, g, t.batch, x.data(), -200.0f, 200.0f, out.data(), scratch);
+      for (size_t b = 0; b < t.batch; ++b) {
+        for (size_t oy = 0; oy < g.out_h; ++oy) {
+          for (size_t ox = 0; ox < g.out_w; ++ox) {
+            for (size_t o = 0; o < t.cout; ++o) {
+              double acc = bias[o];
+              for (size_t ky = 0; ky < t.kh; ++ky) {
+                for (size_t kx = 0; kx < t.kw; ++kx) {
+                  const auto iy = static_cast<ptrdiff_t>(oy * t.stride + ky * t.dilation) - static_cast<ptrdiff_t>(t.pad);
+                  const auto ix = static_cast<ptrdiff_t>(ox * t.stride + kx * t.dilation) - static_cast<ptrdiff_t>(t.pad);
+                  if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(t.h) || ix >= static_cast<ptrdiff_t>(t.w)) continue;
+                  for (size_t ci = 0; ci < t.c; ++ci) {
+                    acc += double(x[((b * t.h + size_t(iy)) * t.w + size_t(ix)) * t.c + ci]) *
+                           f[((o * t.kh + ky) * t.kw + kx) * t.c + ci];
+                  }
+                }
+              }
+              acc = std::min(std::max(acc, -200.0), 200.0);
+              ASSERT_EQ(out[((b * g.out_h + oy) * g.out_w + ox) * t.cout + o], static_cast<float>(acc))
+                  << threads << " threads, case " << (&t - cases) << " at " << b << "," << oy << "," << ox << "," << o;
+            }
+          }
+        }
+      }
+    }
+  }
+  ThreadPool::global().set_num_threads(0);
 }
 
 TEST(XnnpackKernels, UnaryTranscendentals) {

@@ -65,6 +65,38 @@ __attribute__((target("avx2"))) void transpose_8x8_avx2(const uint32_t* src, siz
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(dst + i * dst_stride), o[i]);
 }
 
+// dst[r][c] = src[c * src_stride + r] for r < rows, c < 3: three planes interleaved (an RGB image from NCHW
+// to NHWC), eight pixels per step; the rows % 8 left are the caller's.
+__attribute__((target("avx2"))) size_t interleave3_avx2(const uint32_t* src, size_t src_stride, uint32_t* dst,
+                                                        size_t rows) {
+  // Output vector v takes lanes from the three planes' vectors at these positions (a = plane 0, ...):
+  //   v0: a0 b0 c0 a1 b1 c1 a2 b2   v1: c2 a3 b3 c3 a4 b4 c4 a5   v2: b5 c5 a6 b6 c6 a7 b7 c7
+  const __m256i ia0 = _mm256_setr_epi32(0, 0, 0, 1, 0, 0, 2, 0), ib0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 0, 0, 2);
+  const __m256i ic0 = _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 0, 0);
+  const __m256i ia1 = _mm256_setr_epi32(0, 3, 0, 0, 4, 0, 0, 5), ib1 = _mm256_setr_epi32(0, 0, 3, 0, 0, 4, 0, 0);
+  const __m256i ic1 = _mm256_setr_epi32(2, 0, 0, 3, 0, 0, 4, 0);
+  const __m256i ia2 = _mm256_setr_epi32(0, 0, 6, 0, 0, 7, 0, 0), ib2 = _mm256_setr_epi32(5, 0, 0, 6, 0, 0, 7, 0);
+  const __m256i ic2 = _mm256_setr_epi32(0, 5, 0, 0, 6, 0, 0, 7);
+  size_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(src + r));
+    const __m256 b = _mm256_loadu_ps(reinterpret_cast<const float*>(src + src_stride + r));
+    const __m256 c = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 2 * src_stride + r));
+    // Blend masks: bit i set takes lane i from the second operand.
+    const __m256 v0 = _mm256_blend_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia0), _mm256_permutevar8x32_ps(b, ib0), 0x92),
+                                      _mm256_permutevar8x32_ps(c, ic0), 0x24);
+    const __m256 v1 = _mm256_blend_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia1), _mm256_permutevar8x32_ps(b, ib1), 0x24),
+                                      _mm256_permutevar8x32_ps(c, ic1), 0x49);
+    const __m256 v2 = _mm256_blend_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia2), _mm256_permutevar8x32_ps(b, ib2), 0x49),
+                                      _mm256_permutevar8x32_ps(c, ic2), 0x92);
+    float* out = reinterpret_cast<float*>(dst + 3 * r);
+    _mm256_storeu_ps(out, v0);
+    _mm256_storeu_ps(out + 8, v1);
+    _mm256_storeu_ps(out + 16, v2);
+  }
+  return r;
+}
+
 bool cpu_has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -75,6 +107,16 @@ bool cpu_has_avx2() {
 template <typename T>
 void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_stride, size_t col_stride) {
   constexpr size_t kTile = 32;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (sizeof(T) == 4 && cols == 3 && row_stride == 1 && cpu_has_avx2()) {
+    const size_t done = interleave3_avx2(reinterpret_cast<const uint32_t*>(src), col_stride,
+                                         reinterpret_cast<uint32_t*>(dst), rows);
+    for (size_t r = done; r < rows; ++r) {
+      for (size_t c = 0; c < 3; ++c) dst[r * 3 + c] = src[r + c * col_stride];
+    }
+    return;
+  }
+#endif
 #if defined(__x86_64__) && defined(__GNUC__)
   // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
   const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && cpu_has_avx2();
