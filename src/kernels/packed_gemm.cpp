@@ -17,13 +17,26 @@ namespace {
 
 constexpr size_t kMr = 6;
 constexpr size_t kNr = PackedGemm::kPanel;
+constexpr size_t kKc = 256;  // K block: a panel's 256 x 16 floats (16 KiB) stay in L1
 
-// c[MR x nr] = clamp(a[MR x k] * panel[k x 16] + bias, lo, hi); a rows lda apart, c rows ldc apart.
-// With `accumulate` the sums continue from c (an earlier K block) instead of starting at the bias; the clamp
-// applies only to the last K block (`clamp`).
-template <int MR>
-void kernel_generic(size_t k, const float* a, size_t lda, const float* panel, const float* bias, float lo, float hi,
-                    float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+// c[MR x nr] = clamp(a[MR x k] * panel[k x 16] + bias, lo, hi), c rows ldc apart. Direct: `a` is a matrix,
+// rows a_stride floats apart (segs == 1). Indirect: `a` holds row pointers, row i in `segs` segments of seg_k
+// floats, segment s at ((const float* const*)a)[i * a_stride + s] (a convolution: one per kernel row, pointing
+// into the input image); the weights of the segments follow one another in the panel. With `accumulate` the
+// sums continue from c (an earlier K block) instead of starting at the bias; the clamp applies only to the
+// last K block (`clamp`).
+template <bool Indirect, int MR>
+inline const float* row_segment(const void* a, size_t a_stride, int i, size_t s) {
+  if constexpr (Indirect) {
+    return static_cast<const float* const*>(a)[static_cast<size_t>(i) * a_stride + s];
+  } else {
+    return static_cast<const float*>(a) + static_cast<size_t>(i) * a_stride;
+  }
+}
+
+template <bool Indirect, int MR>
+void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
+                    float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
   float acc[MR][kNr] = {};
   for (int i = 0; i < MR; ++i) {
     if (accumulate) {
@@ -32,12 +45,15 @@ void kernel_generic(size_t k, const float* a, size_t lda, const float* panel, co
       std::memcpy(acc[i], bias, sizeof(acc[i]));
     }
   }
-  for (size_t p = 0; p < k; ++p) {
-    const float* w = panel + p * kNr;
-    for (int i = 0; i < MR; ++i) {
-      const float x = a[i * lda + p];
-      for (size_t j = 0; j < kNr; ++j) acc[i][j] += x * w[j];
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    for (size_t p = 0; p < seg_k; ++p) {
+      const float* w = panel + p * kNr;
+      for (int i = 0; i < MR; ++i) {
+        const float x = row_segment<Indirect, MR>(a, a_stride, i, s)[p];
+        for (size_t j = 0; j < kNr; ++j) acc[i][j] += x * w[j];
+      }
     }
+    panel += seg_k * kNr;
   }
   for (int i = 0; i < MR; ++i) {
     for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = clamp ? std::min(std::max(acc[i][j], lo), hi) : acc[i][j];
@@ -73,10 +89,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* 
 }
 
 // Accumulators are named variables (not arrays) so that GCC keeps all twelve in registers.
-template <int MR>
-__attribute__((target("avx2,fma"))) void kernel_avx2(size_t k, const float* a, size_t lda, const float* panel,
-                                                     const float* bias, float lo, float hi, float* c, size_t ldc,
-                                                     size_t nr, bool accumulate, bool clamp) {
+template <bool Indirect, int MR>
+__attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a, size_t a_stride, size_t seg_k,
+                                                     const float* panel, const float* bias, float lo, float hi,
+                                                     float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   // The last panel's columns past n are padding: only the first nr are loaded and stored.
   const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lane);
@@ -92,43 +108,45 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(size_t k, const float* a, s
     if constexpr (MR > 4) load_row(c + 4 * ldc, c40, c41, nr, mask0, mask1);
     if constexpr (MR > 5) load_row(c + 5 * ldc, c50, c51, nr, mask0, mask1);
   }
-  const float* a0 = a;
-  const float* a1 = MR > 1 ? a0 + lda : a0;
-  const float* a2 = MR > 2 ? a1 + lda : a1;
-  const float* a3 = MR > 3 ? a2 + lda : a2;
-  const float* a4 = MR > 4 ? a3 + lda : a3;
-  const float* a5 = MR > 5 ? a4 + lda : a4;
-  for (size_t p = 0; p < k; ++p) {
-    const __m256 w0 = _mm256_load_ps(panel);
-    const __m256 w1 = _mm256_load_ps(panel + 8);
-    panel += kNr;
-    __m256 x = _mm256_broadcast_ss(a0 + p);
-    c00 = _mm256_fmadd_ps(x, w0, c00);
-    c01 = _mm256_fmadd_ps(x, w1, c01);
-    if constexpr (MR > 1) {
-      x = _mm256_broadcast_ss(a1 + p);
-      c10 = _mm256_fmadd_ps(x, w0, c10);
-      c11 = _mm256_fmadd_ps(x, w1, c11);
-    }
-    if constexpr (MR > 2) {
-      x = _mm256_broadcast_ss(a2 + p);
-      c20 = _mm256_fmadd_ps(x, w0, c20);
-      c21 = _mm256_fmadd_ps(x, w1, c21);
-    }
-    if constexpr (MR > 3) {
-      x = _mm256_broadcast_ss(a3 + p);
-      c30 = _mm256_fmadd_ps(x, w0, c30);
-      c31 = _mm256_fmadd_ps(x, w1, c31);
-    }
-    if constexpr (MR > 4) {
-      x = _mm256_broadcast_ss(a4 + p);
-      c40 = _mm256_fmadd_ps(x, w0, c40);
-      c41 = _mm256_fmadd_ps(x, w1, c41);
-    }
-    if constexpr (MR > 5) {
-      x = _mm256_broadcast_ss(a5 + p);
-      c50 = _mm256_fmadd_ps(x, w0, c50);
-      c51 = _mm256_fmadd_ps(x, w1, c51);
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    const float* a0 = row_segment<Indirect, MR>(a, a_stride, 0, s);
+    const float* a1 = MR > 1 ? row_segment<Indirect, MR>(a, a_stride, 1, s) : a0;
+    const float* a2 = MR > 2 ? row_segment<Indirect, MR>(a, a_stride, 2, s) : a0;
+    const float* a3 = MR > 3 ? row_segment<Indirect, MR>(a, a_stride, 3, s) : a0;
+    const float* a4 = MR > 4 ? row_segment<Indirect, MR>(a, a_stride, 4, s) : a0;
+    const float* a5 = MR > 5 ? row_segment<Indirect, MR>(a, a_stride, 5, s) : a0;
+    for (size_t p = 0; p < seg_k; ++p) {
+      const __m256 w0 = _mm256_load_ps(panel);
+      const __m256 w1 = _mm256_load_ps(panel + 8);
+      panel += kNr;
+      __m256 x = _mm256_broadcast_ss(a0 + p);
+      c00 = _mm256_fmadd_ps(x, w0, c00);
+      c01 = _mm256_fmadd_ps(x, w1, c01);
+      if constexpr (MR > 1) {
+        x = _mm256_broadcast_ss(a1 + p);
+        c10 = _mm256_fmadd_ps(x, w0, c10);
+        c11 = _mm256_fmadd_ps(x, w1, c11);
+      }
+      if constexpr (MR > 2) {
+        x = _mm256_broadcast_ss(a2 + p);
+        c20 = _mm256_fmadd_ps(x, w0, c20);
+        c21 = _mm256_fmadd_ps(x, w1, c21);
+      }
+      if constexpr (MR > 3) {
+        x = _mm256_broadcast_ss(a3 + p);
+        c30 = _mm256_fmadd_ps(x, w0, c30);
+        c31 = _mm256_fmadd_ps(x, w1, c31);
+      }
+      if constexpr (MR > 4) {
+        x = _mm256_broadcast_ss(a4 + p);
+        c40 = _mm256_fmadd_ps(x, w0, c40);
+        c41 = _mm256_fmadd_ps(x, w1, c41);
+      }
+      if constexpr (MR > 5) {
+        x = _mm256_broadcast_ss(a5 + p);
+        c50 = _mm256_fmadd_ps(x, w0, c50);
+        c51 = _mm256_fmadd_ps(x, w1, c51);
+      }
     }
   }
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
@@ -146,19 +164,30 @@ bool use_avx2() {
 }
 #endif
 
-using Kernel = void (*)(size_t, const float*, size_t, const float*, const float*, float, float, float*, size_t,
+using Kernel = void (*)(size_t, const void*, size_t, size_t, const float*, const float*, float, float, float*, size_t,
                         size_t, bool, bool);
 
+template <bool Indirect>
 Kernel kernel_for(size_t mr) {
 #ifdef ETNP_XNN_GEMM_AVX2
   if (use_avx2()) {
-    static constexpr Kernel kAvx2[] = {nullptr,        kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>,
-                                       kernel_avx2<4>, kernel_avx2<5>, kernel_avx2<6>};
+    static constexpr Kernel kAvx2[] = {nullptr,
+                                       kernel_avx2<Indirect, 1>,
+                                       kernel_avx2<Indirect, 2>,
+                                       kernel_avx2<Indirect, 3>,
+                                       kernel_avx2<Indirect, 4>,
+                                       kernel_avx2<Indirect, 5>,
+                                       kernel_avx2<Indirect, 6>};
     return kAvx2[mr];
   }
 #endif
-  static constexpr Kernel kGeneric[] = {nullptr,           kernel_generic<1>, kernel_generic<2>, kernel_generic<3>,
-                                        kernel_generic<4>, kernel_generic<5>, kernel_generic<6>};
+  static constexpr Kernel kGeneric[] = {nullptr,
+                                        kernel_generic<Indirect, 1>,
+                                        kernel_generic<Indirect, 2>,
+                                        kernel_generic<Indirect, 3>,
+                                        kernel_generic<Indirect, 4>,
+                                        kernel_generic<Indirect, 5>,
+                                        kernel_generic<Indirect, 6>};
   return kGeneric[mr];
 }
 
@@ -187,7 +216,6 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
                           float out_min, float out_max, float* out) const {
   // K in blocks whose weight panel stays in L1; rows in blocks whose inputs stay in L2 while every panel
   // streams past them.
-  constexpr size_t kKc = 256;
   const size_t kc_max = std::min(k_, kKc);
   const size_t block = std::max<size_t>(kMr, (128 * 1024 / std::max<size_t>(kc_max * sizeof(float), 1)) / kMr * kMr);
   const float* packed = aligned(panels_);
@@ -203,8 +231,8 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
         const size_t nr = std::min(kNr, n_ - p * kNr);
         for (size_t r = r0; r < r1; r += kMr) {
           const size_t mr = std::min(kMr, r1 - r);
-          kernel_for(mr)(kc, in + r * in_stride + k0, in_stride, panel, bias, out_min, out_max,
-                         out + r * n_ + p * kNr, n_, nr, !first, last);
+          kernel_for<false>(mr)(1, in + r * in_stride + k0, in_stride, kc, panel, bias, out_min, out_max,
+                                out + r * n_ + p * kNr, n_, nr, !first, last);
         }
       }
     }
@@ -238,82 +266,101 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   run_rows(in, rows, in_stride, 0, panels, out_min, out_max, out);
 }
 
+void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, float out_min,
+                              float out_max, float* out) const {
+  if (rows == 0 || n_ == 0) return;
+  const float* packed = aligned(panels_);
+  const float* packed_bias = aligned(bias_);
+  const size_t panels = (n_ + kNr - 1) / kNr;
+  // K in blocks of whole segments (as run_rows: the panel's block stays in L1).
+  const size_t group = std::max<size_t>(1, kKc / std::max<size_t>(seg_k, 1));
+  for (size_t s0 = 0; s0 < segs || s0 == 0; s0 += group) {
+    const size_t gs = std::min(group, segs - s0);
+    const bool first = s0 == 0, last = s0 + gs >= segs;
+    for (size_t p = 0; p < panels; ++p) {
+      const float* panel = packed + (p * k_ + s0 * seg_k) * kNr;
+      const float* bias = packed_bias + p * kNr;
+      const size_t nr = std::min(kNr, n_ - p * kNr);
+      for (size_t r = 0; r < rows; r += kMr) {
+        kernel_for<true>(std::min(kMr, rows - r))(gs, a + r * segs + s0, segs, seg_k, panel, bias, out_min,
+                                                  out_max, out + r * n_ + p * kNr, n_, nr, !first, last);
+      }
+    }
+    if (segs == 0) break;
+  }
+}
+
 void PackedGemm::run_serial(const float* in, size_t rows, size_t in_stride, float out_min, float out_max,
                             float* out) const {
   if (rows == 0 || n_ == 0) return;
   run_rows(in, rows, in_stride, 0, (n_ + kNr - 1) / kNr, out_min, out_max, out);
 }
 
-namespace {
 
-// Short runs (a few channels) are copied inline: a memcpy call per run would cost more than the copy.
-inline void copy_floats(float* dst, const float* src, size_t n) {
-  if (n <= 16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
-  } else {
-    std::memcpy(dst, src, n * sizeof(float));
-  }
-}
-
-}  // namespace
-
-void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
-                   float out_max, float* out, std::vector<float>& scratch) {
-  const size_t k = g.patch(), pixels = g.out_h * g.out_w, c = g.channels, n = gemm.n();
+void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
+                     float out_max, float* out, Conv2dScratch& scratch) {
+  const size_t c = g.channels, n = gemm.n(), pixels = g.out_h * g.out_w;
   const size_t rows_total = batch * pixels;
   if (rows_total == 0 || n == 0) return;
-  // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and makes and multiplies
-  // its own patch blocks: the copy is split across threads with the product, in one parallel region.
+  // The GEMM reads each output pixel's patch where it lies in zero-padded copies of the input rows: one
+  // segment per kernel row (its kernel_w * C floats are contiguous there) or, dilated along the width, one
+  // per tap. Nothing is copied per tap (im2col copied every input pixel kernel_h * kernel_w times).
+  const bool row_segments = g.dilation_w == 1;
+  const size_t segs = row_segments ? g.kernel_h : g.kernel_h * g.kernel_w;
+  const size_t seg_k = row_segments ? g.kernel_w * c : c;
+  const size_t span = (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;  // padded columns used
+  const size_t row_floats = span * c;
+
+  // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and pads its own input rows,
+  // in one parallel region.
   const size_t tiles = (rows_total + kMr - 1) / kMr;
   ThreadPool& pool = ThreadPool::global();
   const size_t chunks =
-      rows_total * k * n >= (size_t{1} << 18) ? std::min(pool.num_threads(), tiles) : 1;  // as PackedGemm::run
-  // Patch blocks of about 256 KiB: they stay in L2 between the copy and the product.
-  size_t block = std::max<size_t>(48, (256 * 1024) / std::max<size_t>(k * sizeof(float), 1));
+      rows_total * gemm.k() * n >= (size_t{1} << 18) ? std::min(pool.num_threads(), tiles) : 1;  // as run()
+  // Pixel blocks whose padded input rows take about 128 KiB: they stay in L2 while every panel passes them.
+  const size_t out_rows = std::max<size_t>(1, (128 * 1024 / sizeof(float)) / (row_floats * g.stride_h + 1));
+  size_t block = std::max(kMr, out_rows * g.out_w);
   block = std::min(block, (tiles + chunks - 1) / chunks * kMr);
   block = (block + kMr - 1) / kMr * kMr;
-  scratch.resize(chunks * block * k);
+  const size_t max_out_rows = (block - 1) / g.out_w + 2;  // a block may start and end mid-row
+  const size_t band_rows = (max_out_rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  scratch.rows.resize(chunks * band_rows * row_floats);
+  scratch.patches.resize(chunks * block * segs);
 
-  auto fill_patches = [&](const float* image, size_t p0, size_t rows, float* patches) {
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t oy = (p0 + r) / g.out_w, ox = (p0 + r) % g.out_w;
-      float* row = patches + r * k;
-      const size_t ix0 = ox * g.stride_w - g.pad_left;  // may wrap around: compared unsigned below
-      const bool row_inside = g.dilation_w == 1 && ix0 < g.in_w && ix0 + g.kernel_w <= g.in_w;
-      for (size_t ky = 0; ky < g.kernel_h; ++ky) {
-        // Unsigned wrap-around makes padding rows and columns compare as out of range.
-        const size_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
-        float* dst = row + ky * g.kernel_w * c;
-        if (iy >= g.in_h) {
-          std::fill(dst, dst + g.kernel_w * c, 0.0f);
-          continue;
-        }
-        const float* src_row = image + iy * g.in_w * c;
-        if (row_inside) {
-          // The whole kernel row is inside the image: one contiguous run of kernel_w * C floats.
-          copy_floats(dst, src_row + ix0 * c, g.kernel_w * c);
-          continue;
-        }
-        for (size_t kx = 0; kx < g.kernel_w; ++kx) {
-          const size_t ix = ix0 + kx * g.dilation_w;
-          if (ix < g.in_w) {
-            copy_floats(dst + kx * c, src_row + ix * c, c);
-          } else {
-            std::fill(dst + kx * c, dst + (kx + 1) * c, 0.0f);
-          }
-        }
-      }
-    }
-  };
   auto run_chunk = [&](size_t chunk) {
     const size_t r_begin = tiles * chunk / chunks * kMr;
     const size_t r_end = std::min(rows_total, tiles * (chunk + 1) / chunks * kMr);
-    float* patches = scratch.data() + chunk * block * k;
+    float* band = scratch.rows.data() + chunk * band_rows * row_floats;
+    const float** patches = scratch.patches.data() + chunk * block * segs;
     for (size_t r0 = r_begin; r0 < r_end;) {
       const size_t image = r0 / pixels, p0 = r0 % pixels;
       const size_t rows = std::min({block, r_end - r0, pixels - p0});  // a block stays within one image
-      fill_patches(in + image * g.in_h * g.in_w * c, p0, rows, patches);
-      gemm.run_serial(patches, rows, k, out_min, out_max, out + r0 * n);
+      const size_t oy0 = p0 / g.out_w, oy1 = (p0 + rows - 1) / g.out_w;
+      const float* image_in = in + image * g.in_h * g.in_w * c;
+      const size_t used_rows = (oy1 - oy0) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+      for (size_t j = 0; j < used_rows; ++j) {
+        const size_t iy = oy0 * g.stride_h + j - g.pad_top;  // unsigned wrap-around: a padding row
+        load_padded_row(band + j * row_floats, row_floats, iy < g.in_h ? image_in + iy * g.in_w * c : nullptr,
+                        g.in_w, c, span, g.pad_left, 0.0f);
+      }
+      size_t oy = oy0, ox = p0 % g.out_w;
+      for (size_t i = 0; i < rows; ++i) {
+        const float* at = band + (oy - oy0) * g.stride_h * row_floats + ox * g.stride_w * c;
+        const float** patch = patches + i * segs;
+        for (size_t ky = 0; ky < g.kernel_h; ++ky) {
+          const float* row = at + ky * g.dilation_h * row_floats;
+          if (row_segments) {
+            patch[ky] = row;
+          } else {
+            for (size_t kx = 0; kx < g.kernel_w; ++kx) patch[ky * g.kernel_w + kx] = row + kx * g.dilation_w * c;
+          }
+        }
+        if (++ox == g.out_w) {
+          ox = 0;
+          ++oy;
+        }
+      }
+      gemm.run_indirect(patches, rows, segs, seg_k, out_min, out_max, out + r0 * n);
       r0 += rows;
     }
   };

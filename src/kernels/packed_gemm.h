@@ -1,7 +1,7 @@
 // fp32 GEMM for constant weights: the weights (and bias) are packed once at load into 16-column panels,
 // and each call runs an AVX2/FMA 6x16 micro-kernel straight over the row-major input with the bias and the
-// output clamp fused in. Used by the XNNPACK delegate (fully-connected layers, 1x1 and im2col convolutions,
-// where it beats the Debian (2022) XNNPACK kernels) and by the portable matrix products whose weights are
+// output clamp fused in. Used by the XNNPACK delegate (fully-connected layers, 1x1 convolutions, and the other
+// single-group convolutions as an indirect GEMM; it beats the Debian (2022) XNNPACK kernels) and by the portable matrix products whose weights are
 // constants. gemm.h is the general kernel for operands that change per call.
 #pragma once
 
@@ -30,6 +30,10 @@ class PackedGemm {
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
   /// The same on the calling thread only (for callers that split the work across the pool themselves).
   void run_serial(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
+  /// Indirect rows, on the calling thread: row r of the input is `segs` runs of `seg_k` floats (segs * seg_k ==
+  /// k()), run s starting at a[r * segs + s]. A convolution points them into its input instead of copying patches.
+  void run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, float out_min, float out_max,
+                    float* out) const;
 
  private:
   void run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end, float out_min,
@@ -49,12 +53,18 @@ struct Conv2dGeometry {
   size_t patch() const { return kernel_h * kernel_w * channels; }
 };
 
-/// A convolution with one group as GEMMs over im2col row blocks: in [batch, H, W, C] -> out [batch, OH, OW,
-/// gemm.n()], where `gemm` holds the [Cout, KH, KW, C] filter as [n, k] weights. Each thread of the shared
-/// pool copies and multiplies its own share of the output pixels. `scratch` keeps the im2col blocks between
-/// calls.
-void conv2d_im2col(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
-                   float out_max, float* out, std::vector<float>& scratch);
+/// What conv2d_indirect keeps between calls: padded input rows and the patch pointers into them.
+struct Conv2dScratch {
+  std::vector<float> rows;
+  std::vector<const float*> patches;
+};
+
+/// A convolution with one group through the packed GEMM, reading each output pixel's patch where it lies in
+/// zero-padded copies of the input rows (an indirect GEMM: no im2col copy): in [batch, H, W, C] -> out [batch,
+/// OH, OW, gemm.n()], where `gemm` holds the [Cout, KH, KW, C] filter as [n, k] weights. Each thread of the
+/// shared pool pads its rows and multiplies its own share of the output pixels.
+void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
+                     float out_max, float* out, Conv2dScratch& scratch);
 
 /// Runs the batch * out_h output rows of a convolution in one contiguous chunk per thread of the shared pool
 /// (on the calling thread when `work`, in multiply-adds, is below what waking the pool costs):

@@ -20,7 +20,7 @@ namespace etnp::xnn {
 using kernels::Conv2dGeometry;
 using kernels::DepthwiseConv;
 using kernels::PackedGemm;
-using kernels::conv2d_im2col;
+using kernels::conv2d_indirect;
 namespace {
 
 Shape shape(std::initializer_list<size_t> dims) {
@@ -215,10 +215,10 @@ TEST(XnnpackKernels, PackedGemmMatchesNaive) {
   }
 }
 
-TEST(XnnpackKernels, Im2colConvolutionMatchesNaive) {
+TEST(XnnpackKernels, IndirectConvolutionMatchesNaive) {
   // Batches, strides, padding on every side, dilation and channel counts around the GEMM's tiles and
-  // panels, at one thread and at three (each thread copies and multiplies its own share of the pixels;
-  // the larger cases pass the size from which the work is split).
+  // panels, at one thread and at three (each thread pads its rows and multiplies its own share of the
+  // pixels; the larger cases pass the size from which the work is split).
   struct Case {
     size_t batch, h, w, c, cout, kh, kw, stride, dilation, pad;
   };
@@ -244,8 +244,9 @@ TEST(XnnpackKernels, Im2colConvolutionMatchesNaive) {
       for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>((i * 13) % 7) - 3.0f;
       for (size_t j = 0; j < t.cout; ++j) bias[j] = static_cast<float>(j % 5);
       const PackedGemm gemm(f.data(), true, g.patch(), t.cout, bias.data());
-      std::vector<float> out(t.batch * g.out_h * g.out_w * t.cout, -1.0f), scratch;
-      conv2d_im2col(gemm, g, t.batch, x.data(), -200.0f, 200.0f, out.data(), scratch);
+      std::vector<float> out(t.batch * g.out_h * g.out_w * t.cout, -1.0f);
+      kernels::Conv2dScratch scratch;
+      conv2d_indirect(gemm, g, t.batch, x.data(), -200.0f, 200.0f, out.data(), scratch);
       for (size_t b = 0; b < t.batch; ++b) {
         for (size_t oy = 0; oy < g.out_h; ++oy) {
           for (size_t ox = 0; ox < g.out_w; ++ox) {

@@ -21,7 +21,7 @@ namespace etnp::xnn {
 using kernels::Conv2dGeometry;
 using kernels::DepthwiseConv;
 using kernels::PackedGemm;
-using kernels::conv2d_im2col;
+using kernels::conv2d_indirect;
 
 // ---- steps ---------------------------------------------------------------------------------------------
 
@@ -1040,12 +1040,12 @@ void Executor::compile() {
             break;
           }
           if (!depthwise && !deconv && groups == 1) {
-            // Other single-group convolutions: im2col row blocks through the same GEMM.
+            // Other single-group convolutions: the same GEMM reading patches in place (indirect).
             auto gemm = std::make_shared<const PackedGemm>(
                 reinterpret_cast<const float*>(f.data), true, size_t{w.kernel_h} * w.kernel_w * cin, cout,
                 b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data));
             packed_bytes_ += gemm->bytes();
-            add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+            add_own([=, scratch = kernels::Conv2dScratch()](const RunContext& c) mutable {
               const Shape& s = c.shapes[in0];
               const Shape& o = c.shapes[out0];
               Conv2dGeometry g;
@@ -1062,7 +1062,7 @@ void Executor::compile() {
               g.pad_left = w.pad_left;
               g.out_h = o[1];
               g.out_w = o[2];
-              conv2d_im2col(*gemm, g, s[0], static_cast<const float*>(c.data[in0]), out_min, out_max,
+              conv2d_indirect(*gemm, g, s[0], static_cast<const float*>(c.data[in0]), out_min, out_max,
                             static_cast<float*>(c.data[out0]), scratch);
             });
             break;
