@@ -112,6 +112,13 @@ class DepthwiseConv {
   size_t bytes() const { return (weights_.size() + bias_.size()) * sizeof(float); }
 
  private:
+  /// Outputs [0, left) and [right, out_w) of a row have taps outside the image (left_cols and right_cols
+  /// padded columns feed them); a row of zero_floats zeros stands for the rows above and below the image.
+  struct Edges {
+    size_t left = 0, right = 0, left_cols = 0, right_cols = 0, zero_floats = 0;
+  };
+  Edges edges(size_t w, size_t out_w) const;
+  size_t scratch_floats(size_t w, size_t out_w) const;
   void run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, float out_min,
                 float out_max, float* out, float* rows) const;
 

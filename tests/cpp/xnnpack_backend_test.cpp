@@ -189,7 +189,9 @@ TEST(XnnpackBackend, DepthwiseConvolutions) {
   for (const Case cs : {Case{3, 1, 1, 3, 7, 9}, Case{3, 1, 1, 1, 5, 5}, Case{5, 1, 2, 5, 6, 11}, Case{3, 1, 0, 16, 4, 6},
                         Case{3, 1, 1, 24, 3, 3}, Case{1, 1, 0, 7, 2, 3}, Case{3, 1, 1, 8, 3, 15},
                         Case{3, 2, 1, 16, 9, 17}, Case{3, 2, 1, 32, 8, 8}, Case{3, 2, 0, 8, 7, 30},
-                        Case{5, 2, 2, 24, 6, 13}, Case{3, 1, 1, 40, 4, 23}}) {
+                        Case{5, 2, 2, 24, 6, 13}, Case{3, 1, 1, 40, 4, 23},
+                        // Edge outputs that read no image column (a padded 1x1), and a stride above the kernel.
+                        Case{1, 1, 1, 8, 3, 5}, Case{3, 3, 1, 16, 7, 11}, Case{3, 1, 2, 8, 4, 2}}) {
     std::vector<float> filter(cs.k * cs.k * cs.c), bias(cs.c);
     for (size_t i = 0; i < filter.size(); ++i) filter[i] = static_cast<float>((i * 5) % 7) * 0.5f - 1.0f;
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * static_cast<float>(i);
