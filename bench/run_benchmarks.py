@@ -11,6 +11,11 @@
 4. Cold start: process start, load and first run, against `import torch` (and a TorchScript load + first run).
 5. Every program of shared/fixtures/benchmarks.json at 1 and 2 threads, with the ratio to the official
    ExecuTorch runtime's figures.
+6. Own kernels against the official figures and the XNNPACK twins (from section 5's rows).
+7. Where the time goes in each delegated program (`etnp bench --profile`).
+8. With --xnnpack-reference DRIVER (bench/xnnpack_reference/build.sh makes it): the current XNNPACK, the library
+   the official runtime hands these programs to, on the same networks on this machine, measured in the same
+   rounds as section 5.
 
 Benchmarks are reported, never asserted. PyTorch (Debian's python3-torch, python3-torchvision) is the baseline
 only; etnp itself never uses it.
@@ -58,6 +63,30 @@ def etnp_bench(etnp, pte, threads, warmup, iters, inputs=(), data=(), method="fo
         cmd += ["--input", i]
     try:
         proc = run(cmd)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
+    if proc.returncode != 0:
+        return {"error": first_error_line(proc)}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# Fixture program and case -> the network the XNNPACK reference driver rebuilds for it.
+XNNPACK_REFERENCE_MODELS = {
+    ("exported/mobilenet_v2_xnnpack_fp32", "forward"): "mobilenet_v2_fp32",
+    ("exported/mobilenet_v2_xnnpack_fp32_ptd", "forward"): "mobilenet_v2_fp32",
+    ("exported/mobilenet_v2_xnnpack_int8", "forward"): "mobilenet_v2_qs8",
+    ("exported/smallcnn_dynbatch_xnnpack_fp32", "forward__b1"): "smallcnn_b1",
+    ("exported/smallcnn_dynbatch_xnnpack_fp32", "forward__b8"): "smallcnn_b8",
+    ("exported/smallcnn_multimethod_xnnpack_fp32", "forward"): "smallcnn_b1",
+    ("exported/smallcnn_multimethod_xnnpack_fp32", "features"): "smallcnn_features_b2",
+    ("exported/mlp_dq8_xnnpack", "forward"): "mlp_dq8",
+}
+
+
+def xnnpack_reference(driver, model, threads):
+    """The reference driver's record for one network ({"median_ms", "min_ms"}), or {"error": message}."""
+    try:
+        proc = run([driver, model, str(threads)])
     except subprocess.TimeoutExpired:
         return {"error": "timed out"}
     if proc.returncode != 0:
@@ -142,6 +171,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run, noisy numbers)")
+    parser.add_argument("--xnnpack-reference", metavar="DRIVER",
+                        help="the driver bench/xnnpack_reference/build.sh makes: adds section 8")
     args = parser.parse_args()
     if args.quick:
         args.warmup, args.iters = 2, 5
@@ -283,6 +314,7 @@ def main():
     # ---- 5. Fixture programs vs the official runtime -----------------------------------------------------------
     log("== fixtures vs official figures")
     fixture_rows = []
+    reference_rows = []
     profiles = []
     bench_json = os.path.join(args.fixtures, "benchmarks.json")
     official_about = None
@@ -295,6 +327,7 @@ def main():
         # the median of the medians and the smallest minimum.
         rounds = 1 if args.quick else 3
         measured = {}
+        reference = {}  # section 8, measured in the same rounds
         for round_index in range(rounds):
             for e in official["entries"]:
                 pte = os.path.join(args.fixtures, e["file"])
@@ -308,6 +341,10 @@ def main():
                     r = etnp_bench(etnp, pte, threads, args.warmup if off < 200 else 2, iters, inputs=inputs,
                                    data=data, method=e["method"])
                     measured.setdefault((e["id"], e["method"], e["inputs"], threads), []).append(r)
+                    model = XNNPACK_REFERENCE_MODELS.get((e["id"], e["inputs"].split("/")[-2]))
+                    if args.xnnpack_reference and model:
+                        reference.setdefault((e["id"], e["inputs"], threads), []).append(
+                            xnnpack_reference(args.xnnpack_reference, model, threads))
         for e in official["entries"]:
             case = e["inputs"].split("/")[-2]
             for threads in (1, 2):
@@ -318,6 +355,14 @@ def main():
                 error = None if ok else runs[0]["error"]
                 fixture_rows.append((e["id"], case, threads, median, e["threads_%d" % threads]["median_ms"], error,
                                      minimum, e["threads_%d" % threads].get("min_ms")))
+                ref_runs = reference.get((e["id"], e["inputs"], threads))
+                if ref_runs:
+                    ref_ok = [r for r in ref_runs if "error" not in r]
+                    reference_rows.append((e["id"], case, threads, median,
+                                           statistics.median(r["median_ms"] for r in ref_ok) if ref_ok else None,
+                                           e["threads_%d" % threads]["median_ms"],
+                                           None if ref_ok else ref_runs[0]["error"],
+                                           XNNPACK_REFERENCE_MODELS[(e["id"], case)]))
         # ---- 7. Where the time goes: the delegated programs profiled at 1 thread (a run of its own: profiling
         # adds a clock read per node).
         log("== profiles")
@@ -485,6 +530,26 @@ def main():
                 md.append("| %s | %d | %s | %.0f%% |" % (part["name"].split(": ", 1)[-1], part["calls_per_run"],
                                                        fmt(part["ms_per_run"]), 100.0 * part["ms_per_run"] / total))
             md.append("")
+    if reference_rows:
+        md.append("## 8. Same machine: the current XNNPACK on the same networks\n")
+        md.append("The official figures of section 5 come from another CPU (%s) than this one (%s). For the "
+                  "programs that miss the target there, `%s` runs the current XNNPACK (the library the official "
+                  "runtime hands them to; built from source by bench/xnnpack_reference/build.sh) on the same "
+                  "networks here, in the same rounds as section 5: XNNPACK's own MobileNetV2 definitions (fp32 and "
+                  "qs8; NHWC input, so without the two layout changes the exported programs make) and the small "
+                  "programs rebuilt node for node with random weights. It times the XNNPACK part alone, a lower "
+                  "bound for the official runtime here. The last column is how much faster the official figures' "
+                  "machine ran the same library.\n"
+                  % (official_about.get("cpu", "?") if official_about else "?", isa,
+                     os.path.basename(args.xnnpack_reference)))
+        md.append("| program | case | threads | XNNPACK network | etnp median | XNNPACK here, median | "
+                  "etnp / XNNPACK here | official median (other CPU) | XNNPACK here / official |")
+        md.append("|---|---|---|---|---|---|---|---|---|")
+        for pid, case, threads, mine, ref, off, err, model in reference_rows:
+            md.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s |"
+                      % (pid, case, threads, model, fmt(mine), fmt(ref) if ref is not None else "error: %s" % err,
+                         ratio(mine, ref), fmt(off), ratio(ref, off)))
+        md.append("")
     if notes:
         md.append("## Notes\n")
         for n in notes:
