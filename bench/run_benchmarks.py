@@ -362,7 +362,8 @@ def main():
                                            statistics.median(r["median_ms"] for r in ref_ok) if ref_ok else None,
                                            e["threads_%d" % threads]["median_ms"],
                                            None if ref_ok else ref_runs[0]["error"],
-                                           XNNPACK_REFERENCE_MODELS[(e["id"], case)]))
+                                           XNNPACK_REFERENCE_MODELS[(e["id"], case)], minimum,
+                                           min(r["min_ms"] for r in ref_ok) if ref_ok else None))
         # ---- 7. Where the time goes: the delegated programs profiled at 1 thread (a run of its own: profiling
         # adds a clock read per node).
         log("== profiles")
@@ -543,12 +544,14 @@ def main():
                   % (official_about.get("cpu", "?") if official_about else "?", isa,
                      os.path.basename(args.xnnpack_reference)))
         md.append("| program | case | threads | XNNPACK network | etnp median | XNNPACK here, median | "
-                  "etnp / XNNPACK here | official median (other CPU) | XNNPACK here / official |")
-        md.append("|---|---|---|---|---|---|---|---|---|")
-        for pid, case, threads, mine, ref, off, err, model in reference_rows:
-            md.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s |"
+                  "etnp / XNNPACK here | etnp min | XNNPACK here, min | etnp / XNNPACK here, mins | "
+                  "official median (other CPU) | XNNPACK here / official |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for pid, case, threads, mine, ref, off, err, model, mine_min, ref_min in reference_rows:
+            md.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
                       % (pid, case, threads, model, fmt(mine), fmt(ref) if ref is not None else "error: %s" % err,
-                         ratio(mine, ref), fmt(off), ratio(ref, off)))
+                         ratio(mine, ref), fmt(mine_min), fmt(ref_min), ratio(mine_min, ref_min), fmt(off),
+                         ratio(ref, off)))
         md.append("")
     if notes:
         md.append("## Notes\n")

@@ -558,10 +558,23 @@ DepthwiseConv::Edges DepthwiseConv::edges(size_t w, size_t out_w) const {
   return e;
 }
 
-size_t DepthwiseConv::scratch_floats(size_t w, size_t out_w) const {
-  const size_t ring = kh_ * (((out_w - 1) * sw_ + kw_) * c_ + 8);
+bool DepthwiseConv::reads_in_place(size_t w, size_t out_w) const {
+#ifdef ETNP_XNN_GEMM_AVX2
   const Edges e = edges(w, out_w);
-  return std::max(ring, e.zero_floats + kh_ * (e.left_cols + e.right_cols) * c_);
+  return use_avx2() && c_ % 8 == 0 && e.right > e.left;
+#else
+  (void)w;
+  (void)out_w;
+  return false;
+#endif
+}
+
+size_t DepthwiseConv::scratch_floats(size_t w, size_t out_w) const {
+  if (reads_in_place(w, out_w)) {
+    const Edges e = edges(w, out_w);
+    return e.zero_floats + kh_ * (e.left_cols + e.right_cols) * c_;
+  }
+  return kh_ * (((out_w - 1) * sw_ + kw_) * c_ + 8);  // the ring of padded rows
 }
 
 // Output rows [y0, y1) of one image; `rows` is scratch_floats(w, out_w) floats.
@@ -569,8 +582,8 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
                              float out_min, float out_max, float* out, float* rows) const {
   const float* taps[kMaxKernel];
 #ifdef ETNP_XNN_GEMM_AVX2
-  const Edges e = edges(w, out_w);
-  if (use_avx2() && c_ % 8 == 0 && e.right > e.left) {
+  if (reads_in_place(w, out_w)) {
+    const Edges e = edges(w, out_w);
     // The pixel-block kernel reads exactly the taps it needs, so the outputs whose taps lie inside the image
     // read the input rows in place; only the few outputs at each edge get padded copies of their columns, and
     // rows above or below the image are a row of zeros (a full padded copy of every input row cost ~7% of
