@@ -485,6 +485,26 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_blocks_
   }
 }
 
+// One output whose taps reach past the left or right edge of the image: only its `taps` columns inside are
+// summed (the others would multiply padding zeros), read in place; rows[ky] is null for a row above or below.
+__attribute__((target("avx2,fma"))) void depthwise_edge_pixel_c8_avx2(const float* const* rows, size_t kh,
+                                                                     size_t taps, size_t c, const float* weights,
+                                                                     size_t weight_row, const float* bias, float lo,
+                                                                     float hi, float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (size_t ch = 0; ch < c; ch += 8) {
+    __m256 acc = _mm256_loadu_ps(bias + ch);
+    for (size_t ky = 0; ky < kh; ++ky) {
+      if (rows[ky] == nullptr) continue;
+      for (size_t t = 0; t < taps; ++t) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[ky] + t * c + ch),
+                              _mm256_loadu_ps(weights + ky * weight_row + t * c + ch), acc);
+      }
+    }
+    _mm256_storeu_ps(out + ch, _mm256_min_ps(_mm256_max_ps(acc, vlo), vhi));
+  }
+}
+
 __attribute__((target("avx2,fma"))) void depthwise_row_c8_avx2(const float* const* rows, size_t kh, size_t kw,
                                                               size_t c, size_t stride, const float* weights,
                                                               const float* bias, size_t out_w, float lo, float hi,
@@ -552,9 +572,6 @@ DepthwiseConv::Edges DepthwiseConv::edges(size_t w, size_t out_w) const {
   e.left = std::min(out_w, (pad_left_ + sw_ - 1) / sw_);  // outputs whose first tap is left of the image
   e.right = w + pad_left_ >= kw_ ? std::min(out_w, (w + pad_left_ - kw_) / sw_ + 1) : 0;  // first past the right edge
   e.right = std::max(e.right, e.left);
-  e.left_cols = e.left > 0 ? (e.left - 1) * sw_ + kw_ : 0;
-  e.right_cols = e.right < out_w ? (out_w - 1 - e.right) * sw_ + kw_ : 0;
-  e.zero_floats = std::max(w, (out_w - 1) * sw_ + kw_) * c_;
   return e;
 }
 
@@ -570,10 +587,7 @@ bool DepthwiseConv::reads_in_place(size_t w, size_t out_w) const {
 }
 
 size_t DepthwiseConv::scratch_floats(size_t w, size_t out_w) const {
-  if (reads_in_place(w, out_w)) {
-    const Edges e = edges(w, out_w);
-    return e.zero_floats + kh_ * (e.left_cols + e.right_cols) * c_;
-  }
+  if (reads_in_place(w, out_w)) return w * c_;  // one row of zeros
   return kh_ * (((out_w - 1) * sw_ + kw_) * c_ + 8);  // the ring of padded rows
 }
 
@@ -583,17 +597,14 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
   const float* taps[kMaxKernel];
 #ifdef ETNP_XNN_GEMM_AVX2
   if (reads_in_place(w, out_w)) {
-    const Edges e = edges(w, out_w);
     // The pixel-block kernel reads exactly the taps it needs, so the outputs whose taps lie inside the image
-    // read the input rows in place; only the few outputs at each edge get padded copies of their columns, and
-    // rows above or below the image are a row of zeros (a full padded copy of every input row cost ~7% of
-    // MobileNetV2).
+    // read the input rows in place, and a row of zeros stands for the rows above and below the image; the few
+    // outputs at each edge sum only their taps inside (a full padded copy of every input row cost ~7% of
+    // MobileNetV2, and padded copies of the edge columns as much as the edge outputs themselves).
+    const Edges e = edges(w, out_w);
     float* zero = rows;
-    float* left = zero + e.zero_floats;
-    float* right = left + kh_ * e.left_cols * c_;
-    std::fill(zero, zero + e.zero_floats, 0.0f);
-    const size_t first_col = e.left * sw_ - pad_left_;   // input column of the first inside output's first tap
-    const size_t right_col = e.right * sw_ - pad_left_;  // ... of the first right-edge output's
+    std::fill(zero, zero + w * c_, 0.0f);
+    const size_t first_col = e.left * sw_ - pad_left_;  // input column of the first inside output's first tap
     for (size_t y = y0; y < y1; ++y) {
       const float* src[kMaxKernel];
       for (size_t ky = 0; ky < kh_; ++ky) {
@@ -604,26 +615,21 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
       for (size_t ky = 0; ky < kh_; ++ky) taps[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c_;
       depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), e.right - e.left, out_min,
                             out_max, out_row + e.left * c_);
-      if (e.left > 0) {
+      auto edge_output = [&](size_t x) {
+        // Taps [kx0, kx1) of this output fall inside the image.
+        const auto ix0 = static_cast<ptrdiff_t>(x * sw_) - static_cast<ptrdiff_t>(pad_left_);
+        const size_t kx0 = ix0 < 0 ? static_cast<size_t>(-ix0) : 0;
+        const auto inside = static_cast<ptrdiff_t>(w) - ix0;
+        const size_t kx1 = std::min<size_t>(kw_, inside > 0 ? static_cast<size_t>(inside) : 0);
+        const float* edge_rows[kMaxKernel];
         for (size_t ky = 0; ky < kh_; ++ky) {
-          float* buf = left + ky * e.left_cols * c_;
-          if (src[ky] != nullptr) load_padded_row(buf, e.left_cols * c_, src[ky], w, c_, e.left_cols, pad_left_, 0.0f);
-          taps[ky] = src[ky] != nullptr ? buf : zero;
+          edge_rows[ky] = src[ky] != nullptr && kx1 > kx0 ? src[ky] + (static_cast<size_t>(ix0) + kx0) * c_ : nullptr;
         }
-        depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), e.left, out_min, out_max,
-                              out_row);
-      }
-      if (e.right < out_w) {
-        const size_t avail = right_col < w ? w - right_col : 0;  // input columns left from there
-        for (size_t ky = 0; ky < kh_; ++ky) {
-          float* buf = right + ky * e.right_cols * c_;
-          const bool inside = src[ky] != nullptr && avail > 0;
-          if (inside) load_padded_row(buf, e.right_cols * c_, src[ky] + right_col * c_, avail, c_, e.right_cols, 0, 0.0f);
-          taps[ky] = inside ? buf : zero;
-        }
-        depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w - e.right, out_min,
-                              out_max, out_row + e.right * c_);
-      }
+        depthwise_edge_pixel_c8_avx2(edge_rows, kh_, kx1 > kx0 ? kx1 - kx0 : 0, c_, weights_.data() + kx0 * c_,
+                                     kw_ * c_, bias_.data(), out_min, out_max, out_row + x * c_);
+      };
+      for (size_t x = 0; x < e.left; ++x) edge_output(x);
+      for (size_t x = e.right; x < out_w; ++x) edge_output(x);
     }
     return;
   }

@@ -112,10 +112,9 @@ class DepthwiseConv {
   size_t bytes() const { return (weights_.size() + bias_.size()) * sizeof(float); }
 
  private:
-  /// Outputs [0, left) and [right, out_w) of a row have taps outside the image (left_cols and right_cols
-  /// padded columns feed them); a row of zero_floats zeros stands for the rows above and below the image.
+  /// Outputs [0, left) and [right, out_w) of a row have taps outside the image.
   struct Edges {
-    size_t left = 0, right = 0, left_cols = 0, right_cols = 0, zero_floats = 0;
+    size_t left = 0, right = 0;
   };
   Edges edges(size_t w, size_t out_w) const;
   /// The AVX2 pixel-block kernel reads the input rows in place (channels a multiple of 8, some output with
