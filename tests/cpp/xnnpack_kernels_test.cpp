@@ -104,6 +104,17 @@ TEST(XnnpackKernels, TransposeThreePlanesToPixels) {
         }
       }
     }
+    // The same for a quantized (int8) image.
+    std::vector<int8_t> in8(in.size()), out8(in.size(), 0);
+    for (size_t i = 0; i < in8.size(); ++i) in8[i] = static_cast<int8_t>(i * 7);
+    transpose(in8.data(), out8.data(), shape({batch, 3, h, w}), perm, 1);
+    for (size_t b = 0; b < batch; ++b) {
+      for (size_t p = 0; p < pixels; ++p) {
+        for (size_t c = 0; c < 3; ++c) {
+          ASSERT_EQ(out8[(b * pixels + p) * 3 + c], in8[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+        }
+      }
+    }
   }
 }
 

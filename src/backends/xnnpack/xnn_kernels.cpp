@@ -107,16 +107,25 @@ bool cpu_has_avx2() {
 template <typename T>
 void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_stride, size_t col_stride) {
   constexpr size_t kTile = 32;
+  if (cols == 3 && row_stride == 1) {
+    // Three planes interleaved (an RGB image from NCHW to NHWC, as floats or already quantized bytes).
+    size_t done = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (sizeof(T) == 4 && cols == 3 && row_stride == 1 && cpu_has_avx2()) {
-    const size_t done = interleave3_avx2(reinterpret_cast<const uint32_t*>(src), col_stride,
-                                         reinterpret_cast<uint32_t*>(dst), rows);
+    if (sizeof(T) == 4 && cpu_has_avx2()) {
+      done = interleave3_avx2(reinterpret_cast<const uint32_t*>(src), col_stride, reinterpret_cast<uint32_t*>(dst),
+                              rows);
+    }
+#endif
+    const T* p0 = src;
+    const T* p1 = src + col_stride;
+    const T* p2 = src + 2 * col_stride;
     for (size_t r = done; r < rows; ++r) {
-      for (size_t c = 0; c < 3; ++c) dst[r * 3 + c] = src[r + c * col_stride];
+      dst[r * 3] = p0[r];
+      dst[r * 3 + 1] = p1[r];
+      dst[r * 3 + 2] = p2[r];
     }
     return;
   }
-#endif
 #if defined(__x86_64__) && defined(__GNUC__)
   // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
   const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && cpu_has_avx2();
