@@ -290,13 +290,6 @@ void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, s
   }
 }
 
-void PackedGemm::run_serial(const float* in, size_t rows, size_t in_stride, float out_min, float out_max,
-                            float* out) const {
-  if (rows == 0 || n_ == 0) return;
-  run_rows(in, rows, in_stride, 0, (n_ + kNr - 1) / kNr, out_min, out_max, out);
-}
-
-
 void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
                      float out_max, float* out, Conv2dScratch& scratch) {
   const size_t c = g.channels, n = gemm.n(), pixels = g.out_h * g.out_w;

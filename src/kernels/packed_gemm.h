@@ -1,8 +1,8 @@
 // fp32 GEMM for constant weights: the weights (and bias) are packed once at load into 16-column panels,
 // and each call runs an AVX2/FMA 6x16 micro-kernel straight over the row-major input with the bias and the
-// output clamp fused in. Used by the XNNPACK delegate (fully-connected layers, 1x1 convolutions, and the other
-// single-group convolutions as an indirect GEMM; it beats the Debian (2022) XNNPACK kernels) and by the portable matrix products whose weights are
-// constants. gemm.h is the general kernel for operands that change per call.
+// output clamp fused in. Used by the XNNPACK delegate (fully-connected layers, 1x1 convolutions and the other
+// single-group ones as an indirect GEMM, where it beats the Debian (2022) XNNPACK kernels) and by the portable
+// matrix products whose weights are constants. gemm.h is the general kernel for operands that change per call.
 #pragma once
 
 #include <algorithm>
@@ -28,8 +28,6 @@ class PackedGemm {
   /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
   /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
-  /// The same on the calling thread only (for callers that split the work across the pool themselves).
-  void run_serial(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
   /// Indirect rows, on the calling thread: row r of the input is `segs` runs of `seg_k` floats (segs * seg_k ==
   /// k()), run s starting at a[r * segs + s]. A convolution points them into its input instead of copying patches.
   void run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, float out_min, float out_max,

@@ -265,9 +265,12 @@ TEST(XnnpackKernels, IndirectConvolutionMatchesNaive) {
               double acc = bias[o];
               for (size_t ky = 0; ky < t.kh; ++ky) {
                 for (size_t kx = 0; kx < t.kw; ++kx) {
-                  const auto iy = static_cast<ptrdiff_t>(oy * t.stride + ky * t.dilation) - static_cast<ptrdiff_t>(t.pad);
-                  const auto ix = static_cast<ptrdiff_t>(ox * t.stride + kx * t.dilation) - static_cast<ptrdiff_t>(t.pad);
-                  if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(t.h) || ix >= static_cast<ptrdiff_t>(t.w)) continue;
+                  const auto pad = static_cast<ptrdiff_t>(t.pad);
+                  const auto iy = static_cast<ptrdiff_t>(oy * t.stride + ky * t.dilation) - pad;
+                  const auto ix = static_cast<ptrdiff_t>(ox * t.stride + kx * t.dilation) - pad;
+                  const bool inside = iy >= 0 && ix >= 0 && iy < static_cast<ptrdiff_t>(t.h) &&
+                                      ix < static_cast<ptrdiff_t>(t.w);
+                  if (!inside) continue;
                   for (size_t ci = 0; ci < t.c; ++ci) {
                     acc += double(x[((b * t.h + size_t(iy)) * t.w + size_t(ix)) * t.c + ci]) *
                            f[((o * t.kh + ky) * t.kw + kx) * t.c + ci];

@@ -83,12 +83,12 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const uint32_t* src, siz
     const __m256 b = _mm256_loadu_ps(reinterpret_cast<const float*>(src + src_stride + r));
     const __m256 c = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 2 * src_stride + r));
     // Blend masks: bit i set takes lane i from the second operand.
-    const __m256 v0 = _mm256_blend_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia0), _mm256_permutevar8x32_ps(b, ib0), 0x92),
-                                      _mm256_permutevar8x32_ps(c, ic0), 0x24);
-    const __m256 v1 = _mm256_blend_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia1), _mm256_permutevar8x32_ps(b, ib1), 0x24),
-                                      _mm256_permutevar8x32_ps(c, ic1), 0x49);
-    const __m256 v2 = _mm256_blend_ps(_mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia2), _mm256_permutevar8x32_ps(b, ib2), 0x49),
-                                      _mm256_permutevar8x32_ps(c, ic2), 0x92);
+    const __m256 ab0 = _mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia0), _mm256_permutevar8x32_ps(b, ib0), 0x92);
+    const __m256 ab1 = _mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia1), _mm256_permutevar8x32_ps(b, ib1), 0x24);
+    const __m256 ab2 = _mm256_blend_ps(_mm256_permutevar8x32_ps(a, ia2), _mm256_permutevar8x32_ps(b, ib2), 0x49);
+    const __m256 v0 = _mm256_blend_ps(ab0, _mm256_permutevar8x32_ps(c, ic0), 0x24);
+    const __m256 v1 = _mm256_blend_ps(ab1, _mm256_permutevar8x32_ps(c, ic1), 0x49);
+    const __m256 v2 = _mm256_blend_ps(ab2, _mm256_permutevar8x32_ps(c, ic2), 0x92);
     float* out = reinterpret_cast<float*>(dst + 3 * r);
     _mm256_storeu_ps(out, v0);
     _mm256_storeu_ps(out + 8, v1);
