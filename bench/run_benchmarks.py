@@ -412,6 +412,8 @@ def main():
     md.append("## Reproduce\n")
     md.append("```sh\n./scripts/install-deps.sh        # includes python3-torch and python3-torchvision (baseline only)\n"
               "./scripts/build.sh\n/usr/bin/python3 bench/run_benchmarks.py --build-dir build --output bench/RESULTS.md\n"
+              "# section 8 also needs the same-machine reference (bench/xnnpack_reference/README.md):\n"
+              "#   ... --xnnpack-reference /tmp/xnnpack-reference/xnnpack_reference\n"
               "# single measurements:\nbuild/etnp_demo --output-dir build/demo\n"
               "build/etnp bench build/demo/mobilenet_v2_xnnpack.pte --threads 1 --warmup 5 --iters 30 "
               "--input build/demo/mobilenet_v2_input.npy\n```\n")
