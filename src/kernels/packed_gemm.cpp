@@ -17,6 +17,7 @@ namespace {
 
 constexpr size_t kMr = 6;
 constexpr size_t kNr = PackedGemm::kPanel;
+constexpr size_t kMrNarrow = 8;  // rows of the tile for a last panel of 8 columns or fewer
 constexpr size_t kKc = 256;  // K block: a panel's 256 x 16 floats (16 KiB) stay in L1
 
 // c[MR x nr] = clamp(a[MR x k] * panel[k x 16] + bias, lo, hi), c rows ldc apart. Direct: `a` is a matrix,
@@ -162,6 +163,38 @@ bool use_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
 }
+
+// The last panel when n % 16 leaves it 8 columns or fewer (n = 24, 40, ...): 8 rows x 8 columns, the same eight
+// independent sums per k step as the 6x16 tile, without multiplying the panel's padding half.
+template <bool Indirect, int MR>
+__attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const void* a, size_t a_stride,
+                                                            size_t seg_k, const float* panel, const float* bias,
+                                                            float lo, float hi, float* c, size_t ldc, size_t nr,
+                                                            bool accumulate, bool clamp) {
+  const __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 b = _mm256_load_ps(bias);
+  __m256 acc[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i] = accumulate ? _mm256_maskload_ps(c + i * ldc, mask) : b;
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    const float* rows[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) rows[i] = row_segment<Indirect, MR>(a, a_stride, i, s);
+    for (size_t p = 0; p < seg_k; ++p) {
+      const __m256 w = _mm256_load_ps(panel);
+      panel += kNr;
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(rows[i] + p), w, acc[i]);
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m256 v = clamp ? _mm256_min_ps(_mm256_max_ps(acc[i], vlo), vhi) : acc[i];
+    _mm256_maskstore_ps(c + i * ldc, mask, v);
+  }
+}
 #endif
 
 using Kernel = void (*)(size_t, const void*, size_t, size_t, const float*, const float*, float, float, float*, size_t,
@@ -189,6 +222,35 @@ Kernel kernel_for(size_t mr) {
                                         kernel_generic<Indirect, 5>,
                                         kernel_generic<Indirect, 6>};
   return kGeneric[mr];
+}
+
+// One panel's tiles over rows [r0, r1): 6x16 tiles, or 8x8 ones for a last panel of 8 columns or fewer.
+// row_at(r) is row r of A (a pointer into the matrix, or into the row pointers for the indirect form).
+template <bool Indirect, typename RowAt>
+void run_panel(RowAt row_at, size_t r0, size_t r1, size_t segs, size_t a_stride, size_t seg_k, const float* panel,
+               const float* bias, float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+#ifdef ETNP_XNN_GEMM_AVX2
+  if (nr <= 8 && use_avx2()) {
+    static constexpr Kernel kNarrow[] = {nullptr,
+                                         kernel_narrow_avx2<Indirect, 1>,
+                                         kernel_narrow_avx2<Indirect, 2>,
+                                         kernel_narrow_avx2<Indirect, 3>,
+                                         kernel_narrow_avx2<Indirect, 4>,
+                                         kernel_narrow_avx2<Indirect, 5>,
+                                         kernel_narrow_avx2<Indirect, 6>,
+                                         kernel_narrow_avx2<Indirect, 7>,
+                                         kernel_narrow_avx2<Indirect, 8>};
+    for (size_t r = r0; r < r1; r += kMrNarrow) {
+      kNarrow[std::min(kMrNarrow, r1 - r)](segs, row_at(r), a_stride, seg_k, panel, bias, lo, hi, c + r * ldc, ldc,
+                                           nr, accumulate, clamp);
+    }
+    return;
+  }
+#endif
+  for (size_t r = r0; r < r1; r += kMr) {
+    kernel_for<Indirect>(std::min(kMr, r1 - r))(segs, row_at(r), a_stride, seg_k, panel, bias, lo, hi, c + r * ldc,
+                                                ldc, nr, accumulate, clamp);
+  }
 }
 
 // 64-byte aligned start inside a vector over-allocated by 16 floats (the kernels use aligned loads).
@@ -229,11 +291,8 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
         const float* panel = packed + (p * k_ + k0) * kNr;
         const float* bias = packed_bias + p * kNr;
         const size_t nr = std::min(kNr, n_ - p * kNr);
-        for (size_t r = r0; r < r1; r += kMr) {
-          const size_t mr = std::min(kMr, r1 - r);
-          kernel_for<false>(mr)(1, in + r * in_stride + k0, in_stride, kc, panel, bias, out_min, out_max,
-                                out + r * n_ + p * kNr, n_, nr, !first, last);
-        }
+        run_panel<false>([&](size_t r) -> const void* { return in + r * in_stride + k0; }, r0, r1, 1, in_stride,
+                         kc, panel, bias, out_min, out_max, out + p * kNr, n_, nr, !first, last);
       }
     }
     if (k_ == 0) break;
@@ -281,10 +340,8 @@ void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, s
       const float* panel = packed + (p * k_ + s0 * seg_k) * kNr;
       const float* bias = packed_bias + p * kNr;
       const size_t nr = std::min(kNr, n_ - p * kNr);
-      for (size_t r = 0; r < rows; r += kMr) {
-        kernel_for<true>(std::min(kMr, rows - r))(gs, a + r * segs + s0, segs, seg_k, panel, bias, out_min,
-                                                  out_max, out + r * n_ + p * kNr, n_, nr, !first, last);
-      }
+      run_panel<true>([&](size_t r) -> const void* { return a + r * segs + s0; }, 0, rows, gs, segs, seg_k, panel,
+                      bias, out_min, out_max, out + p * kNr, n_, nr, !first, last);
     }
     if (segs == 0) break;
   }
