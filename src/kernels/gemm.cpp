@@ -257,6 +257,26 @@ bool needs_epilogue(const GemmEpilogue& ep) { return ep.alpha != 1.0f || (ep.bia
 void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
   const GemmEpilogue& ep = pr.ep;
   const bool has_bias = ep.bias.data != nullptr && ep.beta != 0.0f;
+  if (pr.c_cs == 1 && (!has_bias || ep.bias.col_stride == 0 || ep.bias.col_stride == 1)) {
+    // Contiguous output rows with a bias per row (a convolution's channel) or per column: loops the compiler
+    // vectorizes (the strided loop below was ~8% of a portable CNN). Same arithmetic, same results.
+    for (int64_t i = i0; i < i0 + mc; ++i) {
+      float* row = pr.c + i * pr.c_rs + j0;
+      if (!has_bias) {
+        for (int64_t j = 0; j < nc; ++j) row[j] *= ep.alpha;
+        continue;
+      }
+      const float* bias_row = ep.bias.data + i * ep.bias.row_stride;
+      if (ep.bias.col_stride == 0) {
+        const float b = ep.beta * bias_row[0];
+        for (int64_t j = 0; j < nc; ++j) row[j] = row[j] * ep.alpha + b;
+      } else {
+        const float* b = bias_row + j0;
+        for (int64_t j = 0; j < nc; ++j) row[j] = row[j] * ep.alpha + ep.beta * b[j];
+      }
+    }
+    return;
+  }
   for (int64_t i = i0; i < i0 + mc; ++i) {
     float* row = pr.c + i * pr.c_rs;
     const float* bias_row = has_bias ? ep.bias.data + i * ep.bias.row_stride : nullptr;

@@ -342,6 +342,35 @@ TEST(NnKernelsLinalg, GemmEpilogueAndZeroK) {
               std::string(kernels::gemm_f32_kernel_name()) == "generic");
 }
 
+TEST(NnKernelsLinalg, GemmEpilogueBiasLayouts) {
+  // alpha * A B + beta * bias with the bias per row (a convolution's channel), per column (addmm), as a
+  // matrix, and a transposed (strided) output, over sizes that leave partial tiles.
+  const int64_t m = 13, n = 37, k = 9;
+  const auto av = random_values(m * k, 71), bv = random_values(k * n, 72), biasv = random_values(m * n, 73);
+  struct Layout {
+    int64_t bias_rs, bias_cs;
+    bool transposed_out;
+  };
+  for (const Layout& l : {Layout{1, 0, false}, Layout{0, 1, false}, Layout{n, 1, false}, Layout{1, 0, true}}) {
+    kernels::GemmEpilogue ep;
+    ep.alpha = 0.5f;
+    ep.beta = 3.0f;
+    ep.bias = kernels::GemmMatrix{biasv.data(), l.bias_rs, l.bias_cs};
+    std::vector<float> c(static_cast<size_t>(m * n), kNaN);
+    const int64_t c_rs = l.transposed_out ? 1 : n, c_cs = l.transposed_out ? m : 1;
+    kernels::gemm_f32(m, n, k, {av.data(), k, 1}, {bv.data(), n, 1}, c.data(), c_rs, c_cs, ep, nullptr);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t p = 0; p < k; ++p) acc += double(av[size_t(i * k + p)]) * bv[size_t(p * n + j)];
+        const double want = 0.5 * acc + 3.0 * biasv[size_t(i * l.bias_rs + j * l.bias_cs)];
+        ASSERT_NEAR(c[size_t(i * c_rs + j * c_cs)], want, 1e-4)
+            << l.bias_rs << "," << l.bias_cs << " at " << i << "," << j;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Convolution
 
