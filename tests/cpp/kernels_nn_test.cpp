@@ -572,7 +572,8 @@ class NnKernelsThreads : public ::testing::Test {
 };
 
 TEST_F(NnKernelsThreads, ParallelPathsMatchReference) {
-  for (const MmCase& c : {MmCase{67, 300, 131}, MmCase{1, 512, 1000}, MmCase{200, 64, 3}}) {
+  // 150x300x200 is big enough to split into tiles (a multiple of the three threads, of equal sizes).
+  for (const MmCase& c : {MmCase{67, 300, 131}, MmCase{1, 512, 1000}, MmCase{200, 64, 3}, MmCase{150, 300, 200}}) {
     const auto av = random_values(c.m * c.k, 90), bv = random_values(c.k * c.n, 91);
     auto a = f32({c.m, c.k}, av);
     auto b = f32({c.k, c.n}, bv, {1, 0});
