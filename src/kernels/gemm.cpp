@@ -465,10 +465,11 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float
   }
   int64_t m_tiles = ceil_div(pr.m, mc), n_tiles = ceil_div(pr.n, nc);
   if (parallel) {
-    // Equal tiles, as many as a multiple of the thread count where the columns allow (n = 3136 in tiles of
-    // 1024 left a last tile of 64 and one thread with twice the work of the other).
+    // Equal tiles, as many as a multiple of the thread count where the columns (else the rows) allow: n = 3136
+    // in tiles of 1024 left a last tile of 64 and one thread with twice the work of the other.
     const auto t = static_cast<int64_t>(threads);
     while ((m_tiles * n_tiles) % t != 0 && ceil_div(pr.n, n_tiles + 1) >= 4 * kNR) ++n_tiles;
+    while ((m_tiles * n_tiles) % t != 0 && ceil_div(pr.m, m_tiles + 1) >= kMR) ++m_tiles;  // few columns (7x7 maps)
     nc = round_up(ceil_div(pr.n, n_tiles), kNR);
     mc = round_up(ceil_div(pr.m, m_tiles), kMR);
     m_tiles = ceil_div(pr.m, mc);
