@@ -755,6 +755,7 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
     float sum[4 * 16];
     for (size_t b = b0; b < b1; b += 2) {
       const int nb = b + 1 < b1 ? 2 : 1;
+      const int cols = static_cast<int>(std::min<size_t>(static_cast<size_t>(nb) * 8, n - b * 8));
       for (size_t r = 0; r < rows; r += 4) {
         const int mr = static_cast<int>(std::min<size_t>(4, rows - r));
         std::fill(sum, sum + 4 * 16, 0.0f);
@@ -767,25 +768,27 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
           } else {
             qd8_tile_rows<1>(mr, x, kp, group_pairs, wb, acc);
           }
+          // Loops without an early exit over the columns this block has, so that they vectorize.
+          const int32_t* sums = w.row_sums() + b * 8 * groups + g;
+          const float* scales = w.scales() + b * 8 * groups + g;
           for (int i = 0; i < mr; ++i) {
             const int32_t zp = params[r + i].zero_point;
-            for (int c = 0; c < nb * 8; ++c) {
-              const size_t j = b * 8 + static_cast<size_t>(c);
-              if (j >= n) break;
-              const int32_t v = acc[i * nb * 8 + c] - zp * w.row_sums()[j * groups + g];
-              sum[i * nb * 8 + c] += static_cast<float>(v) * w.scales()[j * groups + g];
+            const int32_t* a = acc + i * nb * 8;
+            float* to = sum + i * nb * 8;
+            for (int c = 0; c < cols; ++c) {
+              to[c] += static_cast<float>(a[c] - zp * sums[c * groups]) * scales[c * groups];
             }
           }
         }
+        const float* bias = w.bias() != nullptr ? w.bias() + b * 8 : nullptr;
         for (int i = 0; i < mr; ++i) {
           const float s = params[r + i].scale;
-          float* o = out + (r + i) * n;
-          for (int c = 0; c < nb * 8; ++c) {
-            const size_t j = b * 8 + static_cast<size_t>(c);
-            if (j >= n) break;
-            float y = sum[i * nb * 8 + c] * s;
-            if (w.bias() != nullptr) y += w.bias()[j];
-            o[j] = std::min(std::max(y, out_min), out_max);
+          const float* from = sum + i * nb * 8;
+          float* o = out + (r + i) * n + b * 8;
+          if (bias != nullptr) {
+            for (int c = 0; c < cols; ++c) o[c] = std::min(std::max(from[c] * s + bias[c], out_min), out_max);
+          } else {
+            for (int c = 0; c < cols; ++c) o[c] = std::min(std::max(from[c] * s, out_min), out_max);
           }
         }
       }
