@@ -305,7 +305,7 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   const size_t panels = (n_ + kNr - 1) / kNr;
   ThreadPool& pool = ThreadPool::global();
   const size_t threads = pool.num_threads();
-  if (threads > 1 && rows * k_ * n_ >= (size_t{1} << 18)) {  // below: about the cost of waking the pool
+  if (threads > 1 && rows * k_ * n_ >= kParallelWork) {
     // Many rows: split row tiles (each thread streams every panel past its own rows). Few rows: whichever of
     // row tiles and column panels divides more evenly (64 rows are 11 tiles, 6 + 5 on two threads, while their
     // 48 panels split 24 + 24; a decoder's single row has one tile).
@@ -365,8 +365,7 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   // in one parallel region.
   const size_t tiles = (rows_total + kMr - 1) / kMr;
   ThreadPool& pool = ThreadPool::global();
-  const size_t chunks =
-      rows_total * gemm.k() * n >= (size_t{1} << 18) ? std::min(pool.num_threads(), tiles) : 1;  // as run()
+  const size_t chunks = rows_total * gemm.k() * n >= kParallelWork ? std::min(pool.num_threads(), tiles) : 1;
   // Pixel blocks whose padded input rows take about 128 KiB: they stay in L2 while every panel passes them.
   const size_t out_rows = std::max<size_t>(1, (128 * 1024 / sizeof(float)) / (row_floats * g.stride_h + 1));
   size_t block = std::max(kMr, out_rows * g.out_w);
@@ -741,7 +740,7 @@ void for_each_conv_row_chunk(size_t batch, size_t out_h, size_t chunks, size_t w
       r += y_end - y;
     }
   };
-  if (chunks == 1 || work < (size_t{1} << 18)) {
+  if (chunks == 1 || work < kParallelWork) {
     for (size_t i = 0; i < chunks; ++i) run_chunk(i);
     return;
   }

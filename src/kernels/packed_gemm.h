@@ -12,6 +12,10 @@
 
 namespace etnp::kernels {
 
+/// Below this many multiply-adds (or elements moved) an operator is not split across threads: waking the
+/// pool's workers takes a few microseconds, about what this much work takes on one core.
+inline constexpr size_t kParallelWork = size_t{1} << 18;
+
 class PackedGemm {
  public:
   static constexpr size_t kPanel = 16;

@@ -12,6 +12,7 @@
 
 #include "etnp/threadpool.h"
 #include "kernels/packed_gemm.h"
+#include "kernels/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
 
@@ -331,7 +332,7 @@ TEST(XnnpackKernels, BinaryBroadcast) {
 TEST(XnnpackKernels, Softmax) {
   const std::vector<float> x = {0.0f, 0.0f, std::log(2.0f), 1000.0f, 1000.0f, 1000.0f};
   std::vector<float> y(6);
-  softmax_f32(x.data(), y.data(), 2, 3);
+  kernels::softmax_rows_f32(x.data(), y.data(), 2, 3);
   EXPECT_FLOAT_EQ(y[0], 0.25f);
   EXPECT_FLOAT_EQ(y[2], 0.5f);
   EXPECT_FLOAT_EQ(y[3], 1.0f / 3.0f);  // large inputs do not overflow

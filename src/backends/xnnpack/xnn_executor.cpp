@@ -11,6 +11,7 @@
 #include <new>
 
 #include "kernels/packed_gemm.h"
+#include "kernels/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_shape.h"
 #include "etnp/backend.h"
@@ -22,6 +23,7 @@ using kernels::Conv2dGeometry;
 using kernels::DepthwiseConv;
 using kernels::PackedGemm;
 using kernels::conv2d_indirect;
+using kernels::kParallelWork;
 
 // ---- steps ---------------------------------------------------------------------------------------------
 
@@ -31,9 +33,6 @@ struct RunContext {
   pthreadpool_t pool;
 };
 
-/// Below this many multiply-adds (or elements moved) an operator is not split across threads: waking the
-/// pool's workers takes a few microseconds, about what this much work takes on one core.
-constexpr size_t kParallelWork = size_t{1} << 18;
 
 class Step {
  public:
@@ -597,7 +596,7 @@ void Executor::compile() {
         add_own([=](const RunContext& c) {
           const Shape& x = c.shapes[in0];
           const size_t channels = channels_of(c.shapes);
-          softmax_f32(static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
+          kernels::softmax_rows_f32(static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
                       x[x.rank - 1] == 0 ? 0 : x.numel() / channels, channels);
         });
         break;

@@ -8,7 +8,6 @@
 #include "etnp/threadpool.h"
 #include "kernels/gemm.h"
 #include "kernels/packed_gemm.h"
-#include "kernels/vector_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -176,7 +175,7 @@ void transpose_typed(const T* in, T* out, int rank, const size_t* size, const si
     T* dst = out + o * rows * cols;
     if (col_stride == 1) {
       for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * row_stride, cols * sizeof(T));
-    } else if (rows * cols >= (size_t{1} << 18) && rows >= 64 && ThreadPool::global().num_threads() > 1) {
+    } else if (rows * cols >= kernels::kParallelWork && rows >= 64 && ThreadPool::global().num_threads() > 1) {
       // Large planes (image layout changes) split by row bands across the pool.
       constexpr size_t kBand = 64;
       ThreadPool::global().parallel_for((rows + kBand - 1) / kBand, 1, [&](size_t b0, size_t b1) {
@@ -509,10 +508,6 @@ void binary_f32(NodeKind kind, const float* a, const Shape& a_shape, const float
     }
   }
   clamp_in_place(out, n, out_min, out_max);
-}
-
-void softmax_f32(const float* in, float* out, size_t rows, size_t channels) {
-  kernels::softmax_rows_f32(in, out, rows, channels);
 }
 
 // ---- quantization ------------------------------------------------------------------------------------

@@ -48,9 +48,6 @@ void binary_f32(NodeKind kind, const float* a, const Shape& a_shape, const float
                 const Shape& out_shape, float out_min, float out_max);
 bool binary_f32_supported(NodeKind kind);
 
-/// Softmax over the last dim of [rows, channels].
-void softmax_f32(const float* in, float* out, size_t rows, size_t channels);
-
 /// Dynamic per-row int8 quantization (XNNPACK's asymmetric qd8 scheme): each row of `cols` floats gets a
 /// scale and zero point from its range (always including 0).
 DynamicQuantParams compute_dynamic_quant_params(float min, float max);
