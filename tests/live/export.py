@@ -1,0 +1,383 @@
+"""Live exports: the zoo's models exported by the official ExecuTorch exporter and run by the official runtime.
+
+Runs in the dev venv (scripts/dev-venv.sh), never in etnp's own environment:
+
+    VENV/bin/python tests/live/export.py [--cache DIR] [--only NAME[:FORM]]...     export what is missing
+    VENV/bin/python tests/live/export.py --official --progress F DIR...          (internal) official outputs
+
+For each (model, form) of zoo.py it writes, under the cache folder, `<model>__<form>/`:
+    program.pte (or program.bpte), *.ptd     the exported program and its external data
+    <method>__<case>/input_<i>.npy           inputs (seeded), one folder per case
+    <method>__<case>/torch_<i>.npy           PyTorch eager outputs on them (reference only)
+    <method>__<case>/official_<i>.npy        the official runtime's outputs (the goldens)
+    export.json                              what was made, the cases, and how the official runtime fared
+A stateful case (the KV-cache decoder) holds `call_<k>/` folders, run in order on one loaded method.
+
+The cache folder is keyed by this script, zoo.py and the versions of the packages that shape an export, so a
+change to any of them exports anew; an unchanged one costs nothing. The official runtime runs in child
+processes: a crash or hang of it on a program is recorded (`official.status`), not fatal.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import traceback
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+OFFICIAL_TIMEOUT_S = 300
+VERSIONED_PACKAGES = ("torch", "executorch", "torchvision", "transformers", "torchao", "numpy")
+
+
+def package_versions() -> dict:
+    from importlib import metadata
+
+    return {name: metadata.version(name) for name in VERSIONED_PACKAGES}
+
+
+def cache_key() -> str:
+    digest = hashlib.sha256()
+    for source in ("export.py", "zoo.py"):
+        digest.update((HERE / source).read_bytes())
+    digest.update(json.dumps(package_versions(), sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def default_cache_root() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("ETNP_LIVE_CACHE", pathlib.Path.home() / ".cache" / "etnp" / "live-exports"))
+
+
+# --- export -------------------------------------------------------------------------------------------------------
+
+def _lower(programs, partition: bool, config=None):
+    from executorch.exir import to_edge_transform_and_lower
+
+    partitioner = []
+    if partition:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        partitioner = [XnnpackPartitioner()]
+    edge = to_edge_transform_and_lower(programs, partitioner=partitioner)
+    return edge.to_executorch(config) if config is not None else edge.to_executorch()
+
+
+def _pt2e(module, example, dynamic: bool, calibration_inputs):
+    """PT2E quantization with the XNNPACK quantizer: static per-channel int8, or dynamic (qd8) activations."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                         get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
+                                                                                is_dynamic=dynamic))
+    graph = torch.export.export(module, example).module()
+    graph = prepare_pt2e(graph, quantizer)
+    for batch in calibration_inputs:
+        graph(*batch)
+    return convert_pt2e(graph)
+
+
+def _as_numpy(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().contiguous().numpy()
+    return np.asarray(value)
+
+
+def _flatten_outputs(out):
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        flat = []
+        for item in out:
+            flat.extend(_flatten_outputs(item))
+        return flat
+    return [out]
+
+
+def _write_arrays(folder: pathlib.Path, prefix: str, values) -> list:
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i, v in enumerate(values):
+        name = "%s_%d.npy" % (prefix, i)
+        np.save(folder / name, _as_numpy(v), allow_pickle=False)
+        names.append(name)
+    return names
+
+
+def export_one(model, form: str, out: pathlib.Path) -> dict:
+    """Exports `model` in `form` into `out`; returns the export record (without official results)."""
+    import torch
+    import zoo
+
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    module = model.build()
+    example = model.inputs(generator)
+    stateful = model.name == "llama_kv_tiny"
+    dynamic = model.dynamic_shapes() if model.dynamic_shapes else None
+    methods = {"forward": [example] + (model.dynamic_inputs(generator) if model.dynamic_inputs else [])}
+    if stateful:  # a prefill of 4 tokens, then two more chunks of 4 at the next positions
+        methods["forward"] = [[(torch.randint(0, 256, (1, 4), generator=generator),
+                                torch.arange(4 * k, 4 * k + 4, dtype=torch.long)) for k in range(3)]]
+    extra = {}
+    for name, (factory, inputs) in model.extra_methods.items():
+        extra[name] = (factory(module).eval(), inputs(generator))
+        methods[name] = [extra[name][1]]
+
+    # Eager outputs first: the quantizers rewrite the module in place.
+    eager = {}
+    with torch.no_grad():
+        for name, cases in methods.items():
+            target = module if name == "forward" else extra[name][0]
+            if stateful:
+                fresh = model.build()
+                eager[name] = [[_flatten_outputs(fresh(*call)) for call in cases[0]]]
+            else:
+                eager[name] = [_flatten_outputs(target(*inputs)) for inputs in cases]
+
+    data_files = []
+    config = None
+    if form in (zoo.INT8, zoo.QD8):
+        calibration = [model.inputs(torch.Generator().manual_seed(100 + i)) for i in range(model.calibration)]
+        module = _pt2e(module, example, dynamic=form == zoo.QD8, calibration_inputs=calibration)
+    elif form == zoo.W4:
+        from torchao.quantization.granularity import PerGroup
+        from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig, quantize_
+
+        quantize_(module, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+                                                                weight_granularity=PerGroup(32)))
+    if form == zoo.PTD:
+        from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
+
+        graph = torch.export.export(module, example).module()
+        delegate_external_constants_pass_unlifted(graph, gen_tag_fn=lambda node: "program")
+        module = graph
+    if form == zoo.PORTABLE_PTD:
+        from executorch.exir import ExecutorchBackendConfig
+
+        config = ExecutorchBackendConfig(external_constants=True)
+
+    if hasattr(module, "torch_export"):
+        exported = {"forward": module.torch_export(*example)}
+    else:
+        exported = {"forward": torch.export.export(module, example, dynamic_shapes=dynamic)}
+    for name, (target, inputs) in extra.items():
+        exported[name] = torch.export.export(target, inputs)
+    partition = form not in (zoo.PORTABLE, zoo.PORTABLE_PTD)
+    program = _lower(exported if len(exported) > 1 else exported["forward"], partition, config)
+
+    record = {"model": model.name, "form": form, "stateful": stateful, "cases": [], "data_files": []}
+    if form == zoo.BUNDLED:
+        from executorch.devtools import BundledProgram
+        from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+        from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+
+        suites = [MethodTestSuite(method_name=name, test_cases=[
+            MethodTestCase(inputs=list(inputs), expected_outputs=eager[name][k])
+            for k, inputs in enumerate(cases)]) for name, cases in methods.items()]
+        bundled = BundledProgram(program, suites)
+        (out / "program.bpte").write_bytes(serialize_from_bundled_program_to_flatbuffer(bundled))
+        record["file"] = "program.bpte"
+    else:
+        (out / "program.pte").write_bytes(program.buffer)
+        record["file"] = "program.pte"
+    if form in (zoo.PTD, zoo.PORTABLE_PTD):
+        program.write_tensor_data_to_file(str(out))
+        data_files = sorted(p.name for p in out.glob("*.ptd"))
+        if not data_files:
+            raise RuntimeError("the exporter wrote no .ptd file")
+    record["data_files"] = data_files
+
+    for name, cases in methods.items():
+        for k, inputs in enumerate(cases):
+            case = "%s__%d" % (name, k)
+            folder = out / case
+            if stateful:
+                calls = []
+                for c, call in enumerate(inputs):
+                    sub = folder / ("call_%02d" % c)
+                    calls.append({"inputs": _write_arrays(sub, "input", call),
+                                  "torch": _write_arrays(sub, "torch", eager[name][k][c]), "dir": sub.name})
+                record["cases"].append({"method": name, "dir": case, "calls": calls})
+            else:
+                record["cases"].append({"method": name, "dir": case, "inputs": _write_arrays(folder, "input", inputs),
+                                        "torch": _write_arrays(folder, "torch", eager[name][k])})
+    return record
+
+
+# --- the official runtime ----------------------------------------------------------------------------------------
+
+def official_outputs(program_dir: pathlib.Path) -> None:
+    """Runs every case of program_dir with the official runtime, writing official_<i>.npy."""
+    import torch
+    from executorch.runtime import Runtime
+
+    record = json.loads((program_dir / "export.json").read_text())
+    runtime = Runtime.get()
+    loaded = {}
+    path = program_dir / record["file"]
+    data = str(program_dir / record["data_files"][0]) if record["data_files"] else None
+    if record["file"].endswith(".bpte"):
+        from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_bundled_program
+        from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer
+
+        bundle = _load_bundled_program_from_buffer(path.read_bytes())
+        module = _load_for_executorch_from_bundled_program(bundle)
+
+        def run(method, inputs):
+            return module.run_method(method, tuple(inputs))
+    else:
+        program = runtime.load_program(path, data_path=data)
+
+        def run(method, inputs):
+            if method not in loaded:
+                loaded[method] = program.load_method(method)
+            return loaded[method].execute(inputs)
+
+    def load(folder, names):
+        return [torch.from_numpy(np.load(folder / n)) for n in names]
+
+    for case in record["cases"]:
+        folder = program_dir / case["dir"]
+        if "calls" in case:
+            loaded.pop(case["method"], None)  # a fresh method for each stateful case
+            for call in case["calls"]:
+                sub = folder / call["dir"]
+                _write_arrays(sub, "official", _flatten_outputs(run(case["method"], load(sub, call["inputs"]))))
+        else:
+            _write_arrays(folder, "official", _flatten_outputs(run(case["method"], load(folder, case["inputs"]))))
+
+
+def run_official(program_dirs) -> dict:
+    """Official outputs for every folder, in child processes (importing torch costs seconds, so one child takes
+    the folders in turn). A child that crashes, or spends over OFFICIAL_TIMEOUT_S on one folder, costs that
+    folder a "crash" or "hang" status and the next child goes on after it.
+    Returns {folder: {"status": "ok" | "error" | "crash" | "hang", "detail": ...}}."""
+    results = {}
+    pending = list(program_dirs)
+    while pending:
+        progress = pending[0].parent / ".official-progress"
+        progress.unlink(missing_ok=True)
+        log = pending[0].parent / ".official-stderr"
+        with open(log, "w") as stderr:
+            child = subprocess.Popen([sys.executable, str(HERE / "export.py"), "--official", "--progress",
+                                      str(progress)] + [str(d) for d in pending],
+                                     stdout=subprocess.DEVNULL, stderr=stderr)
+            seen, last_change, failure = 0, time.time(), None
+            while child.poll() is None:
+                time.sleep(0.2)
+                count = len(progress.read_text().splitlines()) if progress.is_file() else 0
+                if count != seen:
+                    seen, last_change = count, time.time()
+                elif time.time() - last_change > OFFICIAL_TIMEOUT_S:
+                    child.kill()
+                    child.wait()
+                    failure = {"status": "hang", "detail": "no result within %d s" % OFFICIAL_TIMEOUT_S}
+        lines = progress.read_text().splitlines() if progress.is_file() else []
+        for line in lines:
+            entry = json.loads(line)
+            results[pathlib.Path(entry.pop("dir"))] = entry
+        rest = pending[len(lines):]
+        if rest:
+            if failure is None:
+                code = child.returncode
+                failure = {"status": "crash" if code < 0 else "error",
+                           "detail": "signal %d" % -code if code < 0 else "exit status %d" % code}
+            failure["stderr"] = log.read_text(errors="replace").strip().splitlines()[-12:]
+            results[rest[0]] = failure
+            rest = rest[1:]
+        pending = rest
+        progress.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+    return results
+
+
+# --- driver -------------------------------------------------------------------------------------------------------
+
+def ensure(cache: pathlib.Path, wanted) -> list:
+    """Exports (and runs officially) every wanted (model, form) not already in `cache`; returns the records."""
+    import zoo
+
+    fresh = []
+    for name, form in wanted:
+        out = cache / ("%s__%s" % (name, form))
+        if (out / "export.json").is_file():
+            continue
+        tmp = out.with_name(out.name + ".tmp")
+        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        tmp.mkdir(parents=True)
+        t0 = time.time()
+        try:
+            record = export_one(zoo.BY_NAME[name], form, tmp)
+        except Exception as e:  # the exporter refused the model: recorded, reported by the tests
+            record = {"model": name, "form": form, "export_error": "%s: %s" % (type(e).__name__, e),
+                      "traceback": traceback.format_exc().splitlines()[-15:], "cases": []}
+        record["export_s"] = round(time.time() - t0, 1)
+        record["versions"] = package_versions()
+        (tmp / "export.json").write_text(json.dumps(record, indent=1))
+        print("exported %-40s %6.1f s  %s" % (out.name, record["export_s"], record.get("export_error", "")),
+              file=sys.stderr, flush=True)
+        fresh.append((tmp, out, record))
+    official = run_official([tmp for tmp, _, record in fresh if "export_error" not in record])
+    for tmp, out, record in fresh:
+        if "export_error" not in record:
+            record["official"] = official[tmp]
+            print("official %-40s %s" % (out.name, record["official"]["status"]), file=sys.stderr, flush=True)
+        (tmp / "export.json").write_text(json.dumps(record, indent=1))
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+        tmp.rename(out)
+    return [json.loads((cache / ("%s__%s" % nf) / "export.json").read_text()) for nf in wanted]
+
+
+def main() -> int:
+    sys.path.insert(0, str(HERE))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", help="cache root (default $ETNP_LIVE_CACHE or ~/.cache/etnp/live-exports)")
+    parser.add_argument("--only", action="append", default=[], help="NAME or NAME:FORM (repeatable)")
+    parser.add_argument("--official", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--progress", help=argparse.SUPPRESS)
+    parser.add_argument("folders", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--print-dir", action="store_true", help="print the keyed cache folder and exit")
+    args = parser.parse_args()
+    if args.official:
+        with open(args.progress, "a") as progress:
+            for folder in args.folders:
+                entry = {"dir": folder, "status": "ok"}
+                try:
+                    official_outputs(pathlib.Path(folder))
+                except Exception as e:  # the official runtime refused the program or an input
+                    entry = {"dir": folder, "status": "error", "detail": "%s: %s" % (type(e).__name__, e)}
+                progress.write(json.dumps(entry) + "\n")
+                progress.flush()
+        return 0
+    import zoo
+
+    cache = pathlib.Path(args.cache) if args.cache else default_cache_root()
+    cache = cache / cache_key()
+    if args.print_dir:
+        print(cache)
+        return 0
+    wanted = zoo.cases()
+    if args.only:
+        keep = set(args.only)
+        wanted = [(n, f) for n, f in wanted if n in keep or "%s:%s" % (n, f) in keep]
+    cache.mkdir(parents=True, exist_ok=True)
+    ensure(cache, wanted)
+    (cache / "versions.json").write_text(json.dumps(package_versions(), indent=1))
+    print(cache)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
