@@ -1,48 +1,77 @@
 #!/usr/bin/python3
-"""Side-by-side benchmarks of etnp, written to bench/RESULTS.md.
+"""Same-machine benchmarks of etnp against the official ExecuTorch runtime, onnxruntime and PyTorch eager,
+written to bench/RESULTS.md.
 
+    ./scripts/build.sh                                   # build/etnp, build/etnp_demo, build/python
+    VENV=$(./scripts/dev-venv.sh)                        # official ExecuTorch, torch, onnxruntime (baselines only)
+    $VENV/bin/python tests/live/export.py                # the live exports (cached; only the first run exports)
     /usr/bin/python3 bench/run_benchmarks.py [--build-dir build] [--output bench/RESULTS.md] [--quick]
+                                             [--only SUBSTRING]... [--rounds R] [--budget-s B]
 
-1. The etnp_demo MobileNetV2 (XNNPACK-delegated) against PyTorch eager and TorchScript on the same weights, at 1
-   and 2 threads, after checking that the outputs agree.
-2. The portable-operator variant against the delegated one.
-3. Per-call overhead of a tiny program (x + y on one element) from C++ (`etnp bench`) and from Python (when the
-   Python package is built).
-4. Cold start: process start, load and first run, against `import torch` (and a TorchScript load + first run).
-5. Every program of shared/fixtures/benchmarks.json at 1 and 2 threads, with the ratio to the official
-   ExecuTorch runtime's figures.
-6. Own kernels against the official figures and the XNNPACK twins (from section 5's rows).
-7. Where the time goes in each delegated program (`etnp bench --profile`).
-8. With --xnnpack-reference DRIVER (bench/xnnpack_reference/build.sh makes it): the current XNNPACK, the library
-   the official runtime hands these programs to, on the same networks on this machine, measured in the same
-   rounds as section 5.
+Every runtime runs in this one process tree, in the same interleaved rounds, on the same files and input
+arrays, at 1 and 2 threads:
+  - etnp, twice: `etnp bench --json` (C++ Method::execute in a loop) and the Python package's Method.execute in a
+    loop (in this process, /usr/bin/python3);
+  - the official runtime: its pybindings' `Method.execute` in a loop (`executorch.runtime.Runtime`), one worker
+    process per thread count, its pool set once with `_unsafe_reset_threadpool(N)` (checked with
+    `_threadpool_get_thread_count()`);
+  - onnxruntime (default CPU execution provider, intra_op_num_threads=N, inter_op_num_threads=1) on a
+    `torch.onnx.export` of the same torch module, cached next to the live exports (`<cache>/onnx/`);
+  - PyTorch eager (`torch.set_num_threads(N)`, `torch.inference_mode()`) on the same module.
+The official, onnxruntime and PyTorch workers (bench/oracle_timing.py) run in the dev venv, one long-lived
+process each, answering JSON requests; etnp never imports any of them.
 
-Benchmarks are reported, never asserted. PyTorch (Debian's python3-torch, python3-torchvision) is the baseline
-only; etnp itself never uses it.
+Sections of RESULTS.md:
+1. Every program on every runtime: the demo MobileNetV2 that `etnp_demo` writes (torch module: the same weights,
+   bench/mobilenet_torch.py), every program of ../shared/fixtures/benchmarks.json (no torch module exists for
+   them, so no onnxruntime or PyTorch cells; their figures from another CPU stay as a historical column), and
+   every live export of tests/live (zoo.py's module; the quantized forms are compared with the float module).
+   Median and minimum per cell, ratios etnp / official and etnp / onnxruntime (and etnp / eager), and how far
+   etnp's outputs are from the official runtime's on the same inputs.
+2. Outputs against PyTorch eager (etnp, official, onnxruntime), for the rows with a float torch module.
+3. Portable operators against the XNNPACK delegate, for both runtimes (from section 1's rows).
+4. Per-call overhead of a tiny program (x + y on one element): etnp C++ and Python, the official pybindings,
+   onnxruntime and torch on the same addition.
+5. Cold start: process start, import, load and first run for each runtime.
+6. Where the time goes in each delegated fixture program (`etnp bench --profile`, 1 thread).
+
+Timing policy (every runtime alike, bench/oracle_timing.py `timed`): inputs are loaded once; one untimed call
+probes the cost of a call, then up to W-1 more warm-up calls and up to I timed calls, stopping at B seconds of
+timed calls (never fewer than 3). Each cell is made once per round, R rounds interleaved over all rows (a
+neighbour's burst hits one round of each row, not all rounds of one); a cell reports the median of the round
+medians and the smallest minimum. Benchmarks are reported, never asserted.
 """
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
+import queue
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+BENCH = os.path.join(ROOT, "bench")
+sys.path.insert(0, BENCH)
+from oracle_timing import timed  # noqa: E402  (numpy only: the timing policy every runtime shares)
+
+THREADS = (1, 2)
 
 
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
-def run(cmd, timeout=900):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd, timeout=900, env=None):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def first_error_line(proc):
@@ -62,48 +91,12 @@ def etnp_bench(etnp, pte, threads, warmup, iters, inputs=(), data=(), method="fo
     for i in inputs:
         cmd += ["--input", i]
     try:
-        proc = run(cmd)
+        proc = run(cmd, timeout=300)
     except subprocess.TimeoutExpired:
         return {"error": "timed out"}
     if proc.returncode != 0:
         return {"error": first_error_line(proc)}
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-# Fixture program and case -> the network the XNNPACK reference driver rebuilds for it.
-XNNPACK_REFERENCE_MODELS = {
-    ("exported/mobilenet_v2_xnnpack_fp32", "forward"): "mobilenet_v2_fp32",
-    ("exported/mobilenet_v2_xnnpack_fp32_ptd", "forward"): "mobilenet_v2_fp32",
-    ("exported/mobilenet_v2_xnnpack_int8", "forward"): "mobilenet_v2_qs8",
-    ("exported/smallcnn_dynbatch_xnnpack_fp32", "forward__b1"): "smallcnn_b1",
-    ("exported/smallcnn_dynbatch_xnnpack_fp32", "forward__b8"): "smallcnn_b8",
-    ("exported/smallcnn_multimethod_xnnpack_fp32", "forward"): "smallcnn_b1",
-    ("exported/smallcnn_multimethod_xnnpack_fp32", "features"): "smallcnn_features_b2",
-    ("exported/mlp_dq8_xnnpack", "forward"): "mlp_dq8",
-}
-
-
-def xnnpack_reference(driver, model, threads):
-    """The reference driver's record for one network ({"median_ms", "min_ms"}), or {"error": message}."""
-    try:
-        proc = run([driver, model, str(threads)])
-    except subprocess.TimeoutExpired:
-        return {"error": "timed out"}
-    if proc.returncode != 0:
-        return {"error": first_error_line(proc)}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def time_calls(fn, warmup, iters):
-    """Median and minimum of `iters` timed calls (ms) after `warmup` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), min(times)
 
 
 def wall_times(cmd, repeats, env=None):
@@ -134,33 +127,289 @@ def ratio(a, b):
     return "%.2f" % (a / b)
 
 
+def file_digest(paths):
+    digest = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+# --- the dev venv's workers -----------------------------------------------------------------------------------
+
+class Worker:
+    """One bench/oracle_timing.py process in the dev venv: a JSON request per line, a JSON reply per line. A
+    worker that dies or stops answering is restarted on the next request (at most four times)."""
+
+    def __init__(self, python, runtime, threads=None, stderr_path=None):
+        self.cmd = [python, os.path.join(BENCH, "oracle_timing.py"), "--runtime", runtime]
+        if threads is not None:
+            self.cmd += ["--threads", str(threads)]
+        self.name = runtime + ("-%d" % threads if threads else "")
+        self.stderr_path = stderr_path
+        self.proc = None
+        self.restarts = 0
+        self.hello = None
+        self.start()
+
+    def start(self):
+        stderr = open(self.stderr_path, "a") if self.stderr_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                     text=True, bufsize=1)
+        self.lines = queue.Queue()
+        out, lines = self.proc.stdout, self.lines
+        threading.Thread(target=lambda: [lines.put(l) for l in out] + [lines.put(None)], daemon=True).start()
+
+    def request(self, req, timeout=300):
+        if self.proc is None or self.proc.poll() is not None:
+            if self.restarts >= 4:
+                return {"error": "worker %s gave up after %d restarts" % (self.name, self.restarts)}
+            self.restarts += 1
+            log("   restarting worker", self.name)
+            self.start()
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+            line = self.lines.get(timeout=timeout)
+        except (BrokenPipeError, queue.Empty):
+            line = None
+            self.proc.kill()
+        if line is None:
+            self.proc.wait()
+            code = self.proc.returncode
+            self.proc = None
+            return {"error": "the %s worker died (%s)" % (self.name, "signal %d" % -code if code and code < 0
+                                                          else "no answer in %d s" % timeout if code is None or
+                                                          code == -9 else "exit status %s" % code)}
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def dev_venv_python():
+    """The dev venv's interpreter, or (None, reason)."""
+    try:
+        proc = run([os.path.join(ROOT, "scripts", "dev-venv.sh")], timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    if proc.returncode != 0:
+        return None, "scripts/dev-venv.sh failed: " + first_error_line(proc)
+    python = os.path.join(proc.stdout.strip().splitlines()[-1], "bin", "python")
+    return (python, None) if os.access(python, os.X_OK) else (None, "no interpreter at " + python)
+
+
+# --- the rows ---------------------------------------------------------------------------------------------------
+
+def live_cache_root(arg):
+    return arg or os.environ.get("ETNP_LIVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "etnp",
+                                                                     "live-exports")
+
+
+def live_records(root):
+    """The finished live exports under `root`: the newest folder per (model, form) holding an export.json (the
+    cache's layout, `<model>__<form>__<key>/` or an older `<key>/<model>__<form>/`, does not matter)."""
+    found = {}
+    if not os.path.isdir(root):
+        return []
+    for dirpath, dirnames, filenames in os.walk(root):
+        depth = os.path.relpath(dirpath, root).count(os.sep)
+        dirnames[:] = [d for d in dirnames if not d.endswith(".tmp") and d != "onnx" and depth < 1]
+        if "export.json" not in filenames or dirpath.endswith(".tmp"):
+            continue
+        try:
+            with open(os.path.join(dirpath, "export.json")) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue
+        key = (record.get("model"), record.get("form"))
+        mtime = os.path.getmtime(os.path.join(dirpath, "export.json"))
+        if key not in found or found[key][0] < mtime:
+            record["dir"] = dirpath
+            found[key] = (mtime, record)
+    return [r for _, r in sorted(found.values(), key=lambda v: (v[1]["model"], v[1]["form"]))]
+
+
+def zoo_order():
+    """(model, form) in zoo.py's order, read from its source (no torch here): [] when it cannot be read."""
+    import ast
+
+    try:
+        with open(os.path.join(ROOT, "tests", "live", "zoo.py")) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODELS" for t in node.targets):
+            for call in node.value.elts:
+                if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant):
+                    names.append(call.args[0].value)
+    return names
+
+
+def make_rows(args, demo_dir, fixtures, live_root, notes):
+    rows = []
+    weights = os.path.join(demo_dir, "mobilenet_v2_weights.bin")
+    demo_spec = {"demo": demo_dir}
+    for form in ("xnnpack", "portable"):
+        rows.append({"group": "demo", "id": "demo/mobilenet_v2_%s" % form, "case": "forward",
+                     "program": os.path.join(demo_dir, "mobilenet_v2_%s.pte" % form), "data": [], "method": "forward",
+                     "inputs": [os.path.join(demo_dir, "mobilenet_v2_input.npy")], "torch": demo_spec,
+                     "onnx_name": "demo_mobilenet_v2__%s" % file_digest([weights]), "float": True})
+    bench_json = os.path.join(fixtures, "benchmarks.json")
+    official_about = None
+    if os.path.exists(bench_json):
+        with open(bench_json) as f:
+            official = json.load(f)
+        official_about = official.get("machine", {})
+        for e in official["entries"]:
+            rows.append({"group": "fixture", "id": e["id"], "case": e["inputs"].split("/")[-2],
+                         "program": os.path.join(fixtures, e["file"]),
+                         "data": [os.path.join(fixtures, d) for d in e["data_files"]], "method": e["method"],
+                         "inputs": [os.path.join(fixtures, e["inputs"].replace("<i>", str(i)))
+                                    for i in range(len(e["input_shapes"]))],
+                         "torch": None, "historical": e})
+    else:
+        notes.append("%s not found: no fixture rows." % bench_json)
+    records = live_records(live_root)
+    order = {name: i for i, name in enumerate(zoo_order())}
+    records.sort(key=lambda r: (order.get(r["model"], 999), r["model"], r["form"]))
+    if not records:
+        notes.append("No live exports under %s (run `$VENV/bin/python tests/live/export.py`): no live rows."
+                     % live_root)
+    missing = [name for name in order if name not in {r["model"] for r in records}]
+    if records and missing:
+        notes.append("zoo.py models with no finished export in %s when this ran (not timed): %s."
+                     % (live_root, ", ".join(missing)))
+    skipped = []
+    for r in records:
+        label = "%s__%s" % (r["model"], r["form"])
+        if r.get("export_error"):
+            skipped.append("%s (the official exporter failed: %s)" % (label, r["export_error"].splitlines()[0][:120]))
+            continue
+        if r["file"].endswith(".bpte"):
+            skipped.append("%s (a BundledProgram around the same program as %s__xnnpack; not timed)"
+                           % (label, r["model"]))
+            continue
+        seen_methods = set()
+        for case in r["cases"]:
+            if case["method"] in seen_methods:
+                continue  # one case per method: the example inputs the program was exported with
+            seen_methods.add(case["method"])
+            folder = os.path.join(r["dir"], case["dir"])
+            if "calls" in case:  # stateful: the first call, repeated (it writes the same cache rows each time)
+                folder = os.path.join(folder, case["calls"][0]["dir"])
+                names = case["calls"][0]["inputs"]
+            else:
+                names = case["inputs"]
+            inputs = [os.path.join(folder, n) for n in names]
+            spec = {"zoo": r["model"], "method": case["method"]}
+            rows.append({"group": "live", "id": "live/" + label, "case": case["dir"],
+                         "program": os.path.join(r["dir"], r["file"]),
+                         "data": [os.path.join(r["dir"], d) for d in r.get("data_files", [])],
+                         "method": case["method"], "inputs": inputs, "torch": spec,
+                         "onnx_name": "%s__%s" % (r["model"], case["method"]),
+                         "float": r["form"] in ("portable", "xnnpack", "xnnpack_ptd", "portable_ptd"),
+                         "official_status": (r.get("official") or {}).get("status")})
+    if skipped:
+        notes.append("Live exports not timed: " + "; ".join(skipped) + ".")
+    if args.only:
+        rows = [row for row in rows if any(s in row["id"] + ":" + row["case"] for s in args.only)]
+    if args.quick and not args.only:
+        keep = {"demo/mobilenet_v2_xnnpack", "exported/mobilenet_v2_xnnpack_fp32", "exported/mlp_dq8_xnnpack",
+                "exported/tiny_llama_kv_xnnpack_fp32"}
+        live_models = []
+        for row in rows:
+            if row["group"] == "live" and row["torch"]["zoo"] not in live_models and len(live_models) < 2:
+                live_models.append(row["torch"]["zoo"])
+        rows = [row for row in rows if row["id"] in keep or (row["group"] == "live" and
+                                                                row["torch"]["zoo"] in live_models)]
+    for row in rows:
+        if row.get("torch"):
+            row["torch_key"] = json.dumps(row["torch"], sort_keys=True) + file_digest(row["inputs"])
+    return rows, official_about
+
+
+# --- measuring ----------------------------------------------------------------------------------------------------
+
+class EtnpPython:
+    """etnp's Python package in this process: methods loaded once, the shared pool resized per measurement."""
+
+    def __init__(self, pkg):
+        self.pkg = pkg
+        self.runtime = pkg.Runtime.get()
+        self.methods = {}
+        self.threads = None
+
+    def set_threads(self, n):
+        if n != self.threads:
+            self.runtime.backend_registry.set_option("XnnpackBackend", "num_threads", n)
+            self.threads = n
+
+    def time(self, row, threads, warmup, iters, budget_s, save):
+        key = (row["program"], tuple(row["data"]), row["method"])
+        if key not in self.methods:
+            program = self.runtime.load_program(row["program"], data_path=row["data"] or None)
+            self.methods[key] = (program, program.load_method(row["method"]))
+        method = self.methods[key][1]
+        inputs = [np.load(p) for p in row["inputs"]]
+        self.set_threads(threads)
+        med, mn, n, warm, first = timed(lambda: method.execute(inputs), warmup, iters, budget_s)
+        if save:
+            os.makedirs(save, exist_ok=True)
+            for i, out in enumerate(first):
+                np.save(os.path.join(save, "output_%d.npy" % i), np.asarray(out), allow_pickle=False)
+        return {"median_ms": med, "min_ms": mn, "iters": n, "warmup": warm,
+                "threads": int(self.pkg.runtime_info()["num_threads"])}
+
+
 def try_import_python_package(build_dir):
     """The etnp Python package if it can be imported (built in-tree or installed), else (None, reason)."""
     candidates = [os.environ.get("ETNP_PYTHON_DIR", ""), os.path.join(build_dir, "python"),
-                  os.path.join(ROOT, "build", "python"), os.path.join(ROOT, "build-py", "python")]
+                  os.path.join(ROOT, "build", "python")]
     for path in candidates:
         if path and os.path.isdir(os.path.join(path, "executorch_numpy_runtime")):
             sys.path.insert(0, path)
             break
-    last = "not built"
     try:
         return __import__("executorch_numpy_runtime"), "executorch_numpy_runtime"
     except ImportError as e:
-        last = str(e)
-    return None, last
+        return None, str(e)
 
 
-def python_tiny_call(pkg, pte):
-    """A zero-argument callable running the tiny program once through the Python package, or None."""
-    a = np.ones(1, dtype=np.float32)
-    b = np.ones(1, dtype=np.float32)
-    try:
-        method = pkg.Runtime.get().load_program(pte).load_method("forward")
-        method.execute([a, b])
-    except Exception as e:  # an API this script does not know
-        log("python package call failed:", e)
+def outputs_diff(dir_a, dir_b):
+    """Largest |a - b| over the outputs saved in two folders (float64), or None where they cannot be compared."""
+    if not (dir_a and dir_b and os.path.isdir(dir_a) and os.path.isdir(dir_b)):
         return None
-    return lambda: method.execute([a, b])
+    names_a = sorted(os.listdir(dir_a))
+    names_b = sorted(os.listdir(dir_b))
+    if not names_a or names_a != names_b:
+        return None
+    worst = 0.0
+    for n in names_a:
+        a, b = np.load(os.path.join(dir_a, n)), np.load(os.path.join(dir_b, n))
+        if a.shape != b.shape:
+            if a.size != b.size:
+                return None
+            b = b.reshape(a.shape)
+        if a.size:
+            worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
+    return worst
+
+
+def aggregate(runs):
+    ok = [r for r in runs if r and "error" not in r]
+    if not ok:
+        errors = [r["error"] for r in runs if r and "error" in r]
+        return {"error": errors[0] if errors else "not measured"}
+    return {"median_ms": statistics.median(r["median_ms"] for r in ok), "min_ms": min(r["min_ms"] for r in ok),
+            "rounds": len(ok), "threads": ok[-1].get("threads")}
 
 
 def main():
@@ -168,14 +417,18 @@ def main():
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     parser.add_argument("--fixtures", default=os.path.join(os.path.dirname(ROOT), "shared", "fixtures"))
+    parser.add_argument("--live-cache", help="live-export cache root (default $ETNP_LIVE_CACHE or "
+                                             "~/.cache/etnp/live-exports)")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run, noisy numbers)")
-    parser.add_argument("--xnnpack-reference", metavar="DRIVER",
-                        help="the driver bench/xnnpack_reference/build.sh makes: adds section 8")
+    parser.add_argument("--budget-s", type=float, default=0.25, help="timed seconds per measurement, at most")
+    parser.add_argument("--only", action="append", default=[], help="rows whose id:case contains SUBSTRING")
+    parser.add_argument("--quick", action="store_true", help="a few rows, one round, short measurements (a smoke "
+                                                             "run: noisy numbers)")
     args = parser.parse_args()
     if args.quick:
-        args.warmup, args.iters = 2, 5
+        args.rounds, args.warmup, args.iters, args.budget_s = 1, 2, 10, 0.05
 
     build = os.path.abspath(args.build_dir)
     etnp = os.path.join(build, "etnp")
@@ -188,336 +441,423 @@ def main():
     if proc.returncode != 0:
         sys.exit("etnp_demo failed: " + first_error_line(proc))
     xnn_pte = os.path.join(demo_dir, "mobilenet_v2_xnnpack.pte")
-    portable_pte = os.path.join(demo_dir, "mobilenet_v2_portable.pte")
     tiny_pte = os.path.join(demo_dir, "tiny_add.pte")
-    input_npy = os.path.join(demo_dir, "mobilenet_v2_input.npy")
-    load_before = os.getloadavg()
     started = datetime.datetime.now(datetime.timezone.utc)
-    md = []
+    uptime_before = run(["uptime"]).stdout.strip()
+    t_start = time.time()
     notes = []
+    live_root = live_cache_root(args.live_cache)
+    onnx_dir = os.path.join(live_root, "onnx")
+    scratch = tempfile.mkdtemp(prefix="etnp-bench-")
 
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:
-        torch = None
-        torch_version = None
-        notes.append("PyTorch is not installed (apt-get install python3-torch python3-torchvision): the PyTorch "
-                     "columns are empty.")
+    pkg, pkg_name = try_import_python_package(build)
+    etnp_py = EtnpPython(pkg) if pkg is not None else None
+    if pkg is None:
+        notes.append("The etnp Python package is not built (%s): the etnp Python column is empty and the ratios "
+                     "use `etnp bench`." % pkg_name)
 
-    # ---- 1. Demo network: outputs, then latency ---------------------------------------------------------------
-    log("== demo MobileNetV2: outputs")
-    x = np.load(input_npy)
-    outputs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, pte in (("etnp XNNPACK", xnn_pte), ("etnp portable", portable_pte)):
-            out_dir = os.path.join(tmp, name.replace(" ", "_"))
-            proc = run([etnp, "run", pte, "--input", input_npy, "--output-dir", out_dir, "--print", "none"])
-            if proc.returncode == 0:
-                outputs[name] = np.load(os.path.join(out_dir, "output_0.npy"))
-            else:
-                notes.append("`etnp run %s` failed: %s" % (os.path.basename(pte), first_error_line(proc)))
-    model = traced = None
-    agreement = []
-    if torch is not None:
-        import mobilenet_torch
-        model, source = mobilenet_torch.load_model(demo_dir)
-        with torch.inference_mode():
-            xt = torch.from_numpy(x)
-            ref = model(xt).numpy()
-            traced = torch.jit.freeze(torch.jit.trace(model, xt))
-            outputs["PyTorch TorchScript"] = traced(xt).numpy()
-        top5_ref = list(np.argsort(-ref[0])[:5])
-        for name, out in outputs.items():
-            diff = float(np.max(np.abs(out - ref)))
-            close = bool(np.allclose(out, ref, rtol=1e-3, atol=1e-3))
-            top5 = list(np.argsort(-out[0])[:5])
-            agreement.append((name, diff, close, top5 == top5_ref, top5))
+    # ---- the workers (started first: importing torch takes a while) ------------------------------------------
+    python, why = dev_venv_python()
+    workers = {}
+    versions = {}
+    if python is None:
+        notes.append("No dev venv (%s): the official, onnxruntime and PyTorch columns are empty." % why)
     else:
-        source = None
+        log("== starting the dev venv's workers")
+        stderr_path = os.path.join(scratch, "workers.log")
+        for n in THREADS:
+            workers["official", n] = Worker(python, "official", n, stderr_path)
+        workers["onnx"] = Worker(python, "onnx", None, stderr_path)
+        workers["eager"] = Worker(python, "eager", None, stderr_path)
+        for key, w in workers.items():
+            w.hello = w.request({"op": "hello"}, timeout=600)
+            if "error" in w.hello:
+                notes.append("The %s worker did not start: %s" % (w.name, w.hello["error"]))
+            else:
+                versions.update(w.hello["versions"])
+            if key[0] == "official" and w.hello.get("threads") not in (None, key[1]):
+                notes.append("The official worker asked for %d threads has %s (`_threadpool_get_thread_count()`)."
+                             % (key[1], w.hello.get("threads")))
 
-    log("== demo MobileNetV2: latency")
-    demo_rows = []
-    for threads in (1, 2):
-        row = {"threads": threads}
-        r = etnp_bench(etnp, xnn_pte, threads, args.warmup, args.iters, inputs=[input_npy])
-        row["etnp"] = r.get("median_ms")
-        row["etnp_error"] = r.get("error")
-        if model is not None:
-            torch.set_num_threads(threads)
-            xt = torch.from_numpy(x)
-            with torch.inference_mode():
-                row["eager"], _ = time_calls(lambda: model(xt), args.warmup, args.iters)
-                row["script"], _ = time_calls(lambda: traced(xt), args.warmup, args.iters)
-        demo_rows.append(row)
+    rows, official_about = make_rows(args, demo_dir, args.fixtures, live_root, notes)
+    log("== %d rows" % len(rows))
 
-    log("== portable vs delegated")
-    portable_rows = []
-    for threads in (1, 2):
-        r_xnn = etnp_bench(etnp, xnn_pte, threads, args.warmup, args.iters, inputs=[input_npy])
-        iters = max(3, args.iters // 3)
-        r_port = etnp_bench(etnp, portable_pte, threads, min(args.warmup, 2), iters, inputs=[input_npy])
-        portable_rows.append((threads, r_xnn.get("median_ms"), r_port.get("median_ms"), r_port.get("error")))
+    # ---- ONNX exports of the torch modules (cached) -------------------------------------------------------------
+    onnx_paths = {}  # torch_key -> path or {"error"}
+    if "eager" in workers:
+        log("== ONNX exports (cached in %s)" % onnx_dir)
+        for row in rows:
+            if not row.get("torch") or row["torch_key"] in onnx_paths:
+                continue
+            path = os.path.join(onnx_dir, "%s__%s.onnx" % (row["onnx_name"], file_digest(
+                [os.path.join(ROOT, "tests", "live", "zoo.py")]) + "_" + versions.get("torch", "?")))
+            r = workers["eager"].request({"op": "export_onnx", "module": row["torch"], "inputs": row["inputs"],
+                                          "path": path}, timeout=900)
+            onnx_paths[row["torch_key"]] = r
+            log("   %s: %s" % (row["onnx_name"], r.get("exporter") or r.get("error")))
 
-    # ---- 3. Per-call overhead ----------------------------------------------------------------------------------
+    # ---- 1. Every row, every runtime, interleaved rounds ----------------------------------------------------------
+    runtimes = ["etnp_cli", "etnp_py", "official", "onnx", "eager"]
+    results = {}  # (row index, runtime, threads) -> [per-round records]
+    by_torch = {}  # (torch_key, runtime, threads) -> the same list, shared by the rows of one module and inputs
+    failed = {}  # (program key, runtime, threads) -> error: not retried in later rounds
+    saved = {}  # (row index, runtime) -> the folder with its outputs of the first round
+    round_loads = []
+    for rnd in range(args.rounds):
+        round_loads.append(os.getloadavg()[0])
+        order = runtimes[rnd % len(runtimes):] + runtimes[:rnd % len(runtimes)]
+        for index, row in enumerate(rows):
+            log("   round %d/%d: %s %s" % (rnd + 1, args.rounds, row["id"], row["case"]))
+            for threads in THREADS:
+                estimate = None  # ms per call of etnp's Python run, to size the CLI run
+                for rt in order:
+                    if rt in ("onnx", "eager"):
+                        if not row.get("torch") or rt not in workers:
+                            continue
+                        shared = by_torch.setdefault((row["torch_key"], rt, threads), [])
+                        results[index, rt, threads] = shared
+                        if len(shared) > rnd:
+                            continue  # measured this round for an earlier row of the same module and inputs
+                        store = shared
+                        fail_key = (row["torch_key"], rt, threads)
+                    else:
+                        store = results.setdefault((index, rt, threads), [])
+                        fail_key = (row["program"], row["method"], tuple(row["inputs"]), rt, threads)
+                    if fail_key in failed:
+                        store.append({"error": failed[fail_key]})
+                        continue
+                    save = None
+                    if rnd == 0 and threads == 1 and rt != "etnp_cli":
+                        save = os.path.join(scratch, "out", "%d_%s" % (index, rt))
+                        saved[index, rt] = save
+                    common = {"warmup": args.warmup, "iters": args.iters, "budget_s": args.budget_s, "save": save,
+                              "inputs": row["inputs"], "threads": threads}
+                    if rt == "etnp_py":
+                        if etnp_py is None:
+                            continue
+                        try:
+                            r = etnp_py.time(row, threads, args.warmup, args.iters, args.budget_s, save)
+                        except Exception as e:  # etnp refused the program: reported in the cell
+                            r = {"error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200])}
+                        estimate = r.get("median_ms")
+                    elif rt == "etnp_cli":
+                        # The same policy as `timed`, sized from etnp's Python run of this round when there is one.
+                        per_call = estimate if estimate else 1.0
+                        iters = int(max(3, min(args.iters, args.budget_s * 1e3 / max(per_call, 1e-4))))
+                        warm = int(max(1, min(args.warmup, args.budget_s * 500 / max(per_call, 1e-4))))
+                        r = etnp_bench(etnp, row["program"], threads, warm, iters, inputs=row["inputs"],
+                                       data=row["data"], method=row["method"])
+                        if "error" not in r:
+                            r = {"median_ms": r["median_ms"], "min_ms": r["min_ms"], "iters": iters,
+                                 "threads": r.get("threads", threads)}
+                    elif rt == "official":
+                        if ("official", threads) not in workers:
+                            continue
+                        r = workers["official", threads].request(
+                            dict(common, op="time", program=row["program"], data=row["data"], method=row["method"]))
+                    elif rt == "onnx":
+                        path = onnx_paths.get(row["torch_key"], {"error": "not exported"})
+                        r = dict(path) if "error" in path else workers["onnx"].request(
+                            dict(common, op="time", onnx=path["path"]))
+                    else:
+                        r = workers["eager"].request(dict(common, op="time", module=row["torch"]))
+                    if "error" in r:
+                        failed[fail_key] = r["error"]
+                    store.append(r)
+                    if rt == "etnp_py" and rnd == 0 and "error" in r:
+                        estimate = None
+    round_loads.append(os.getloadavg()[0])
+    cells = {key: aggregate(runs) for key, runs in results.items()}
+
+    # ---- 4. Per-call overhead ----------------------------------------------------------------------------------
     log("== per-call overhead")
     overhead = []
-    r = etnp_bench(etnp, tiny_pte, 1, 1000, 20000)
-    overhead.append(("etnp, C++ (`etnp bench`, Method::execute incl. setting inputs)",
-                     r.get("median_ms"), r.get("min_ms"), r.get("error")))
-    pkg, pkg_name = try_import_python_package(build)
-    if pkg is not None:
-        call = python_tiny_call(pkg, tiny_pte)
-        if call is not None:
-            med, mn = time_calls(call, 1000, 20000)
-            overhead.append(("etnp, Python (`%s`)" % pkg_name, med, mn, None))
+    ones = []
+    for i in range(2):
+        ones.append(os.path.join(scratch, "one_%d.npy" % i))
+        np.save(ones[-1], np.ones(1, dtype=np.float32))
+    tiny_row = {"program": tiny_pte, "data": [], "method": "forward", "inputs": ones}
+    warm_n, iters_n = (200, 2000) if args.quick else (1000, 20000)
+    r = etnp_bench(etnp, tiny_pte, 1, warm_n, iters_n, inputs=ones)
+    overhead.append(("etnp, C++ (`etnp bench`: Method::execute incl. setting inputs)", r))
+    if etnp_py is not None:
+        overhead.append(("etnp, Python (`%s` Method.execute)" % pkg_name,
+                         etnp_py.time(tiny_row, 1, warm_n, iters_n, 1e9, None)))
+    tiny_common = {"op": "time", "warmup": warm_n, "iters": iters_n, "budget_s": 1e9, "save": None, "inputs": ones,
+                   "threads": 1}
+    if ("official", 1) in workers:
+        overhead.append(("official runtime, Python (pybindings Method.execute, same .pte)",
+                         workers["official", 1].request(dict(tiny_common, program=tiny_pte, data=[],
+                                                             method="forward"))))
+    if "eager" in workers:
+        add_spec = {"builtin": "add"}
+        add_onnx = workers["eager"].request({"op": "export_onnx", "module": add_spec, "inputs": ones,
+                                             "path": os.path.join(onnx_dir, "tiny_add__%s.onnx"
+                                                                  % versions.get("torch", "?"))})
+        if "error" not in add_onnx:
+            overhead.append(("onnxruntime (InferenceSession.run, x + y exported from torch)",
+                             workers["onnx"].request(dict(tiny_common, onnx=add_onnx["path"]))))
         else:
-            overhead.append(("etnp, Python (`%s`)" % pkg_name, None, None, "could not find a load/run API to call"))
-    else:
-        overhead.append(("etnp, Python", None, None, "skipped: the Python package is not built (%s)" % pkg_name))
-    if torch is not None:
-        torch.set_num_threads(1)
-        a = torch.ones(1)
-        b = torch.ones(1)
-        with torch.inference_mode():
-            med, mn = time_calls(lambda: torch.add(a, b), 1000, 20000)
-        overhead.append(("PyTorch eager `torch.add` on [1] tensors (reference)", med, mn, None))
+            overhead.append(("onnxruntime", add_onnx))
+        overhead.append(("PyTorch eager (x + y on [1] tensors, inference_mode)",
+                         workers["eager"].request(dict(tiny_common, module=add_spec))))
 
-    # ---- 4. Cold start -----------------------------------------------------------------------------------------
+    # ---- 5. Cold start -----------------------------------------------------------------------------------------
     log("== cold start")
     cold = []
-    repeats = 3 if args.quick else 7
-    med, err = wall_times([etnp, "run", xnn_pte, "--fill", "random", "--print", "none"], repeats)
-    cold.append(("`etnp run` demo XNNPACK (process start, load, first run)", med, err))
+    repeats = 1 if args.quick else 3
     med, err = wall_times([etnp, "version"], repeats)
     cold.append(("`etnp version` (process start only)", med, err))
+    med, err = wall_times([etnp, "run", xnn_pte, "--fill", "random", "--print", "none"], repeats)
+    cold.append(("`etnp run` demo XNNPACK (process start, load, first run)", med, err))
     if pkg is not None:
         pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
         code = "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name)
         med, err = wall_times([sys.executable, "-c", code], repeats)
-        cold.append(("`python3 -c 'import %s'`" % pkg_name, med, err))
+        cold.append(("etnp Python: `import %s`" % pkg_name, med, err))
         code += ("; import numpy as np; m = %s.Runtime.get().load_program(%r).load_method('forward'); "
                  "m.execute([np.random.rand(1, 3, 224, 224).astype(np.float32)])" % (pkg_name, xnn_pte))
         med, err = wall_times([sys.executable, "-c", code], repeats)
-        cold.append(("Python package: import, load, first run (demo XNNPACK)", med, err))
-    if torch is not None:
-        med, err = wall_times([sys.executable, "-c", "import torch"], repeats)
-        cold.append(("`python3 -c 'import torch'`", med, err))
-        with tempfile.TemporaryDirectory() as tmp:
-            ts_path = os.path.join(tmp, "mobilenet_v2.pt")
-            traced.save(ts_path)
-            code = ("import torch; m = torch.jit.load(%r); torch.set_num_threads(1); "
-                    "m(torch.rand(1, 3, 224, 224))" % ts_path)
-            med, err = wall_times([sys.executable, "-c", code], repeats)
-            cold.append(("PyTorch: import torch, torch.jit.load, first run (same network)", med, err))
+        cold.append(("etnp Python: import, load, first run (demo XNNPACK)", med, err))
+    if python is not None:
+        code = "from executorch.runtime import Runtime"
+        med, err = wall_times([python, "-c", code], repeats)
+        cold.append(("official: `from executorch.runtime import Runtime` (imports torch)", med, err))
+        code += ("; import torch; m = Runtime.get().load_program(%r).load_method('forward'); "
+                 "m.execute([torch.rand(1, 3, 224, 224)])" % xnn_pte)
+        med, err = wall_times([python, "-c", code], repeats)
+        cold.append(("official: import, load, first run (same demo .pte)", med, err))
+        med, err = wall_times([python, "-c", "import torch"], repeats)
+        cold.append(("PyTorch: `import torch`", med, err))
+        med, err = wall_times([python, "-c", "import onnxruntime"], repeats)
+        cold.append(("onnxruntime: `import onnxruntime`", med, err))
+        demo_onnx = onnx_paths.get(rows[0].get("torch_key")) if rows and rows[0]["group"] == "demo" else None
+        if demo_onnx and "path" in demo_onnx:
+            code = ("import onnxruntime as o, numpy as np; "
+                    "s = o.InferenceSession(%r, providers=['CPUExecutionProvider']); "
+                    "s.run(None, {s.get_inputs()[0].name: np.random.rand(1, 3, 224, 224).astype(np.float32)})"
+                    % demo_onnx["path"])
+            med, err = wall_times([python, "-c", code], repeats)
+            cold.append(("onnxruntime: import, session, first run (demo network's ONNX export)", med, err))
 
-    # ---- 5. Fixture programs vs the official runtime -----------------------------------------------------------
-    log("== fixtures vs official figures")
-    fixture_rows = []
-    reference_rows = []
+    # ---- 6. Profiles ---------------------------------------------------------------------------------------------
+    log("== profiles")
     profiles = []
-    bench_json = os.path.join(args.fixtures, "benchmarks.json")
-    official_about = None
-    if os.path.exists(bench_json):
-        with open(bench_json) as f:
-            official = json.load(f)
-        official_about = official.get("machine", {})
-        # As the official figures were measured: each measurement made `rounds` times, interleaved over all
-        # programs (a neighbour's burst then hits one round of each program, not all rounds of one), reporting
-        # the median of the medians and the smallest minimum.
-        rounds = 1 if args.quick else 3
-        measured = {}
-        reference = {}  # section 8, measured in the same rounds
-        for round_index in range(rounds):
-            for e in official["entries"]:
-                pte = os.path.join(args.fixtures, e["file"])
-                data = [os.path.join(args.fixtures, d) for d in e["data_files"]]
-                inputs = [os.path.join(args.fixtures, e["inputs"].replace("<i>", str(i)))
-                          for i in range(len(e["input_shapes"]))]
-                for threads in (1, 2):
-                    off = e["threads_%d" % threads]["median_ms"]
-                    iters = args.iters if off < 200 else max(3, args.iters // 3)
-                    log("   round %d: %s %d thread(s)" % (round_index + 1, e["id"], threads))
-                    r = etnp_bench(etnp, pte, threads, args.warmup if off < 200 else 2, iters, inputs=inputs,
-                                   data=data, method=e["method"])
-                    measured.setdefault((e["id"], e["method"], e["inputs"], threads), []).append(r)
-                    model = XNNPACK_REFERENCE_MODELS.get((e["id"], e["inputs"].split("/")[-2]))
-                    if args.xnnpack_reference and model:
-                        reference.setdefault((e["id"], e["inputs"], threads), []).append(
-                            xnnpack_reference(args.xnnpack_reference, model, threads))
-        for e in official["entries"]:
-            case = e["inputs"].split("/")[-2]
-            for threads in (1, 2):
-                runs = measured[(e["id"], e["method"], e["inputs"], threads)]
-                ok = [r for r in runs if "error" not in r]
-                median = statistics.median(r["median_ms"] for r in ok) if ok else None
-                minimum = min(r["min_ms"] for r in ok) if ok else None
-                error = None if ok else runs[0]["error"]
-                fixture_rows.append((e["id"], case, threads, median, e["threads_%d" % threads]["median_ms"], error,
-                                     minimum, e["threads_%d" % threads].get("min_ms")))
-                ref_runs = reference.get((e["id"], e["inputs"], threads))
-                if ref_runs:
-                    ref_ok = [r for r in ref_runs if "error" not in r]
-                    reference_rows.append((e["id"], case, threads, median,
-                                           statistics.median(r["median_ms"] for r in ref_ok) if ref_ok else None,
-                                           e["threads_%d" % threads]["median_ms"],
-                                           None if ref_ok else ref_runs[0]["error"],
-                                           XNNPACK_REFERENCE_MODELS[(e["id"], case)], minimum,
-                                           min(r["min_ms"] for r in ref_ok) if ref_ok else None))
-        # ---- 7. Where the time goes: the delegated programs profiled at 1 thread (a run of its own: profiling
-        # adds a clock read per node).
-        log("== profiles")
-        for e in official["entries"]:
-            if "xnnpack" not in e["id"] or any(p[0] == e["id"] for p in profiles):
-                continue
-            pte = os.path.join(args.fixtures, e["file"])
-            data = [os.path.join(args.fixtures, d) for d in e["data_files"]]
-            inputs = [os.path.join(args.fixtures, e["inputs"].replace("<i>", str(i))) for i in range(len(e["input_shapes"]))]
-            r = etnp_bench(etnp, pte, 1, args.warmup, max(5, args.iters // 3), inputs=inputs, data=data,
-                           method=e["method"], profile=True)
-            profiles.append((e["id"], e["inputs"].split("/")[-2], r))
-    else:
-        notes.append("%s not found: the fixture comparison is skipped." % bench_json)
-    load_after = os.getloadavg()
+    for row in rows:
+        if row["group"] != "fixture" or "xnnpack" not in row["id"] or any(p[0] == row["id"] for p in profiles):
+            continue
+        r = etnp_bench(etnp, row["program"], 1, args.warmup, max(5, args.iters // 3), inputs=row["inputs"],
+                       data=row["data"], method=row["method"], profile=True)
+        profiles.append((row["id"], row["case"], r))
 
-    # ---- RESULTS.md ----------------------------------------------------------------------------------------------
-    cpu = platform.processor() or "unknown"
+    for w in workers.values():
+        w.close()
+    uptime_after = run(["uptime"]).stdout.strip()
+    elapsed_min = (time.time() - t_start) / 60
+    write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats)
+    shutil.rmtree(scratch, ignore_errors=True)
+    log("wrote", args.output)
+
+
+# --- RESULTS.md -----------------------------------------------------------------------------------------------------
+
+def cpu_description():
+    cpu, flags = platform.processor() or "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith("model name") and cpu in ("unknown", platform.processor()):
                     cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    flags = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
+                if line.startswith("flags") and not flags:
                     flags = set(line.split(":", 1)[1].split())
-                    break
     except OSError:
         pass
     isa = ", ".join(x for x in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16") if x in flags) or "unknown"
+    return cpu, isa
+
+
+def cell(c):
+    if c is None:
+        return "—"
+    if "error" in c:
+        return "error: " + c["error"].replace("|", "/")[:90]
+    return "%s / %s" % (fmt(c["median_ms"]), fmt(c["min_ms"]))
+
+
+def ratios(a, b):
+    if not a or not b or "error" in a or "error" in b:
+        return "—"
+    return "%s / %s" % (ratio(a["median_ms"], b["median_ms"]), ratio(a["min_ms"], b["min_ms"]))
+
+
+def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats):
+    cpu, isa = cpu_description()
+    md = []
     md.append("# etnp benchmark results\n")
-    md.append("Generated by `bench/run_benchmarks.py` on %s. All times are medians in milliseconds unless noted; "
-              "ratios are etnp / other (below 1 = etnp faster). Benchmarks are reported, never asserted.\n"
-              % started.strftime("%Y-%m-%d %H:%M UTC"))
-    md.append("Machine: %s (%s), %d logical CPUs, load average %.1f at the start and %.1f at the end "
-              "(a shared machine: expect ±20-30%% noise, more when the load exceeds the core count). "
-              "PyTorch %s. %d warm-up + %d timed runs per measurement%s.\n"
-              % (cpu, isa, os.cpu_count() or 0, load_before[0], load_after[0], torch_version or "absent", args.warmup,
-                 args.iters, " (--quick)" if args.quick else ""))
+    md.append("Generated by `bench/run_benchmarks.py` on %s in %.0f minutes. Times in milliseconds, each cell "
+              "\"median / min\"; ratios are etnp / other (below 1 = etnp faster), \"of the medians / of the "
+              "minimums\". Benchmarks are reported, never asserted.\n" % (started.strftime("%Y-%m-%d %H:%M UTC"),
+                                                                         elapsed_min))
+    md.append("Machine: %s (%s), %d logical CPUs. Load (uptime) at the start: `%s`; at the end: `%s`; 1-minute load "
+              "at each round's start and at the end: %s. A shared machine: with the load at or above the core count "
+              "the 2-thread cells especially carry noise well beyond ±20-30%%; compare the runtimes within a row "
+              "(same rounds), not across runs.\n"
+              % (cpu, isa, os.cpu_count() or 0, uptime_before, uptime_after,
+                 ", ".join("%.1f" % x for x in round_loads)))
+    md.append("Versions: etnp %s; %s. %d round%s; per measurement up to %d warm-up and %d timed calls, at most "
+              "%.2f s of timed calls (never fewer than 3)%s.\n"
+              % (getattr(pkg, "__version__", "?") if pkg else "?",
+                 ", ".join("%s %s" % kv for kv in sorted(versions.items())) or "no dev venv", args.rounds,
+                 "s" * (args.rounds > 1), args.warmup, args.iters, args.budget_s, " (--quick)" if args.quick else ""))
     md.append("## Reproduce\n")
-    md.append("```sh\n./scripts/install-deps.sh        # includes python3-torch and python3-torchvision (baseline only)\n"
-              "./scripts/build.sh\n/usr/bin/python3 bench/run_benchmarks.py --build-dir build --output bench/RESULTS.md\n"
-              "# section 8 also needs the same-machine reference (bench/xnnpack_reference/README.md):\n"
-              "#   ... --xnnpack-reference /tmp/xnnpack-reference/xnnpack_reference\n"
-              "# single measurements:\nbuild/etnp_demo --output-dir build/demo\n"
+    md.append("```sh\n./scripts/build.sh\nVENV=$(./scripts/dev-venv.sh)          # official ExecuTorch, torch, "
+              "onnxruntime: baselines only\n$VENV/bin/python tests/live/export.py  # the live exports (cached)\n"
+              "/usr/bin/python3 bench/run_benchmarks.py --build-dir build --output bench/RESULTS.md\n"
+              "# a smoke run: --quick; some rows: --only mobilenet_v2\n# single measurements:\n"
               "build/etnp bench build/demo/mobilenet_v2_xnnpack.pte --threads 1 --warmup 5 --iters 30 "
               "--input build/demo/mobilenet_v2_input.npy\n```\n")
 
-    md.append("## 1. Demo MobileNetV2: etnp vs PyTorch (same weights)\n")
-    md.append("The network `etnp_demo` writes (torchvision's MobileNetV2, batch norm folded, seeded weights, input "
-              "1x3x224x224 float32). etnp runs `mobilenet_v2_xnnpack.pte` (one XNNPACK delegate). PyTorch runs %s; "
-              "TorchScript is `torch.jit.freeze(torch.jit.trace(model))`. Inputs are the same array "
-              "(`mobilenet_v2_input.npy`).\n" % (source or "nothing (not installed)"))
-    if agreement:
-        md.append("Output agreement with PyTorch eager (`np.allclose(out, ref, rtol=1e-3, atol=1e-3)`):\n")
-        md.append("| runtime | max abs diff | allclose | same top-5 | top-5 classes |\n|---|---|---|---|---|")
-        for name, diff, close, same, top5 in agreement:
-            md.append("| %s | %.3g | %s | %s | %s |" % (name, diff, "yes" if close else "**no**",
-                                                       "yes" if same else "**no**", ", ".join(map(str, top5))))
+    md.append("## 1. Same machine, same files: etnp, the official runtime, onnxruntime, PyTorch eager\n")
+    md.append("Each row is one program and case: the same file and the same input arrays for etnp and the official "
+              "runtime, the same torch module and inputs for onnxruntime (its `torch.onnx.export`) and PyTorch "
+              "eager. **etnp / official** and **etnp / ORT** use etnp's Python column: a Python loop over "
+              "`Method.execute`, like the official pybindings', onnxruntime's `InferenceSession.run` and the eager "
+              "module call; `etnp bench` is the C++ loop (no Python in it). *demo*: the MobileNetV2 of `etnp_demo`, "
+              "written by etnp's own `.pte` writer (its torch module: bench/mobilenet_torch.py, same weights); "
+              "*exported/, xnnpack/*: the programs of shared/fixtures/benchmarks.json (made with the official "
+              "exporter; no torch module exists for them, so no onnxruntime or eager cells); *live/*: "
+              "tests/live's exports of zoo.py's modules (the quantized forms, int8 / qd8 / 8da4w, are compared "
+              "with onnxruntime and eager running the float module). \"official, other CPU\" is the historical "
+              "figure of benchmarks.json (ExecuTorch 1.4.1's C++ runtime on %s). \"etnp vs official\": the "
+              "largest |difference| between their outputs on the row's inputs.\n"
+              % ((official_about or {}).get("cpu", "?")))
+    md.append("| program | case | thr | etnp (Python) | etnp bench (C++) | official | **etnp / official** | "
+              "onnxruntime | **etnp / ORT** | PyTorch eager | etnp / eager | official, other CPU | "
+              "etnp vs official |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for index, row in enumerate(rows):
+        diff = outputs_diff(saved.get((index, "etnp_py")), saved.get((index, "official")))
+        for threads in THREADS:
+            mine = cells.get((index, "etnp_py", threads)) or cells.get((index, "etnp_cli", threads))
+            off = cells.get((index, "official", threads))
+            ort = cells.get((index, "onnx", threads))
+            eager = cells.get((index, "eager", threads))
+            hist = row.get("historical", {}).get("threads_%d" % threads)
+            md.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                row["id"], row["case"], threads, cell(cells.get((index, "etnp_py", threads))),
+                cell(cells.get((index, "etnp_cli", threads))), cell(off), ratios(mine, off),
+                cell(ort) if row.get("torch") else "—", ratios(mine, ort) if row.get("torch") else "—",
+                cell(eager) if row.get("torch") else "—", ratios(mine, eager) if row.get("torch") else "—",
+                "%s / %s" % (fmt(hist["median_ms"]), fmt(hist.get("min_ms"))) if hist else "—",
+                ("%.2g" % diff if diff is not None else "n/a") if threads == 1 else ""))
+    md.append("")
+    # Summary: geometric means of the ratios of the medians, per thread count.
+    md.append("Summary (geometric mean of the ratios of the medians, over the rows where both ran):\n")
+    md.append("| threads | etnp / official | rows | etnp faster | etnp / onnxruntime | rows | etnp faster |")
+    md.append("|---|---|---|---|---|---|---|")
+    for threads in THREADS:
+        parts = []
+        for other in ("official", "onnx"):
+            rs = []
+            for index in range(len(rows)):
+                mine = cells.get((index, "etnp_py", threads)) or cells.get((index, "etnp_cli", threads))
+                o = cells.get((index, other, threads))
+                if mine and o and "error" not in mine and "error" not in o:
+                    rs.append(mine["median_ms"] / o["median_ms"])
+            geo = float(np.exp(np.mean(np.log(rs)))) if rs else None
+            parts += ["%.2f" % geo if geo else "n/a", str(len(rs)), str(sum(1 for x in rs if x < 1))]
+        md.append("| %d | %s |" % (threads, " | ".join(parts)))
+    md.append("")
+    failures = []
+    for index, row in enumerate(rows):
+        for rt, name in (("etnp_py", "etnp"), ("official", "official"), ("onnx", "onnxruntime"),
+                         ("eager", "PyTorch")):
+            c = cells.get((index, rt, 1))
+            if c and "error" in c:
+                failures.append("%s (%s), %s: %s" % (row["id"], row["case"], name, c["error"]))
+    if failures:
+        md.append("Cells without a time (full messages):\n")
+        seen = set()
+        for f in failures:
+            if f not in seen:
+                seen.add(f)
+                md.append("- " + f)
         md.append("")
-    md.append("| threads | etnp (XNNPACK) | PyTorch eager | TorchScript | etnp / eager | etnp / TorchScript |")
-    md.append("|---|---|---|---|---|---|")
-    for row in demo_rows:
-        etnp_cell = fmt(row["etnp"]) if row["etnp"] is not None else "error: " + str(row["etnp_error"])
-        md.append("| %d | %s | %s | %s | %s | %s |" % (row["threads"], etnp_cell, fmt(row.get("eager")),
-                                                      fmt(row.get("script")), ratio(row["etnp"], row.get("eager")),
-                                                      ratio(row["etnp"], row.get("script"))))
+
+    md.append("## 2. Outputs against PyTorch eager (rows with a float torch module)\n")
+    md.append("Largest |difference| from the eager module's outputs on the same inputs (first round, 1 thread).\n")
+    md.append("| program | case | etnp | official | onnxruntime |\n|---|---|---|---|---|")
+    for index, row in enumerate(rows):
+        if not row.get("torch") or not row.get("float"):
+            continue
+        eager_dir = saved.get((index, "eager"))
+        if eager_dir is None:
+            for j, other in enumerate(rows):  # measured once for the rows of one module and inputs
+                if other.get("torch_key") == row["torch_key"] and saved.get((j, "eager")):
+                    eager_dir = saved[j, "eager"]
+                    break
+        ort_dir = saved.get((index, "onnx"))
+        if ort_dir is None or not os.path.isdir(ort_dir):
+            for j, other in enumerate(rows):
+                if other.get("torch_key") == row["torch_key"] and saved.get((j, "onnx")) and \
+                        os.path.isdir(saved[j, "onnx"]):
+                    ort_dir = saved[j, "onnx"]
+                    break
+        vals = [outputs_diff(saved.get((index, rt)), eager_dir) for rt in ("etnp_py", "official")]
+        vals.append(outputs_diff(ort_dir, eager_dir))
+        md.append("| %s | %s | %s |" % (row["id"], row["case"],
+                                        " | ".join("%.2g" % v if v is not None else "n/a" for v in vals)))
     md.append("")
 
-    md.append("## 2. Portable operators vs the XNNPACK delegate (etnp, demo network)\n")
-    md.append("`mobilenet_v2_portable.pte` runs the same network with aten::convolution, hardtanh, add, mean and "
-              "addmm kernels (fewer timed runs: %d).\n" % max(3, args.iters // 3))
-    md.append("| threads | XNNPACK delegate | portable operators | portable / XNNPACK |\n|---|---|---|---|")
-    for threads, x_ms, p_ms, err in portable_rows:
-        md.append("| %d | %s | %s | %s |" % (threads, fmt(x_ms), fmt(p_ms) if p_ms is not None else "error: %s" % err,
-                                            ratio(p_ms, x_ms)))
+    md.append("## 3. Portable operators against the XNNPACK delegate, both runtimes (from section 1)\n")
+    md.append("| program | case | threads | etnp portable | etnp XNNPACK | etnp portable / XNNPACK | "
+              "official portable | official XNNPACK | official portable / XNNPACK |")
+    md.append("|---|---|---|---|---|---|---|---|---|")
+    index_of = {(row["id"], row["case"]): i for i, row in enumerate(rows)}
+    pairs = []
+    for row in rows:
+        pid = row["id"]
+        if pid.endswith("_portable"):  # demo/x_portable, exported/x_portable, live/x__portable
+            twin = pid[:-len("portable")] + "xnnpack"
+            for cand in (twin, twin + "_fp32"):
+                if (cand, row["case"]) in index_of:
+                    pairs.append((index_of[pid, row["case"]], index_of[cand, row["case"]]))
+                    break
+    for p, x in pairs:
+        for threads in THREADS:
+            med = lambda i, rt: (cells.get((i, rt, threads)) or {}).get("median_ms")
+            mine_p = med(p, "etnp_py") or med(p, "etnp_cli")
+            mine_x = med(x, "etnp_py") or med(x, "etnp_cli")
+            md.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
+                rows[p]["id"], rows[p]["case"], threads, fmt(mine_p), fmt(mine_x), ratio(mine_p, mine_x),
+                fmt(med(p, "official")), fmt(med(x, "official")), ratio(med(p, "official"), med(x, "official"))))
     md.append("")
 
-    md.append("## 3. Per-call overhead (`tiny_add.pte`: x + y on one-element float tensors)\n")
+    md.append("## 4. Per-call overhead (x + y on one-element float tensors, 1 thread)\n")
+    md.append("etnp and the official runtime run the same `tiny_add.pte` (`etnp_demo` writes it); onnxruntime and "
+              "PyTorch the same addition.\n")
     md.append("| caller | median µs | min µs | note |\n|---|---|---|---|")
-    for name, med, mn, err in overhead:
-        md.append("| %s | %s | %s | %s |" % (name, "%.2f" % (med * 1e3) if med is not None else "n/a",
-                                             "%.2f" % (mn * 1e3) if mn is not None else "n/a", err or ""))
+    for name, r in overhead:
+        if "error" in r:
+            md.append("| %s | n/a | n/a | %s |" % (name, r["error"]))
+        else:
+            md.append("| %s | %.2f | %.2f | |" % (name, r["median_ms"] * 1e3, r["min_ms"] * 1e3))
     md.append("")
 
-    md.append("## 4. Cold start (wall time of a fresh process, median of %d; files in the page cache)\n" % repeats)
+    md.append("## 5. Cold start (wall time of a fresh process, median of %d; files in the page cache)\n" % repeats)
     md.append("| what | ms |\n|---|---|")
     for name, med, err in cold:
         md.append("| %s | %s |" % (name, fmt(med) if med is not None else "error: %s" % err))
     md.append("")
 
-    md.append("## 5. Fixture programs: etnp vs the official ExecuTorch runtime's figures\n")
-    if official_about:
-        md.append("Official figures: `shared/fixtures/benchmarks.json` (ExecuTorch 1.4.1, %s, %s; %s cores, %s). "
-                  "Same inputs (the stored case), same warm-up/timed counts, and measured as they were: %d rounds "
-                  "interleaved over all programs, the median of the round medians and the smallest minimum. The "
-                  "machines differ (compare the instruction sets above), so the ratio is indicative.\n"
-                  % (official_about.get("cpu_model", "?"), official_about.get("cpu", "?"),
-                     official_about.get("cores", "?"), official_about.get("note", ""), 1 if args.quick else 3))
-    md.append("| program | case | threads | etnp median | official median | etnp / official (target <= 0.95) | "
-              "etnp min | official min |")
-    md.append("|---|---|---|---|---|---|---|---|")
-    for pid, case, threads, mine, off, err, mine_min, off_min in fixture_rows:
-        md.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (pid, case, threads,
-                                                                 fmt(mine) if mine is not None else "error: %s" % err,
-                                                                 fmt(off), ratio(mine, off), fmt(mine_min), fmt(off_min)))
-    met = [row for row in fixture_rows if row[3] is not None and row[3] <= 0.95 * row[4]]
-    if fixture_rows:
-        md.append("\n%d of %d rows meet the 0.95 target: %s.\n"
-                  % (len(met), len(fixture_rows),
-                     ", ".join("%s (%s, %d thread%s)" % (row[0].split("/")[-1], row[1], row[2], "s" * (row[2] > 1))
-                               for row in met) or "none"))
-    md.append("")
-
-    # Targets that compare rows of section 5 with each other: our own kernels against our XNNPACK twins, and the
-    # portable decoders against the official runtime's figures.
-    by_key = {(row[0], row[1], row[2]): row[3] for row in fixture_rows}
-    official_by_key = {(row[0], row[1], row[2]): row[4] for row in fixture_rows}
-    twins = [("exported/mobilenet_v2_portable", "exported/mobilenet_v2_xnnpack_fp32"),
-             ("exported/transformer_encoder_portable", "exported/transformer_encoder_xnnpack_fp32")]
-    speedups = ["exported/tiny_llama_kv_portable", "exported/lstm2_portable"]
-    if fixture_rows:
-        md.append("## 6. Own kernels: portable programs against their XNNPACK-delegated twins and the official runtime\n")
-        md.append("From the rows of section 5 (same run). Targets: a portable program within 2x of its delegated "
-                  "twin on etnp; the portable decoders at least 10x faster than the official runtime.\n")
-        md.append("| program | threads | etnp portable | etnp XNNPACK twin | portable / twin (target <= 2) |")
-        md.append("|---|---|---|---|---|")
-        for portable, twin in twins:
-            for threads in (1, 2):
-                p_ms = next((v for (pid, _, t), v in by_key.items() if pid == portable and t == threads), None)
-                t_ms = next((v for (pid, _, t), v in by_key.items() if pid == twin and t == threads), None)
-                md.append("| %s | %d | %s | %s | %s |" % (portable, threads, fmt(p_ms), fmt(t_ms), ratio(p_ms, t_ms)))
-        md.append("")
-        md.append("| program | threads | etnp | official | official / etnp (target >= 10) |\n|---|---|---|---|---|")
-        for pid_target in speedups:
-            for threads in (1, 2):
-                keys = [k for k in by_key if k[0] == pid_target and k[2] == threads]
-                for key in keys:
-                    mine, off = by_key[key], official_by_key[key]
-                    md.append("| %s (%s) | %d | %s | %s | %s |" % (key[0], key[1], threads, fmt(mine), fmt(off),
-                                                                  ratio(off, mine)))
-        md.append("")
     if profiles:
-        md.append("## 7. Where the time goes (delegated programs, 1 thread, `etnp bench --profile`)\n")
+        md.append("## 6. Where the time goes (delegated fixture programs, 1 thread, `etnp bench --profile`)\n")
         md.append("Per program: the time per run of each instruction kind (delegate calls and the portable glue "
-                  "between them), then inside the delegate calls the time per node kind and what ran it (an "
-                  "XNNPACK 2022 operator or the delegate's own kernel). Shares are of the whole run; profiling "
-                  "adds a clock read per node, so the totals run a little above section 5.\n")
+                  "between them), then inside the delegate calls the time per node kind and what ran it. Shares "
+                  "are of the whole run; profiling adds a clock read per node, so the totals run a little above "
+                  "section 1.\n")
         for pid, case, r in profiles:
             if "error" in r:
                 md.append("- %s (%s): error: %s" % (pid, case, r["error"]))
@@ -533,28 +873,16 @@ def main():
                 md.append("| %s | %d | %s | %.0f%% |" % (part["name"].split(": ", 1)[-1], part["calls_per_run"],
                                                        fmt(part["ms_per_run"]), 100.0 * part["ms_per_run"] / total))
             md.append("")
-    if reference_rows:
-        md.append("## 8. Same machine: the current XNNPACK on the same networks\n")
-        md.append("The official figures of section 5 come from another CPU (%s) than this one (%s). For the "
-                  "programs that miss the target there, `%s` runs the current XNNPACK (the library the official "
-                  "runtime hands them to; built from source by bench/xnnpack_reference/build.sh) on the same "
-                  "networks here, in the same rounds as section 5: XNNPACK's own MobileNetV2 definitions (fp32 and "
-                  "qs8; NHWC input, so without the two layout changes the exported programs make) and the small "
-                  "programs rebuilt node for node with random weights. It times the XNNPACK part alone, a lower "
-                  "bound for the official runtime here. The last column is how much faster the official figures' "
-                  "machine ran the same library.\n"
-                  % (official_about.get("cpu", "?") if official_about else "?", isa,
-                     os.path.basename(args.xnnpack_reference)))
-        md.append("| program | case | threads | XNNPACK network | etnp median | XNNPACK here, median | "
-                  "etnp / XNNPACK here | etnp min | XNNPACK here, min | etnp / XNNPACK here, mins | "
-                  "official median (other CPU) | XNNPACK here / official |")
-        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for pid, case, threads, mine, ref, off, err, model, mine_min, ref_min in reference_rows:
-            md.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
-                      % (pid, case, threads, model, fmt(mine), fmt(ref) if ref is not None else "error: %s" % err,
-                         ratio(mine, ref), fmt(mine_min), fmt(ref_min), ratio(mine_min, ref_min), fmt(off),
-                         ratio(ref, off)))
-        md.append("")
+    mismatched = sorted({"%s %s" % (rt, t) for (i, rt, t), c in cells.items()
+                         if c and "error" not in c and c.get("threads") not in (None, t)})
+    if mismatched:
+        notes.append("Thread counts reported other than asked for: %s." % ", ".join(mismatched))
+    onnx_failures = sorted({"%s: %s" % (row["onnx_name"], onnx_paths[row["torch_key"]]["error"])
+                            for row in rows if row.get("torch_key") in onnx_paths
+                            and "error" in onnx_paths[row["torch_key"]]})
+    if onnx_failures:
+        notes.append("`torch.onnx.export` failed (dynamo, then the TorchScript exporter), so those rows have no "
+                     "onnxruntime cell: " + "; ".join(onnx_failures) + ".")
     if notes:
         md.append("## Notes\n")
         for n in notes:
@@ -562,7 +890,6 @@ def main():
         md.append("")
     with open(args.output, "w") as f:
         f.write("\n".join(md))
-    log("wrote", args.output)
 
 
 if __name__ == "__main__":
