@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Installs the Debian packages etnp builds and tests with. Runs apt-get only for what is missing.
+# Installs the Debian packages etnp builds with (the main job: scripts/quickstart.sh) and, with --test, those
+# its tests need as well (scripts/test.sh). Runs apt-get only for what is missing.
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
   flatbuffers-compiler libflatbuffers-dev
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libsleef-dev
-  pybind11-dev python3-dev python3-numpy python3-pytest python3-venv
-  libgtest-dev libbenchmark-dev nlohmann-json3-dev libssl-dev
+  pybind11-dev python3-dev python3-numpy
 )
-# Test-only oracle and benchmark baseline (never a runtime dependency).
-if [ "${ETNP_WITH_TORCH:-1}" = "1" ]; then
-  packages+=(python3-torch python3-torchvision)
+if [ "${1:-}" = "--test" ]; then
+  packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev nlohmann-json3-dev libssl-dev)
 fi
+# torch, the official ExecuTorch and the other oracles are not Debian packages here: the tests and benchmarks
+# take them from the dev venv (scripts/dev-venv.sh, requirements-dev.txt), never the runtime.
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, builds, and runs
 #   1. the C++ suite (GoogleTest via ctest) and the Python suite (pytest) on a release build;
+#   1b. the live exports: programs the official ExecuTorch exporter makes at test time, run by etnp and compared
+#      with the official runtime (tests/live; the dev venv of scripts/dev-venv.sh holds torch and executorch),
+#      and the Python package built for the venv's own Python, tested there beside the official runtime;
 #   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the concurrency tests, C++ and Python, under ThreadSanitizer.
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
-# ETNP_TEST_QUICK=1 runs step 1 only.
+# ETNP_TEST_QUICK=1 runs steps 1 and 1b only. ETNP_SKIP_LIVE=1 skips step 1b; where the venv cannot be made
+# (offline) step 1b is skipped with the reason, except under CI=true, where that fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --test
 
 status=0
 step() { echo; echo "=== $*"; }
@@ -20,6 +24,24 @@ ctest --test-dir build --output-on-failure || status=1
 step "Python tests (release)"
 if [ -d tests/python ]; then
   PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/python -q -p no:cacheprovider || status=1
+fi
+
+step "live exports: etnp beside the official ExecuTorch runtime"
+if [ "${ETNP_SKIP_LIVE:-0}" = "1" ]; then
+  echo "skipped: ETNP_SKIP_LIVE=1"
+else
+  venv_rc=0
+  venv=$(./scripts/dev-venv.sh) || venv_rc=$?
+  if [ $venv_rc -ne 0 ]; then
+    echo "the dev venv could not be made (scripts/dev-venv.sh exit $venv_rc): live exports not tested"
+    [ "${CI:-}" = "true" ] && status=1
+  else
+    PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/live -q -p no:cacheprovider || status=1
+    step "Python package built for the dev venv's Python (numpy 2), tested there beside the official runtime"
+    ETNP_BUILD_DIR=build-venv ./scripts/build-python.sh "$venv/bin/python"
+    ETNP_PYTHON_DIR="$PWD/build-venv/python" "$venv/bin/python" -m pytest tests/python tests/live/test_same_process.py \
+      -q -p no:cacheprovider || status=1
+  fi
 fi
 
 if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then

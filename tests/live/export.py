@@ -2,10 +2,11 @@
 
 Runs in the dev venv (scripts/dev-venv.sh), never in etnp's own environment:
 
-    VENV/bin/python tests/live/export.py [--cache DIR] [--only NAME[:FORM]]...     export what is missing
+    VENV/bin/python tests/live/export.py [--cache DIR] [--only NAME[:FORM]]...     export what is missing,
+                                                                                   print each program's folder
     VENV/bin/python tests/live/export.py --official --progress F DIR...          (internal) official outputs
 
-For each (model, form) of zoo.py it writes, under the cache folder, `<model>__<form>/`:
+For each (model, form) of zoo.py it writes, under the cache folder, `<model>__<form>__<key>/`:
     program.pte (or program.bpte), *.ptd     the exported program and its external data
     <method>__<case>/input_<i>.npy           inputs (seeded), one folder per case
     <method>__<case>/torch_<i>.npy           PyTorch eager outputs on them (reference only)
@@ -13,8 +14,8 @@ For each (model, form) of zoo.py it writes, under the cache folder, `<model>__<f
     export.json                              what was made, the cases, and how the official runtime fared
 A stateful case (the KV-cache decoder) holds `call_<k>/` folders, run in order on one loaded method.
 
-The cache folder is keyed by this script, zoo.py and the versions of the packages that shape an export, so a
-change to any of them exports anew; an unchanged one costs nothing. The official runtime runs in child
+Each folder is keyed (entry_keys) by this script, the zoo's entry and the definitions it uses, and the versions
+of the packages that shape an export, so a change to any of them exports anew; an unchanged one costs nothing. The official runtime runs in child
 processes: a crash or hang of it on a program is recorded (`official.status`), not fatal.
 """
 from __future__ import annotations
@@ -42,12 +43,50 @@ def package_versions() -> dict:
     return {name: metadata.version(name) for name in VERSIONED_PACKAGES}
 
 
-def cache_key() -> str:
-    digest = hashlib.sha256()
-    for source in ("export.py", "zoo.py"):
-        digest.update((HERE / source).read_bytes())
-    digest.update(json.dumps(package_versions(), sort_keys=True).encode())
-    return digest.hexdigest()[:16]
+def entry_keys() -> dict:
+    """{(model, form): key}. A key hashes this script, the package versions, the entry's `Model(...)` in zoo.py's
+    MODELS and the source of every top-level definition of zoo.py that it reaches (its classes, functions and
+    constants, and theirs in turn): editing one entry or one model's helper re-exports what uses it only."""
+    import ast
+
+    import zoo
+
+    text = (HERE / "zoo.py").read_text()
+    tree = ast.parse(text)
+    defined = {}  # top-level name -> (source, names it refers to)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        else:
+            continue
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for name in names:
+            defined[name] = (ast.get_source_segment(text, node), used)
+    listing = next(node for node in tree.body if isinstance(node, ast.Assign)
+                   and any(getattr(t, "id", None) == "MODELS" for t in node.targets))
+
+    def closure(node):
+        seen, todo = set(), [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+        while todo:
+            name = todo.pop()
+            if name in defined and name not in seen and name != "MODELS":
+                seen.add(name)
+                todo.extend(defined[name][1])
+        return "".join(defined[name][0] for name in sorted(seen))
+
+    entries = {ast.literal_eval(call.args[0]): ast.get_source_segment(text, call) + closure(call)
+               for call in listing.value.elts}
+    base = hashlib.sha256()
+    base.update((HERE / "export.py").read_bytes())
+    base.update(json.dumps(package_versions(), sort_keys=True).encode())
+    keys = {}
+    for name, form in zoo.cases():
+        digest = base.copy()
+        digest.update(("\0%s\0%s" % (entries[name], form)).encode())
+        keys[(name, form)] = digest.hexdigest()[:12]
+    return keys
 
 
 def default_cache_root() -> pathlib.Path:
@@ -124,12 +163,11 @@ def export_one(model, form: str, out: pathlib.Path) -> dict:
     generator = torch.Generator().manual_seed(0)
     module = model.build()
     example = model.inputs(generator)
-    stateful = model.name == "llama_kv_tiny"
+    stateful = model.calls is not None
     dynamic = model.dynamic_shapes() if model.dynamic_shapes else None
     methods = {"forward": [example] + (model.dynamic_inputs(generator) if model.dynamic_inputs else [])}
-    if stateful:  # a prefill of 4 tokens, then two more chunks of 4 at the next positions
-        methods["forward"] = [[(torch.randint(0, 256, (1, 4), generator=generator),
-                                torch.arange(4 * k, 4 * k + 4, dtype=torch.long)) for k in range(3)]]
+    if stateful:
+        methods["forward"] = [model.calls(generator)]
     extra = {}
     for name, (factory, inputs) in model.extra_methods.items():
         extra[name] = (factory(module).eval(), inputs(generator))
@@ -309,9 +347,10 @@ def ensure(cache: pathlib.Path, wanted) -> list:
     """Exports (and runs officially) every wanted (model, form) not already in `cache`; returns the records."""
     import zoo
 
+    keys = entry_keys()
     fresh = []
     for name, form in wanted:
-        out = cache / ("%s__%s" % (name, form))
+        out = cache / ("%s__%s__%s" % (name, form, keys[(name, form)]))
         if (out / "export.json").is_file():
             continue
         tmp = out.with_name(out.name + ".tmp")
@@ -337,7 +376,7 @@ def ensure(cache: pathlib.Path, wanted) -> list:
         (tmp / "export.json").write_text(json.dumps(record, indent=1))
         subprocess.run(["rm", "-rf", str(out)], check=True)
         tmp.rename(out)
-    return [json.loads((cache / ("%s__%s" % nf) / "export.json").read_text()) for nf in wanted]
+    return [cache / ("%s__%s__%s" % (name, form, keys[(name, form)])) for name, form in wanted]
 
 
 def main() -> int:
@@ -348,7 +387,6 @@ def main() -> int:
     parser.add_argument("--official", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--progress", help=argparse.SUPPRESS)
     parser.add_argument("folders", nargs="*", help=argparse.SUPPRESS)
-    parser.add_argument("--print-dir", action="store_true", help="print the keyed cache folder and exit")
     args = parser.parse_args()
     if args.official:
         with open(args.progress, "a") as progress:
@@ -364,18 +402,13 @@ def main() -> int:
     import zoo
 
     cache = pathlib.Path(args.cache) if args.cache else default_cache_root()
-    cache = cache / cache_key()
-    if args.print_dir:
-        print(cache)
-        return 0
     wanted = zoo.cases()
     if args.only:
         keep = set(args.only)
         wanted = [(n, f) for n, f in wanted if n in keep or "%s:%s" % (n, f) in keep]
     cache.mkdir(parents=True, exist_ok=True)
-    ensure(cache, wanted)
-    (cache / "versions.json").write_text(json.dumps(package_versions(), indent=1))
-    print(cache)
+    for folder in ensure(cache, wanted):
+        print(folder)
     return 0
 
 

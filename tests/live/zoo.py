@@ -37,6 +37,9 @@ class Model:
     # Further methods: name -> (module factory over the built module, example inputs factory).
     extra_methods: dict = dataclasses.field(default_factory=dict)
     calibration: int = 4  # PT2E calibration batches (static int8)
+    # A stateful program (mutable buffers, a KV cache): forward's case is this sequence of calls, made in order
+    # on one loaded method.
+    calls: Optional[Callable[[torch.Generator], list]] = None
 
 
 def _randn(*shape):
@@ -215,7 +218,8 @@ class _LlamaWithCache(torch.nn.Module):
         self.wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=32)
 
     def forward(self, ids, positions):
-        return self.wrapper(ids, cache_position=positions)
+        # The wrapper's own forward drops cache_position; the static-cache module it wraps takes it.
+        return self.wrapper.model(input_ids=ids, cache_position=positions)
 
     def torch_export(self, ids, positions):
         """The wrapper's own export (plain torch.export of it does not lower: its cache must be registered)."""
@@ -249,7 +253,10 @@ MODELS = [
     Model("bert_tiny", _seeded(_bert), _tokens(512, 1, 16, mask=True), forms=(PORTABLE, XNNPACK, QD8)),
     Model("gpt2_tiny", _seeded(_gpt2), _tokens(512, 1, 16)),
     Model("llama_kv_tiny", _seeded(_LlamaWithCache),
-          lambda g: (torch.randint(0, 256, (1, 4), generator=g), torch.arange(4, dtype=torch.long))),
+          lambda g: (torch.randint(0, 256, (1, 4), generator=g), torch.arange(4, dtype=torch.long)),
+          # a prefill of 4 tokens, then two more chunks of 4 at the next positions
+          calls=lambda g: [(torch.randint(0, 256, (1, 4), generator=g), torch.arange(4 * k, 4 * k + 4))
+                           for k in range(3)]),
     # sequence and audio
     Model("gru", _seeded(lambda: _Recurrent(torch.nn.GRU)), _randn(1, 12, 16)),
     Model("lstm", _seeded(lambda: _Recurrent(torch.nn.LSTM)), _randn(1, 12, 16)),

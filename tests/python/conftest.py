@@ -16,25 +16,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # programs.py
 
 
-def _locate_package() -> None:
-    explicit = os.environ.get("ETNP_PYTHON_DIR")
-    if explicit:
-        sys.path.insert(0, explicit)
-        return
-    try:
-        import importlib.util
+import etnp_test_locate  # noqa: E402
 
-        if importlib.util.find_spec("executorch_numpy_runtime") is not None:
-            return
-    except ImportError:
-        pass
-    for candidate in (REPO / "build" / "python", REPO / "build-py" / "python"):
-        if (candidate / "executorch_numpy_runtime").is_dir():
-            sys.path.insert(0, str(candidate))
-            return
-
-
-_locate_package()
+etnp_test_locate.locate_package()
 
 
 def fixtures_dir():

@@ -1,0 +1,72 @@
+"""The live-export suite's environment: programs exported at test time by the official ExecuTorch exporter,
+run by etnp and compared with the official runtime's outputs on the same inputs.
+
+etnp's side runs in whatever Python runs pytest (the package is found as in tests/python: $ETNP_PYTHON_DIR, an
+installed package, or build/python). The exports and the official outputs come from the dev venv
+(scripts/dev-venv.sh), through tests/live/export.py in a child process, and are cached
+(~/.cache/etnp/live-exports, or $ETNP_LIVE_CACHE), so only the first run after a change exports.
+
+Where the venv cannot be made (offline, no Python 3.11), the suite is skipped with the reason; under CI=true it
+fails instead. ETNP_SKIP_LIVE=1 skips it on purpose (the other-release chroot, which has no torch wheels).
+ETNP_LIVE_ONLY=NAME[:FORM],... limits it to those zoo entries (while working on one).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+_records = None
+
+
+class LiveUnavailable(Exception):
+    pass
+
+
+def in_ci():
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def dev_python():
+    """The dev venv's interpreter (made on first use), or LiveUnavailable with the reason."""
+    if os.environ.get("ETNP_SKIP_LIVE") == "1":
+        raise LiveUnavailable("live exports skipped: ETNP_SKIP_LIVE=1")
+    proc = subprocess.run([str(REPO / "scripts" / "dev-venv.sh")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise LiveUnavailable("the dev venv could not be made (scripts/dev-venv.sh exit %d): %s"
+                              % (proc.returncode, proc.stderr.strip().splitlines()[-1:] or ""))
+    return pathlib.Path(proc.stdout.strip().splitlines()[-1]) / "bin" / "python"
+
+
+def dev_python_or_skip():
+    """dev_python() for a test: skipped where the venv cannot be made, failed instead under CI=true."""
+    try:
+        return dev_python()
+    except LiveUnavailable as e:
+        if in_ci():
+            pytest.fail("CI=true: %s" % e)
+        pytest.skip(str(e))
+
+
+def live_records():
+    """Every export record of the zoo (exporting what the cache lacks), each with its folder as "dir"."""
+    global _records
+    if _records is None:
+        python = dev_python()
+        only = [arg for name in os.environ.get("ETNP_LIVE_ONLY", "").split(",") if name
+                for arg in ("--only", name)]
+        proc = subprocess.run([str(python), str(REPO / "tests" / "live" / "export.py")] + only,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError("tests/live/export.py failed:\n" + proc.stderr[-4000:])
+        _records = []
+        for folder in map(pathlib.Path, proc.stdout.splitlines()):
+            record = json.loads((folder / "export.json").read_text())
+            record["dir"] = str(folder)
+            _records.append(record)
+    return _records
+
+
