@@ -2,8 +2,6 @@
 // values.
 #include <gtest/gtest.h>
 
-#include <xnnpack.h>
-
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -14,6 +12,7 @@
 #include "kernels/packed_gemm.h"
 #include "kernels/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"
+#include "backends/xnnpack/xnn_ops.h"
 #include "backends/xnnpack/xnn_shape.h"
 
 namespace etnp::xnn {
@@ -386,11 +385,11 @@ TEST(XnnpackKernels, QuantizeDynamicRowsVectorAndTail) {
   }
 }
 
-// The int8 depthwise convolution against the 2022 XNNPACK qc8 operator it replaces: byte for byte, over strides,
-// paddings, kernel sizes, zero points, output ranges and widths that leave every pixel-block remainder.
+// The int8 depthwise convolution against the XNNPACK per-channel int8 operator it replaces: byte for byte, over
+// strides, paddings, kernel sizes, zero points, output ranges and widths that leave every pixel-block remainder.
 TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
   if (!DepthwiseConvQS8::supported(8, 3)) GTEST_SKIP() << "needs AVX2";
-  ASSERT_EQ(xnn_initialize(nullptr), xnn_status_success);
+  ASSERT_EQ(ops::initialize(), xnn_status_success);
   struct Case {
     size_t c, k, s, p, h, w;
     int8_t in_zp, out_zp, lo, hi;
@@ -428,19 +427,22 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
     std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
     own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
 
-    xnn_operator_t op = nullptr;
-    const auto k32 = static_cast<uint32_t>(cs.k), s32 = static_cast<uint32_t>(cs.s), p32 = static_cast<uint32_t>(cs.p);
-    ASSERT_EQ(xnn_create_convolution2d_nhwc_qc8(p32, p32, p32, p32, k32, k32, s32, s32, 1, 1,
-                                                static_cast<uint32_t>(cs.c), 1, 1, cs.c, cs.c, cs.in_zp, in_scale,
-                                                kernel_scales.data(), filter.data(), bias.data(), cs.out_zp, out_scale,
-                                                cs.lo, cs.hi, XNN_FLAG_DEPTHWISE_CONVOLUTION, &op),
+    ops::ConvParams cp;
+    cp.pad_top = cp.pad_right = cp.pad_bottom = cp.pad_left = static_cast<uint32_t>(cs.p);
+    cp.kernel_h = cp.kernel_w = static_cast<uint32_t>(cs.k);
+    cp.stride_h = cp.stride_w = static_cast<uint32_t>(cs.s);
+    cp.groups = static_cast<uint32_t>(cs.c);
+    cp.group_input_channels = cp.group_output_channels = 1;
+    cp.depthwise = true;
+    ops::Operator op;
+    ASSERT_EQ(ops::create_convolution_qc8(cp, {in_scale, cs.in_zp}, kernel_scales.data(), filter.data(),
+                                               bias.data(), {out_scale, cs.out_zp}, cs.lo, cs.hi, op),
               xnn_status_success);
-    std::vector<int8_t> padded_in(in.size() + 16);  // XNNPACK may read a few bytes past the input
+    std::vector<int8_t> padded_in(in.size() + ops::kExtraBytes);  // XNNPACK may read past the input
     std::copy(in.begin(), in.end(), padded_in.begin());
-    ASSERT_EQ(xnn_setup_convolution2d_nhwc_qc8(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
+    ASSERT_EQ(ops::setup_convolution(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
               xnn_status_success);
-    ASSERT_EQ(xnn_run_operator(op, nullptr), xnn_status_success);
-    xnn_delete_operator(op);
+    ASSERT_EQ(op.run(nullptr), xnn_status_success);
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(int(got[i]), int(want[i])) << cs.c << " channels, k " << cs.k << ", stride " << cs.s << " at " << i;
     }

@@ -1,7 +1,5 @@
 #include "backends/xnnpack/xnn_executor.h"
 
-#include <xnnpack.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "kernels/packed_gemm.h"
 #include "kernels/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"
+#include "backends/xnnpack/xnn_ops.h"
 #include "backends/xnnpack/xnn_shape.h"
 #include "etnp/backend.h"
 #include "etnp/threadpool.h"
@@ -74,18 +73,7 @@ class Step {
 
 namespace {
 
-const char* status_name(xnn_status s) {
-  switch (s) {
-    case xnn_status_success: return "success";
-    case xnn_status_uninitialized: return "uninitialized";
-    case xnn_status_invalid_parameter: return "invalid parameter";
-    case xnn_status_invalid_state: return "invalid state";
-    case xnn_status_unsupported_parameter: return "unsupported parameter";
-    case xnn_status_unsupported_hardware: return "unsupported hardware";
-    case xnn_status_out_of_memory: return "out of memory";
-  }
-  return "unknown status";
-}
+using ops::status_name;
 
 [[noreturn]] void load_fail(const std::string& msg) {
   throw Error(ErrorKind::ProgramLoadError, "XNNPACK payload: " + msg);
@@ -93,28 +81,19 @@ const char* status_name(xnn_status s) {
 
 [[noreturn]] void run_fail(const std::string& msg) { throw Error(ErrorKind::ExecutionError, "XNNPACK: " + msg); }
 
-struct OperatorDeleter {
-  void operator()(xnn_operator* op) const {
-    if (op != nullptr) xnn_delete_operator(op);
-  }
-};
-using OperatorPtr = std::unique_ptr<xnn_operator, OperatorDeleter>;
-
-/// A node run by one XNNPACK operator. Operators whose create-time parameters depend on shapes (the
-/// channel count of a softmax, say) name that parameter with `key` and are recreated when it changes.
+/// A node run by one XNNPACK operator (xnn_ops.h). Operators whose create-time parameters depend on shapes
+/// (the channel count of a pooling, say) name that parameter with `key` and are recreated when it changes.
 class XnnStep final : public Step {
  public:
-  using Create = std::function<xnn_status(const Shape* shapes, xnn_operator_t* op)>;
-  using Setup = std::function<xnn_status(xnn_operator_t op, const RunContext& ctx)>;
+  using Create = std::function<xnn_status(const Shape* shapes, ops::Operator& op)>;
+  using Setup = std::function<xnn_status(ops::Operator& op, const RunContext& ctx)>;
   using Key = std::function<size_t(const Shape* shapes)>;
 
   XnnStep(const Node& node, const char* what, Create create, Setup setup, Key key, const Shape* shapes)
       : Step(node, "XNNPACK"), what_(what), create_(std::move(create)), setup_(std::move(setup)), key_(std::move(key)) {
     if (key_) key_value_ = key_(shapes);
-    xnn_operator_t op = nullptr;
-    const xnn_status s = create_(shapes, &op);
-    op_.reset(op);
-    if (s != xnn_status_success || op == nullptr) {
+    const xnn_status s = create_(shapes, op_);
+    if (s != xnn_status_success || !op_.created()) {
       load_fail(node_.describe() + ": XNNPACK could not create its " + what_ + " operator (" + status_name(s) + ")");
     }
     if (!key_) create_ = nullptr;  // it may hold pointers to load-time data
@@ -125,13 +104,12 @@ class XnnStep final : public Step {
     if (!key_) return;
     const size_t k = key_(shapes);
     if (k == key_value_) return;
-    xnn_operator_t op = nullptr;
-    const xnn_status s = create_(shapes, &op);
-    if (s != xnn_status_success || op == nullptr) {
-      if (op != nullptr) xnn_delete_operator(op);
+    ops::Operator op;
+    const xnn_status s = create_(shapes, op);
+    if (s != xnn_status_success || !op.created()) {
       run_fail(node_.describe() + ": XNNPACK could not recreate its " + what_ + " operator (" + status_name(s) + ")");
     }
-    op_.reset(op);
+    op_ = std::move(op);
     key_value_ = k;
   }
 
@@ -139,8 +117,8 @@ class XnnStep final : public Step {
     // Small operators run on the calling thread: waking the pool costs more than they take.
     RunContext local = ctx;
     if (serial_) local.pool = nullptr;
-    xnn_status s = setup_(op_.get(), local);
-    if (s == xnn_status_success) s = xnn_run_operator(op_.get(), local.pool);
+    xnn_status s = setup_(op_, local);
+    if (s == xnn_status_success) s = op_.run(local.pool);
     if (s != xnn_status_success) {
       run_fail(node_.describe() + ": XNNPACK " + what_ + " failed (" + status_name(s) + ")");
     }
@@ -152,7 +130,7 @@ class XnnStep final : public Step {
   Setup setup_;
   Key key_;
   size_t key_value_ = 0;
-  OperatorPtr op_;
+  ops::Operator op_;
   bool serial_ = false;
 };
 
@@ -210,6 +188,49 @@ bool supports_fused_clamp(NodeKind kind) {
   }
 }
 
+ops::QParams qparams(const Value& v) { return ops::QParams{v.scale, static_cast<int8_t>(v.zero_point)}; }
+
+ops::BinaryOp binary_op(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Subtract: return ops::BinaryOp::Subtract;
+    case NodeKind::Multiply: return ops::BinaryOp::Multiply;
+    case NodeKind::Divide: return ops::BinaryOp::Divide;
+    case NodeKind::Minimum: return ops::BinaryOp::Minimum;
+    case NodeKind::Maximum: return ops::BinaryOp::Maximum;
+    default: return ops::BinaryOp::Add;
+  }
+}
+
+ops::UnaryOp unary_op(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Floor: return ops::UnaryOp::Floor;
+    case NodeKind::Ceiling: return ops::UnaryOp::Ceiling;
+    case NodeKind::SquareRoot: return ops::UnaryOp::SquareRoot;
+    case NodeKind::Square: return ops::UnaryOp::Square;
+    case NodeKind::Negate: return ops::UnaryOp::Negate;
+    case NodeKind::Abs: return ops::UnaryOp::Abs;
+    case NodeKind::Hardswish: return ops::UnaryOp::Hardswish;
+    case NodeKind::LeakyReLU: return ops::UnaryOp::LeakyReLU;
+    case NodeKind::ELU: return ops::UnaryOp::ELU;
+    default: return ops::UnaryOp::Sigmoid;
+  }
+}
+
+ops::PoolParams pool_params(const WindowParams& w) {
+  ops::PoolParams p;
+  p.pad_top = w.pad_top;
+  p.pad_right = w.pad_right;
+  p.pad_bottom = w.pad_bottom;
+  p.pad_left = w.pad_left;
+  p.kernel_h = w.kernel_h;
+  p.kernel_w = w.kernel_w;
+  p.stride_h = w.stride_h;
+  p.stride_w = w.stride_w;
+  p.dilation_h = std::max<uint32_t>(w.dilation_h, 1);
+  p.dilation_w = std::max<uint32_t>(w.dilation_w, 1);
+  return p;
+}
+
 // True when transposing `shape` by `perm` leaves the bytes in place (only size-1 dims move).
 bool transpose_is_copy(const Shape& shape, std::span<const size_t> perm) {
   int last = -1;
@@ -229,14 +250,14 @@ void Executor::AlignedDeleter::operator()(uint8_t* p) const { ::operator delete[
 
 Executor::AlignedBytes Executor::allocate(size_t bytes) {
   // XNNPACK may read up to XNN_EXTRA_BYTES past any buffer it is given.
-  const size_t total = bytes + XNN_EXTRA_BYTES + 64;
+  const size_t total = bytes + ops::kExtraBytes + 64;
   auto* p = static_cast<uint8_t*>(::operator new[](total, std::align_val_t(64)));
   std::memset(p + bytes, 0, total - bytes);
   return AlignedBytes(p);
 }
 
 Executor::Executor(Graph graph) : graph_(std::move(graph)) {
-  const xnn_status init = xnn_initialize(nullptr);
+  const xnn_status init = ops::initialize();
   if (init != xnn_status_success) {
     throw Error(ErrorKind::BackendNotAvailable,
                 std::string("XNNPACK could not be initialized (") + status_name(init) + ")");
@@ -438,30 +459,16 @@ void Executor::compile() {
         if (is_f32(V(0)) && is_f32(V(1)) && is_f32(O())) {
           add_xnn(
               "binary f32",
-              [=](const Shape*, xnn_operator_t* op) {
-                switch (kind) {
-                  case NodeKind::Add: return xnn_create_add_nd_f32(out_min, out_max, 0, op);
-                  case NodeKind::Subtract: return xnn_create_subtract_nd_f32(out_min, out_max, 0, op);
-                  case NodeKind::Multiply: return xnn_create_multiply_nd_f32(out_min, out_max, 0, op);
-                  case NodeKind::Divide: return xnn_create_divide_nd_f32(out_min, out_max, 0, op);
-                  case NodeKind::Minimum: return xnn_create_minimum_nd_f32(0, op);
-                  default: return xnn_create_maximum_nd_f32(0, op);
-                }
+              [=](const Shape*, ops::Operator& op) {
+                // Minimum and maximum take no output range (nothing fuses a clamp into them).
+                const bool ranged = kind != NodeKind::Minimum && kind != NodeKind::Maximum;
+                return ops::create_binary_f32(binary_op(kind), ranged ? out_min : -kInf, ranged ? out_max : kInf,
+                                              op);
               },
-              [=](xnn_operator_t op, const RunContext& c) {
+              [=](ops::Operator& op, const RunContext& c) {
                 size_t s0[kMaxDims], s1[kMaxDims], r0, r1;
                 setup_shapes(c, s0, s1, r0, r1);
-                const auto* a = static_cast<const float*>(c.data[in0]);
-                const auto* b = static_cast<const float*>(c.data[in1]);
-                auto* o = static_cast<float*>(c.data[out0]);
-                switch (kind) {
-                  case NodeKind::Add: return xnn_setup_add_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
-                  case NodeKind::Subtract: return xnn_setup_subtract_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
-                  case NodeKind::Multiply: return xnn_setup_multiply_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
-                  case NodeKind::Divide: return xnn_setup_divide_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
-                  case NodeKind::Minimum: return xnn_setup_minimum_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
-                  default: return xnn_setup_maximum_nd_f32(op, r0, s0, r1, s1, a, b, o, c.pool);
-                }
+                return ops::setup_binary(op, r0, s0, r1, s1, c.data[in0], c.data[in1], c.data[out0], c.pool);
               });
           break;
         }
@@ -495,29 +502,13 @@ void Executor::compile() {
           q8_range(o, lo, hi);
           add_xnn(
               "binary qs8",
-              [=](const Shape*, xnn_operator_t* op) {
-                const auto za = static_cast<int8_t>(a.zero_point), zb = static_cast<int8_t>(b.zero_point),
-                           zo = static_cast<int8_t>(o.zero_point);
-                switch (kind) {
-                  case NodeKind::Add:
-                    return xnn_create_add_nd_qs8(za, a.scale, zb, b.scale, zo, o.scale, lo, hi, 0, op);
-                  case NodeKind::Subtract:
-                    return xnn_create_subtract_nd_qs8(za, a.scale, zb, b.scale, zo, o.scale, lo, hi, 0, op);
-                  default:
-                    return xnn_create_multiply_nd_qs8(za, a.scale, zb, b.scale, zo, o.scale, lo, hi, 0, op);
-                }
+              [=](const Shape*, ops::Operator& op) {
+                return ops::create_binary_qs8(binary_op(kind), qparams(a), qparams(b), qparams(o), lo, hi, op);
               },
-              [=](xnn_operator_t op, const RunContext& c) {
+              [=](ops::Operator& op, const RunContext& c) {
                 size_t s0[kMaxDims], s1[kMaxDims], r0, r1;
                 setup_shapes(c, s0, s1, r0, r1);
-                const auto* x = static_cast<const int8_t*>(c.data[in0]);
-                const auto* y = static_cast<const int8_t*>(c.data[in1]);
-                auto* z = static_cast<int8_t*>(c.data[out0]);
-                switch (kind) {
-                  case NodeKind::Add: return xnn_setup_add_nd_qs8(op, r0, s0, r1, s1, x, y, z, c.pool);
-                  case NodeKind::Subtract: return xnn_setup_subtract_nd_qs8(op, r0, s0, r1, s1, x, y, z, c.pool);
-                  default: return xnn_setup_multiply_nd_qs8(op, r0, s0, r1, s1, x, y, z, c.pool);
-                }
+                return ops::setup_binary(op, r0, s0, r1, s1, c.data[in0], c.data[in1], c.data[out0], c.pool);
               });
           break;
         }
@@ -536,14 +527,12 @@ void Executor::compile() {
           std::vector<float> slope_copy(slope_data, slope_data + channels);  // aligned copy for XNNPACK
           add_xnn(
               "prelu f32",
-              [=](const Shape*, xnn_operator_t* op) {
-                return xnn_create_prelu_nc_f32(channels, channels, channels, slope_copy.data(), 0, op);
-              },
-              [=](xnn_operator_t op, const RunContext& c) {
+              [=](const Shape*, ops::Operator& op) { return ops::create_prelu_f32(channels, slope_copy.data(), op); },
+              [=](ops::Operator& op, const RunContext& c) {
                 const Shape& s = c.shapes[in0];
                 const size_t rows = s[s.rank - 1] == 0 ? 0 : s.numel() / s[s.rank - 1];
-                return xnn_setup_prelu_nc_f32(op, rows, static_cast<const float*>(c.data[in0]),
-                                              static_cast<float*>(c.data[out0]), c.pool);
+                return ops::setup_prelu_f32(op, rows, static_cast<const float*>(c.data[in0]),
+                                            static_cast<float*>(c.data[out0]), c.pool);
               });
         } else {
           keep(in0);
@@ -563,10 +552,9 @@ void Executor::compile() {
         if (is_f32(V(0)) && is_f32(O())) {
           add_xnn(
               "clamp f32",
-              [=](const Shape*, xnn_operator_t* op) { return xnn_create_clamp_nc_f32(1, 1, 1, out_min, out_max, 0, op); },
-              [=](xnn_operator_t op, const RunContext& c) {
-                return xnn_setup_clamp_nc_f32(op, c.shapes[in0].numel(), static_cast<const float*>(c.data[in0]),
-                                              static_cast<float*>(c.data[out0]), c.pool);
+              [=](const Shape*, ops::Operator& op) { return ops::create_clamp_f32(out_min, out_max, op); },
+              [=](ops::Operator& op, const RunContext& c) {
+                return ops::setup_unary(op, c.shapes[in0].numel(), c.data[in0], c.data[out0], c.pool);
               });
           break;
         }
@@ -575,10 +563,9 @@ void Executor::compile() {
           q8_range(O(), lo, hi);
           add_xnn(
               "clamp s8",
-              [=](const Shape*, xnn_operator_t* op) { return xnn_create_clamp_nc_s8(1, 1, 1, lo, hi, 0, op); },
-              [=](xnn_operator_t op, const RunContext& c) {
-                return xnn_setup_clamp_nc_s8(op, c.shapes[in0].numel(), static_cast<const int8_t*>(c.data[in0]),
-                                             static_cast<int8_t*>(c.data[out0]), c.pool);
+              [=](const Shape*, ops::Operator& op) { return ops::create_clamp_s8(lo, hi, op); },
+              [=](ops::Operator& op, const RunContext& c) {
+                return ops::setup_unary(op, c.shapes[in0].numel(), c.data[in0], c.data[out0], c.pool);
               });
           break;
         }
@@ -613,40 +600,12 @@ void Executor::compile() {
       case NodeKind::ELU: {
         if (!is_f32(V(0)) || !is_f32(O())) unsupported("");
         keep(in0);
-        const NodeKind kind = node.kind;
+        const ops::UnaryOp kind = unary_op(node.kind);
         const float scalar = node.scalar;
-        using CreateFn = xnn_status (*)(size_t, size_t, size_t, uint32_t, xnn_operator_t*);
-        using SetupFn = xnn_status (*)(xnn_operator_t, size_t, const float*, float*, pthreadpool_t);
-        CreateFn create = nullptr;
-        SetupFn setup = nullptr;
-        switch (kind) {
-          case NodeKind::Sigmoid: create = xnn_create_sigmoid_nc_f32; setup = xnn_setup_sigmoid_nc_f32; break;
-          case NodeKind::Floor: create = xnn_create_floor_nc_f32; setup = xnn_setup_floor_nc_f32; break;
-          case NodeKind::Ceiling: create = xnn_create_ceiling_nc_f32; setup = xnn_setup_ceiling_nc_f32; break;
-          case NodeKind::SquareRoot:
-            create = xnn_create_square_root_nc_f32;
-            setup = xnn_setup_square_root_nc_f32;
-            break;
-          case NodeKind::Square: create = xnn_create_square_nc_f32; setup = xnn_setup_square_nc_f32; break;
-          case NodeKind::Negate: create = xnn_create_negate_nc_f32; setup = xnn_setup_negate_nc_f32; break;
-          case NodeKind::Abs: create = xnn_create_abs_nc_f32; setup = xnn_setup_abs_nc_f32; break;
-          case NodeKind::Hardswish:
-            create = xnn_create_hardswish_nc_f32;
-            setup = xnn_setup_hardswish_nc_f32;
-            break;
-          case NodeKind::LeakyReLU: setup = xnn_setup_leaky_relu_nc_f32; break;
-          default: setup = xnn_setup_elu_nc_f32; break;
-        }
         add_xnn(
-            "unary f32",
-            [=](const Shape*, xnn_operator_t* op) {
-              if (kind == NodeKind::LeakyReLU) return xnn_create_leaky_relu_nc_f32(1, 1, 1, scalar, 0, op);
-              if (kind == NodeKind::ELU) return xnn_create_elu_nc_f32(1, 1, 1, scalar, 0, op);
-              return create(1, 1, 1, 0, op);
-            },
-            [=](xnn_operator_t op, const RunContext& c) {
-              return setup(op, c.shapes[in0].numel(), static_cast<const float*>(c.data[in0]),
-                           static_cast<float*>(c.data[out0]), c.pool);
+            "unary f32", [=](const Shape*, ops::Operator& op) { return ops::create_unary_f32(kind, scalar, op); },
+            [=](ops::Operator& op, const RunContext& c) {
+              return ops::setup_unary(op, c.shapes[in0].numel(), c.data[in0], c.data[out0], c.pool);
             });
         break;
       }
@@ -677,22 +636,18 @@ void Executor::compile() {
           const auto zp = static_cast<int8_t>(y.zero_point);
           add_xnn(
               "convert f32->qs8",
-              [=](const Shape*, xnn_operator_t* op) {
-                return xnn_create_convert_nc_f32_qs8(1, 1, 1, scale, zp, -128, 127, 0, op);
-              },
-              [=](xnn_operator_t op, const RunContext& c) {
-                return xnn_setup_convert_nc_f32_qs8(op, c.shapes[in0].numel(), static_cast<const float*>(c.data[in0]),
-                                                    static_cast<int8_t*>(c.data[out0]), c.pool);
+              [=](const Shape*, ops::Operator& op) { return ops::create_convert_f32_qs8({scale, zp}, op); },
+              [=](ops::Operator& op, const RunContext& c) {
+                return ops::setup_unary(op, c.shapes[in0].numel(), c.data[in0], c.data[out0], c.pool);
               });
         } else if (is_qs8(x) && is_f32(y)) {
           const float scale = x.scale;
           const auto zp = static_cast<int8_t>(x.zero_point);
           add_xnn(
               "convert qs8->f32",
-              [=](const Shape*, xnn_operator_t* op) { return xnn_create_convert_nc_qs8_f32(1, 1, 1, scale, zp, 0, op); },
-              [=](xnn_operator_t op, const RunContext& c) {
-                return xnn_setup_convert_nc_qs8_f32(op, c.shapes[in0].numel(), static_cast<const int8_t*>(c.data[in0]),
-                                                    static_cast<float*>(c.data[out0]), c.pool);
+              [=](const Shape*, ops::Operator& op) { return ops::create_convert_qs8_f32({scale, zp}, op); },
+              [=](ops::Operator& op, const RunContext& c) {
+                return ops::setup_unary(op, c.shapes[in0].numel(), c.data[in0], c.data[out0], c.pool);
               });
         } else if (is_qs8(x) && is_qs8(y)) {
           const float in_scale = x.scale, out_scale = y.scale;
@@ -876,17 +831,15 @@ void Executor::compile() {
             if (w.zero_point != 0) unsupported("per-tensor int8 weights need zero point 0");
             const auto* kernel = reinterpret_cast<const int8_t*>(w.data);
             const float k_scale = w.scale;
-            const uint32_t flags = transposed ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0;
             add_xnn(
                 "fully-connected qs8",
-                [=](const Shape*, xnn_operator_t* op) {
-                  return xnn_create_fully_connected_nc_qs8(k, units, k, units, in_zp, in_scale, k_scale, kernel,
-                                                           bias_data, static_cast<int8_t>(o.zero_point), o.scale, lo,
-                                                           hi, flags, op);
+                [=](const Shape*, ops::Operator& op) {
+                  return ops::create_fully_connected_qs8(k, units, {in_scale, in_zp}, k_scale, kernel, bias_data,
+                                                         qparams(o), lo, hi, transposed, op);
                 },
-                [=](xnn_operator_t op, const RunContext& c) {
-                  return xnn_setup_fully_connected_nc_qs8(op, rows_of(c), static_cast<const int8_t*>(c.data[in0]),
-                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                [=](ops::Operator& op, const RunContext& c) {
+                  return ops::setup_fully_connected_qs8(op, rows_of(c), static_cast<const int8_t*>(c.data[in0]),
+                                                        static_cast<int8_t*>(c.data[out0]), c.pool);
                 });
           } else {
             // Per-channel weights: the 2022 library only has them for convolutions, so run a 1x1 one.
@@ -903,14 +856,15 @@ void Executor::compile() {
             const std::vector<float> scales = w.channel_scales;
             add_xnn(
                 "fully-connected qc8",
-                [=](const Shape*, xnn_operator_t* op) {
-                  return xnn_create_convolution2d_nhwc_qc8(0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, k, units, k, units, in_zp,
-                                                           in_scale, scales.data(), kernel.data(), bias_data,
-                                                           static_cast<int8_t>(o.zero_point), o.scale, lo, hi, 0, op);
+                [=](const Shape*, ops::Operator& op) {
+                  ops::ConvParams p;
+                  p.group_input_channels = k;
+                  p.group_output_channels = units;
+                  return ops::create_convolution_qc8(p, {in_scale, in_zp}, scales.data(), kernel.data(), bias_data,
+                                                     qparams(o), lo, hi, op);
                 },
-                [=](xnn_operator_t op, const RunContext& c) {
-                  return xnn_setup_convolution2d_nhwc_qc8(op, 1, rows_of(c), 1, static_cast<const int8_t*>(c.data[in0]),
-                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                [=](ops::Operator& op, const RunContext& c) {
+                  return ops::setup_convolution(op, 1, rows_of(c), 1, c.data[in0], c.data[out0], c.pool);
                 });
           }
           break;
@@ -1002,7 +956,21 @@ void Executor::compile() {
         const uint32_t groups = w.groups;
         const size_t gin = depthwise ? 1 : w.group_input_channels;
         const size_t gout = depthwise ? w.group_output_channels / w.group_input_channels : w.group_output_channels;
-        const uint32_t flags = depthwise ? XNN_FLAG_DEPTHWISE_CONVOLUTION : 0;
+        ops::ConvParams cp;
+        cp.pad_top = w.pad_top;
+        cp.pad_right = w.pad_right;
+        cp.pad_bottom = w.pad_bottom;
+        cp.pad_left = w.pad_left;
+        cp.kernel_h = w.kernel_h;
+        cp.kernel_w = w.kernel_w;
+        cp.stride_h = w.stride_h;
+        cp.stride_w = w.stride_w;
+        cp.dilation_h = w.dilation_h;
+        cp.dilation_w = w.dilation_w;
+        cp.groups = groups;
+        cp.group_input_channels = gin;
+        cp.group_output_channels = gout;
+        cp.depthwise = depthwise;
         const Value& x = V(0);
         const Value& f = V(1);
         const Value* b = bias == kInvalidId ? nullptr : &values[bias];
@@ -1071,31 +1039,24 @@ void Executor::compile() {
           if (deconv) {
             add_xnn(
                 "deconvolution f32",
-                [=](const Shape*, xnn_operator_t* op) {
-                  return xnn_create_deconvolution2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
-                                                             w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
-                                                             w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout,
-                                                             kernel, bias_data, out_min, out_max, 0, op);
+                [=](const Shape*, ops::Operator& op) {
+                  return ops::create_deconvolution_f32(cp, kernel, bias_data, out_min, out_max, op);
                 },
-                [=](xnn_operator_t op, const RunContext& c) {
+                [=](ops::Operator& op, const RunContext& c) {
                   const Shape& s = c.shapes[in0];
-                  return xnn_setup_deconvolution2d_nhwc_f32(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w,
-                                                            static_cast<const float*>(c.data[in0]),
-                                                            static_cast<float*>(c.data[out0]), c.pool);
+                  return ops::setup_deconvolution_f32(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w,
+                                                      static_cast<const float*>(c.data[in0]),
+                                                      static_cast<float*>(c.data[out0]), c.pool);
                 });
           } else {
             add_xnn(
                 depthwise ? "depthwise convolution f32" : "convolution f32",
-                [=](const Shape*, xnn_operator_t* op) {
-                  return xnn_create_convolution2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
-                                                           w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
-                                                           w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout,
-                                                           kernel, bias_data, out_min, out_max, flags, op);
+                [=](const Shape*, ops::Operator& op) {
+                  return ops::create_convolution_f32(cp, kernel, bias_data, out_min, out_max, op);
                 },
-                [=](xnn_operator_t op, const RunContext& c) {
+                [=](ops::Operator& op, const RunContext& c) {
                   const Shape& s = c.shapes[in0];
-                  return xnn_setup_convolution2d_nhwc_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
-                                                          static_cast<float*>(c.data[out0]), c.pool);
+                  return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
                 });
           }
           break;
@@ -1153,32 +1114,26 @@ void Executor::compile() {
             const std::vector<float> scales = f.channel_scales;
             add_xnn(
                 depthwise ? "depthwise convolution qc8" : "convolution qc8",
-                [=](const Shape*, xnn_operator_t* op) {
-                  return xnn_create_convolution2d_nhwc_qc8(
-                      w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
-                      w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout, in_zp, in_scale, scales.data(), kernel,
-                      bias_data, static_cast<int8_t>(o.zero_point), o.scale, lo, hi, flags, op);
+                [=](const Shape*, ops::Operator& op) {
+                  return ops::create_convolution_qc8(cp, {in_scale, in_zp}, scales.data(), kernel, bias_data,
+                                                     qparams(o), lo, hi, op);
                 },
-                [=](xnn_operator_t op, const RunContext& c) {
+                [=](ops::Operator& op, const RunContext& c) {
                   const Shape& s = c.shapes[in0];
-                  return xnn_setup_convolution2d_nhwc_qc8(op, s[0], s[1], s[2], static_cast<const int8_t*>(c.data[in0]),
-                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                  return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
                 });
           } else {
             if (f.zero_point != 0) unsupported("per-tensor int8 weights need zero point 0");
             const float k_scale = f.scale;
             add_xnn(
                 depthwise ? "depthwise convolution qs8" : "convolution qs8",
-                [=](const Shape*, xnn_operator_t* op) {
-                  return xnn_create_convolution2d_nhwc_qs8(
-                      w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
-                      w.dilation_h, w.dilation_w, groups, gin, gout, cin, cout, in_zp, in_scale, k_scale, kernel,
-                      bias_data, static_cast<int8_t>(o.zero_point), o.scale, lo, hi, flags, op);
+                [=](const Shape*, ops::Operator& op) {
+                  return ops::create_convolution_qs8(cp, {in_scale, in_zp}, k_scale, kernel, bias_data, qparams(o), lo,
+                                                     hi, op);
                 },
-                [=](xnn_operator_t op, const RunContext& c) {
+                [=](ops::Operator& op, const RunContext& c) {
                   const Shape& s = c.shapes[in0];
-                  return xnn_setup_convolution2d_nhwc_qs8(op, s[0], s[1], s[2], static_cast<const int8_t*>(c.data[in0]),
-                                                          static_cast<int8_t*>(c.data[out0]), c.pool);
+                  return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
                 });
           }
           break;
@@ -1195,14 +1150,12 @@ void Executor::compile() {
         if (is_f32(V(0)) && is_f32(O())) {
           add_xnn(
               "global average pooling f32",
-              [=](const Shape* s, xnn_operator_t* op) {
-                const size_t ch = channels_of(s);
-                return xnn_create_global_average_pooling_nwc_f32(ch, ch, ch, out_min, out_max, 0, op);
+              [=](const Shape* s, ops::Operator& op) {
+                return ops::create_global_average_pooling_f32(channels_of(s), out_min, out_max, op);
               },
-              [=](xnn_operator_t op, const RunContext& c) {
-                return xnn_setup_global_average_pooling_nwc_f32(op, c.shapes[in0][0], width_of(c),
-                                                                static_cast<const float*>(c.data[in0]),
-                                                                static_cast<float*>(c.data[out0]), c.pool);
+              [=](ops::Operator& op, const RunContext& c) {
+                return ops::setup_global_average_pooling(op, c.shapes[in0][0], width_of(c), c.data[in0], c.data[out0],
+                                                         c.pool);
               },
               channels_of);
           break;
@@ -1214,19 +1167,15 @@ void Executor::compile() {
           check_scale_ratio(double(x.scale) / o.scale, 0x1.0p-8, 0x1.0p+8, "input-to-output");
           add_xnn(
               "global average pooling qs8",
-              [=](const Shape* s, xnn_operator_t* op) {
-                const size_t ch = channels_of(s);
-                return xnn_create_global_average_pooling_nwc_qs8(ch, ch, ch, static_cast<int8_t>(x.zero_point), x.scale,
-                                                                 static_cast<int8_t>(o.zero_point), o.scale, lo, hi, 0,
-                                                                 op);
+              [=](const Shape* s, ops::Operator& op) {
+                return ops::create_global_average_pooling_qs8(channels_of(s), qparams(x), qparams(o), lo, hi, op);
               },
-              [=](xnn_operator_t op, const RunContext& c) {
+              [=](ops::Operator& op, const RunContext& c) {
                 // The per-pixel requantization scale shrinks with the pooled area; XNNPACK asserts on it.
                 const double scale = double(x.scale) / (double(o.scale) * double(std::max<size_t>(width_of(c), 1)));
                 if (!(scale >= 0x1.0p-32 && scale < 256.0)) return xnn_status_unsupported_parameter;
-                return xnn_setup_global_average_pooling_nwc_qs8(op, c.shapes[in0][0], width_of(c),
-                                                                static_cast<const int8_t*>(c.data[in0]),
-                                                                static_cast<int8_t*>(c.data[out0]), c.pool);
+                return ops::setup_global_average_pooling(op, c.shapes[in0][0], width_of(c), c.data[in0], c.data[out0],
+                                                         c.pool);
               },
               channels_of);
           break;
@@ -1239,28 +1188,18 @@ void Executor::compile() {
         keep(in0);
         const WindowParams w = node.window;
         const bool is_max = node.kind == NodeKind::MaxPooling2d;
-        const uint32_t dh = std::max<uint32_t>(w.dilation_h, 1), dw = std::max<uint32_t>(w.dilation_w, 1);
+        const ops::PoolParams pp = pool_params(w);
         auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
         if (is_f32(V(0)) && is_f32(O())) {
           add_xnn(
               is_max ? "max pooling f32" : "average pooling f32",
-              [=](const Shape* s, xnn_operator_t* op) {
-                const size_t ch = channels_of(s);
-                if (is_max) {
-                  return xnn_create_max_pooling2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
-                                                           w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, dh, dw, ch,
-                                                           ch, ch, out_min, out_max, 0, op);
-                }
-                return xnn_create_average_pooling2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left,
-                                                             w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, ch, ch,
-                                                             ch, out_min, out_max, 0, op);
+              [=](const Shape* s, ops::Operator& op) {
+                if (is_max) return ops::create_max_pooling_f32(pp, channels_of(s), out_min, out_max, op);
+                return ops::create_average_pooling_f32(pp, channels_of(s), out_min, out_max, op);
               },
-              [=](xnn_operator_t op, const RunContext& c) {
+              [=](ops::Operator& op, const RunContext& c) {
                 const Shape& s = c.shapes[in0];
-                const auto* x = static_cast<const float*>(c.data[in0]);
-                auto* y = static_cast<float*>(c.data[out0]);
-                if (is_max) return xnn_setup_max_pooling2d_nhwc_f32(op, s[0], s[1], s[2], x, y, c.pool);
-                return xnn_setup_average_pooling2d_nhwc_f32(op, s[0], s[1], s[2], x, y, c.pool);
+                return ops::setup_pooling(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
               },
               channels_of);
           break;
@@ -1270,16 +1209,12 @@ void Executor::compile() {
           q8_range(O(), lo, hi);
           add_xnn(
               "max pooling s8",
-              [=](const Shape* s, xnn_operator_t* op) {
-                const size_t ch = channels_of(s);
-                return xnn_create_max_pooling2d_nhwc_s8(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h,
-                                                        w.kernel_w, w.stride_h, w.stride_w, dh, dw, ch, ch, ch, lo, hi,
-                                                        0, op);
+              [=](const Shape* s, ops::Operator& op) {
+                return ops::create_max_pooling_s8(pp, channels_of(s), lo, hi, op);
               },
-              [=](xnn_operator_t op, const RunContext& c) {
+              [=](ops::Operator& op, const RunContext& c) {
                 const Shape& s = c.shapes[in0];
-                return xnn_setup_max_pooling2d_nhwc_s8(op, s[0], s[1], s[2], static_cast<const int8_t*>(c.data[in0]),
-                                                       static_cast<int8_t*>(c.data[out0]), c.pool);
+                return ops::setup_pooling(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
               },
               channels_of);
           break;
@@ -1291,20 +1226,16 @@ void Executor::compile() {
         const uint32_t index_out = node.outputs[1];
         if (!is_f32(V(0)) || !is_f32(O(0)) || datatype_size(O(1).dtype) != 4 || is_f32(O(1))) unsupported("");
         keep(in0);
-        const WindowParams w = node.window;
+        const ops::PoolParams pp = pool_params(node.window);
         auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
         add_xnn(
             "argmax pooling f32",
-            [=](const Shape* s, xnn_operator_t* op) {
-              const size_t ch = channels_of(s);
-              return xnn_create_argmax_pooling2d_nhwc_f32(w.pad_top, w.pad_right, w.pad_bottom, w.pad_left, w.kernel_h,
-                                                          w.kernel_w, ch, ch, ch, 0, op);
-            },
-            [=](xnn_operator_t op, const RunContext& c) {
+            [=](const Shape* s, ops::Operator& op) { return ops::create_argmax_pooling_f32(pp, channels_of(s), op); },
+            [=](ops::Operator& op, const RunContext& c) {
               const Shape& s = c.shapes[in0];
-              return xnn_setup_argmax_pooling2d_nhwc_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
-                                                         static_cast<float*>(c.data[out0]),
-                                                         static_cast<uint32_t*>(c.data[index_out]), c.pool);
+              return ops::setup_argmax_pooling_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
+                                                   static_cast<float*>(c.data[out0]),
+                                                   static_cast<uint32_t*>(c.data[index_out]), c.pool);
             },
             channels_of);
         break;
@@ -1317,15 +1248,13 @@ void Executor::compile() {
         auto channels_of = [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
         add_xnn(
             "resize bilinear f32",
-            [=](const Shape* s, xnn_operator_t* op) {
-              const size_t ch = channels_of(s);
-              return xnn_create_resize_bilinear2d_nhwc_f32(ch, ch, ch, flags, op);
+            [=](const Shape* s, ops::Operator& op) {
+              return ops::create_resize_bilinear_f32(channels_of(s), new_h, new_w, flags, op);
             },
-            [=](xnn_operator_t op, const RunContext& c) {
+            [=](ops::Operator& op, const RunContext& c) {
               const Shape& s = c.shapes[in0];
-              return xnn_setup_resize_bilinear2d_nhwc_f32(op, s[0], s[1], s[2], new_h, new_w,
-                                                          static_cast<const float*>(c.data[in0]),
-                                                          static_cast<float*>(c.data[out0]), c.pool);
+              return ops::setup_resize_bilinear_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
+                                                    static_cast<float*>(c.data[out0]), c.pool);
             },
             channels_of);
         break;
@@ -1483,7 +1412,7 @@ void Executor::execute(std::span<EValue* const> args) {
     const size_t bytes = value_storage_bytes(graph_.values[vid], shapes_[vid]);
     if (bytes == 0 || data_[vid] == nullptr) continue;
     const auto end = reinterpret_cast<uintptr_t>(data_[vid]) + bytes - 1;
-    if ((end & 4095u) < 4096u - XNN_EXTRA_BYTES) continue;
+    if ((end & 4095u) < 4096u - ops::kExtraBytes) continue;
     if (staging_capacity_[i] < bytes) {
       staging_[i] = allocate(bytes);
       staging_capacity_[i] = bytes;

@@ -1,13 +1,12 @@
 // "XnnpackBackend": parses the delegate payload (xnn_graph), builds an executor (xnn_executor) per
 // delegate at load and runs it on each DelegateCall.
-#include <xnnpack.h>
-
 #include <atomic>
 #include <mutex>
 
 #include "backends/register.h"
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_ops.h"
 #include "etnp/backend.h"
 #include "etnp/threadpool.h"
 
@@ -44,7 +43,7 @@ class XnnpackBackend final : public Backend {
   std::string_view name() const override { return "XnnpackBackend"; }
 
   bool is_available() const override {
-    static const bool available = xnn_initialize(nullptr) == xnn_status_success;
+    static const bool available = xnn::ops::initialize() == xnn_status_success;
     return available;
   }
 
