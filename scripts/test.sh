@@ -39,8 +39,11 @@ else
     PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/live -q -p no:cacheprovider || status=1
     step "Python package built for the dev venv's Python (numpy 2), tested there beside the official runtime"
     ETNP_BUILD_DIR=build-venv ./scripts/build-python.sh "$venv/bin/python"
-    ETNP_PYTHON_DIR="$PWD/build-venv/python" "$venv/bin/python" -m pytest tests/python tests/live/test_same_process.py \
-      -q -p no:cacheprovider || status=1
+    # Two runs: each folder's conftest.py is imported as "conftest", and its tests import from it.
+    ETNP_PYTHON_DIR="$PWD/build-venv/python" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
+      || status=1
+    ETNP_PYTHON_DIR="$PWD/build-venv/python" "$venv/bin/python" -m pytest tests/live/test_same_process.py -q \
+      -p no:cacheprovider || status=1
   fi
 fi
 

@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from test_live_exports import QUANTIZED_FORMS, assert_close, load_arrays, tolerance
+from test_live_exports import QUANTIZED_FORMS, assert_close, calls_of, load_arrays, tolerance
 
 torch = pytest.importorskip("torch", reason="needs the dev venv's Python (torch and executorch)")
 official_runtime = pytest.importorskip("executorch.runtime", reason="needs the official executorch package")
@@ -42,10 +42,8 @@ def test_same_inputs_same_outputs_in_one_process(live, runtime):
             ours_program = runtime.load_program(str(folder / live["file"]))
         theirs = theirs_program.load_method(case["method"])
         ours = ours_program.load_method(case["method"])
-        calls = case["calls"] if stateful else [case]
-        for k, call in enumerate(calls):
-            call_dir = folder / case["dir"] / call.get("dir", "")
-            inputs = load_arrays(call_dir, call["inputs"])
+        for k, (call_dir, names, _) in enumerate(calls_of(live, case)):
+            inputs = load_arrays(call_dir, names)
             expected = [np.asarray(t.numpy() if hasattr(t, "numpy") else t)
                         for t in theirs.execute([torch.from_numpy(x) for x in inputs])]
             actual = ours.execute(inputs)
@@ -56,3 +54,51 @@ def test_same_inputs_same_outputs_in_one_process(live, runtime):
             recorded = load_arrays(folder / case["dir"], ["official_%d.npy" % i for i in range(len(expected))])
             for got, want in zip(expected, recorded):
                 np.testing.assert_array_equal(got, want)
+
+
+ETDUMP_PROGRAMS = ("mlp", "smallcnn_two_methods")
+
+
+def _instruction_calls(blocks):
+    """{(event name, instruction id)} of the OPERATOR_CALL and DELEGATE_CALL events of the Execute run blocks.
+    (The events inside a delegate call are not compared: the official XNNPACK delegate names them by XNNPACK
+    operator, "Fully Connected (NC, F32) GEMM #1", in delegate_debug_id_str; etnp's by node kind with the node's
+    debug handle in delegate_debug_id_int.)"""
+    return {(e["name"], e["instruction_id"]) for b in blocks if b["name"] == "Execute" for e in b["profile_events"]
+            if e["name"] in ("OPERATOR_CALL", "DELEGATE_CALL")}
+
+
+@pytest.mark.parametrize("form", ["portable", "xnnpack"])
+@pytest.mark.parametrize("model", ETDUMP_PROGRAMS)
+def test_etdump_read_both_ways(model, form, runtime, tmp_path):
+    """ETDump on: etnp's ETDump parses with the official devtools' reader, the official runtime's parses with
+    etnp's parse_etdump, and both record calls of the same kernel and delegate instructions."""
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+    from executorch_numpy_runtime import parse_etdump
+
+    from live_env import live_records
+
+    record = next((r for r in live_records() if r["model"] == model and r["form"] == form), None)
+    if record is None or "export_error" in record or record["official"]["status"] != "ok":
+        pytest.skip("no runnable %s-%s export" % (model, form))
+    folder = pathlib.Path(record["dir"])
+    case = next(c for c in record["cases"] if c["method"] == "forward")
+    inputs = load_arrays(folder / case["dir"], case["inputs"])
+
+    ours = runtime.load_program(str(folder / record["file"]), enable_etdump=True)
+    ours.load_method("forward").execute(inputs)
+    ours.write_etdump_result_to_file(str(tmp_path / "etnp.etdp"))
+    theirs = official_runtime.Runtime.get().load_program(folder / record["file"], enable_etdump=True)
+    theirs.load_method("forward").execute([torch.from_numpy(x) for x in inputs])
+    theirs.write_etdump_result_to_file(str(tmp_path / "official.etdp"), str(tmp_path / "official_debug.bin"))
+
+    decoded = deserialize_from_etdump_flatcc((tmp_path / "etnp.etdp").read_bytes())
+    assert decoded.run_data, "the official reader found no run data in etnp's ETDump"
+    official_names = {e.profile_event.name for run in decoded.run_data for e in run.events
+                      if e.profile_event is not None}
+    assert "Method::execute" in official_names, sorted(official_names)
+
+    ours_blocks = parse_etdump(tmp_path / "etnp.etdp")
+    theirs_blocks = parse_etdump(tmp_path / "official.etdp")
+    assert _instruction_calls(theirs_blocks), "the official ETDump recorded no kernel or delegate call"
+    assert _instruction_calls(ours_blocks) == _instruction_calls(theirs_blocks)

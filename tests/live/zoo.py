@@ -234,6 +234,11 @@ def _tokens(vocab, *shape, mask=False):
     return make
 
 
+def _sequence_dim():
+    seq = torch.export.Dim("seq", min=2, max=32)
+    return {"ids": {1: seq}, "mask": {1: seq}}
+
+
 def _batch_dim():
     return {"x": {0: torch.export.Dim("batch", min=1, max=8)}}
 
@@ -251,6 +256,8 @@ MODELS = [
     Model("ssdlite_mobilenet_v3", _seeded(_SsdLiteHeads), _randn(1, 3, 128, 128)),
     # language
     Model("bert_tiny", _seeded(_bert), _tokens(512, 1, 16, mask=True), forms=(PORTABLE, XNNPACK, QD8)),
+    Model("bert_tiny_dynseq", _seeded(_bert), _tokens(512, 1, 16, mask=True), dynamic_shapes=_sequence_dim,
+          dynamic_inputs=lambda g: [_tokens(512, 1, 5, mask=True)(g), _tokens(512, 1, 32, mask=True)(g)]),
     Model("gpt2_tiny", _seeded(_gpt2), _tokens(512, 1, 16)),
     Model("llama_kv_tiny", _seeded(_LlamaWithCache),
           lambda g: (torch.randint(0, 256, (1, 4), generator=g), torch.arange(4, dtype=torch.long)),
