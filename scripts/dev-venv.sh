@@ -19,9 +19,8 @@ venv="${ETNP_DEV_VENV:-$HOME/.cache/etnp/dev-venv}"
 log() { echo "dev-venv: $*" >&2; }
 
 find_python() {
-  if [ -n "${ETNP_VENV_PYTHON:-}" ]; then echo "$ETNP_VENV_PYTHON"; return; fi
   local candidate
-  for candidate in python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11 /usr/bin/python3; do
+  for candidate in ${ETNP_VENV_PYTHON:-python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11 /usr/bin/python3}; do
     if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import venv, ensurepip' 2>/dev/null; then
       command -v "$candidate"
       return
@@ -31,7 +30,7 @@ find_python() {
 
 python=$(find_python)
 if [ -z "$python" ]; then
-  log "no Python with venv and ensurepip found (set ETNP_VENV_PYTHON)"
+  log "no Python with venv and ensurepip found (${ETNP_VENV_PYTHON:+ETNP_VENV_PYTHON=$ETNP_VENV_PYTHON; }set ETNP_VENV_PYTHON to one)"
   exit 3
 fi
 python_id=$("$python" -c 'import sys, platform; print(sys.version.split()[0], platform.machine())')

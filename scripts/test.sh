@@ -36,6 +36,8 @@ else
     echo "the dev venv could not be made (scripts/dev-venv.sh exit $venv_rc): live exports not tested"
     [ "${CI:-}" = "true" ] && status=1
   else
+    # Export what the cache lacks first, showing progress (the tests would do it too, silently).
+    { "$venv/bin/python" tests/live/export.py 2>&1 >/dev/null | grep -E '^(exported|official) '; } || true
     PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/live -q -p no:cacheprovider || status=1
     step "Python package built for the dev venv's Python (numpy 2), tested there beside the official runtime"
     ETNP_BUILD_DIR=build-venv ./scripts/build-python.sh "$venv/bin/python"

@@ -36,8 +36,8 @@ def dev_python():
         raise LiveUnavailable("live exports skipped: ETNP_SKIP_LIVE=1")
     proc = subprocess.run([str(REPO / "scripts" / "dev-venv.sh")], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise LiveUnavailable("the dev venv could not be made (scripts/dev-venv.sh exit %d): %s"
-                              % (proc.returncode, proc.stderr.strip().splitlines()[-1:] or ""))
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise LiveUnavailable("the dev venv could not be made (scripts/dev-venv.sh exit %d): %s" % (proc.returncode, last))
     return pathlib.Path(proc.stdout.strip().splitlines()[-1]) / "bin" / "python"
 
 
