@@ -1,6 +1,8 @@
-"""Timing worker for bench/run_benchmarks.py: the official ExecuTorch runtime, onnxruntime or PyTorch eager.
+"""Timing worker for bench/run_benchmarks.py: the official ExecuTorch runtime, onnxruntime or PyTorch eager (in
+the dev venv, scripts/dev-venv.sh, never in etnp's own environment), or etnp's Python package (in etnp's
+Python, /usr/bin/python3, with ETNP_PYTHON_DIR pointing at build/python):
 
-Runs in the dev venv (scripts/dev-venv.sh), never in etnp's own environment:
+    /usr/bin/python3 bench/oracle_timing.py --runtime etnp                   etnp's Method.execute
 
     VENV/bin/python bench/oracle_timing.py --runtime official --threads N    the official pybindings, pool of N
     VENV/bin/python bench/oracle_timing.py --runtime onnx                    onnxruntime, default CPU EP
@@ -12,6 +14,7 @@ line on stdout (everything else the libraries print goes to stderr). Requests:
     {"op": "hello"}                                   -> {"versions": {...}, "threads": ...}
     {"op": "time", ... , "inputs": [npy...], "warmup": W, "iters": I, "budget_s": B, "save": DIR or null}
         -> {"median_ms", "min_ms", "iters", "warmup", "threads"} or {"error": message}
+      etnp:     "program", "data", "method", "threads" (the shared pool, resized between measurements).
       official: "program", "data" (list of .ptd), "method"; the worker's thread pool was set once at start
                 (`_unsafe_reset_threadpool(N)` replaces the pthreadpool that loaded XNNPACK delegates keep a
                 pointer to, so a worker never changes it after loading anything: one worker per thread count).
@@ -30,6 +33,7 @@ DIR/output_<i>.npy (for the agreement check).
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -73,6 +77,41 @@ def flatten(out):
     if isinstance(out, dict):
         return flatten(list(out.values()))
     return [out]
+
+
+class Etnp:
+    """etnp's own Python package (run by /usr/bin/python3, not the venv: a worker of its own so that a crash of
+    etnp on a program costs that cell, not the whole run). Methods stay loaded; the shared pool is resized
+    (`backend_registry.set_option("XnnpackBackend", "num_threads", N)`) between measurements."""
+
+    def __init__(self):
+        if os.environ.get("ETNP_PYTHON_DIR"):
+            sys.path.insert(0, os.environ["ETNP_PYTHON_DIR"])
+        import executorch_numpy_runtime as pkg
+
+        self.pkg = pkg
+        self.runtime = pkg.Runtime.get()
+        self.methods = {}
+        self.threads = None
+
+    def versions(self):
+        return {"etnp": self.pkg.__version__}
+
+    def time(self, req):
+        key = (req["program"], tuple(req.get("data") or ()), req["method"])
+        if key not in self.methods:
+            program = self.runtime.load_program(req["program"], data_path=req.get("data") or None)
+            self.methods[key] = (program, program.load_method(req["method"]))
+        method = self.methods[key][1]
+        inputs = [np.load(p) for p in req["inputs"]]
+        if req["threads"] != self.threads:
+            self.runtime.backend_registry.set_option("XnnpackBackend", "num_threads", req["threads"])
+            self.threads = req["threads"]
+        med, mn, n, warm, first = timed(lambda: method.execute(inputs), req["warmup"], req["iters"], req["budget_s"])
+        if req.get("save"):
+            save_outputs(req["save"], first)
+        return {"median_ms": med, "min_ms": mn, "iters": n, "warmup": warm,
+                "threads": int(self.pkg.runtime_info()["num_threads"])}
 
 
 class Official:
@@ -213,7 +252,7 @@ class Eager:
             except Exception as e:  # the exporter refused the module: try the other one, then give up
                 errors.append("%s: %s: %s" % ("dynamo" if dynamo else "torchscript", type(e).__name__,
                                               str(e).strip().splitlines()[0][:200] if str(e).strip() else ""))
-        message = "; ".join(errors)
+        message = re.sub(r"\x1b\[[0-9;]*m", "", "; ".join(errors))  # the exporter colours its messages
         with open(path + ".error", "w") as f:
             json.dump({"error": message}, f)
         return {"error": message}
@@ -221,14 +260,15 @@ class Eager:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runtime", choices=("official", "onnx", "eager"), required=True)
+    parser.add_argument("--runtime", choices=("etnp", "official", "onnx", "eager"), required=True)
     parser.add_argument("--threads", type=int, default=1, help="official: the thread pool's size, set once")
     args = parser.parse_args()
     # Replies go to the real stdout; whatever the libraries print goes to stderr.
     reply_fd = os.dup(1)
     os.dup2(2, 1)
     reply = os.fdopen(reply_fd, "w", buffering=1)
-    worker = {"official": lambda: Official(args.threads), "onnx": Onnx, "eager": Eager}[args.runtime]()
+    worker = {"etnp": Etnp, "official": lambda: Official(args.threads), "onnx": Onnx,
+              "eager": Eager}[args.runtime]()
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -48,6 +48,7 @@ import json
 import os
 import platform
 import queue
+import re
 import shutil
 import statistics
 import subprocess
@@ -139,14 +140,15 @@ def file_digest(paths):
 
 class Worker:
     """One bench/oracle_timing.py process in the dev venv: a JSON request per line, a JSON reply per line. A
-    worker that dies or stops answering is restarted on the next request (at most four times)."""
+    worker that dies or stops answering is restarted on the next request (at most eight times)."""
 
-    def __init__(self, python, runtime, threads=None, stderr_path=None):
+    def __init__(self, python, runtime, threads=None, stderr_path=None, env=None):
         self.cmd = [python, os.path.join(BENCH, "oracle_timing.py"), "--runtime", runtime]
         if threads is not None:
             self.cmd += ["--threads", str(threads)]
         self.name = runtime + ("-%d" % threads if threads else "")
         self.stderr_path = stderr_path
+        self.env = env
         self.proc = None
         self.restarts = 0
         self.hello = None
@@ -155,14 +157,14 @@ class Worker:
     def start(self):
         stderr = open(self.stderr_path, "a") if self.stderr_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, env=self.env)
         self.lines = queue.Queue()
         out, lines = self.proc.stdout, self.lines
         threading.Thread(target=lambda: [lines.put(l) for l in out] + [lines.put(None)], daemon=True).start()
 
     def request(self, req, timeout=300):
         if self.proc is None or self.proc.poll() is not None:
-            if self.restarts >= 4:
+            if self.restarts >= 8:
                 return {"error": "worker %s gave up after %d restarts" % (self.name, self.restarts)}
             self.restarts += 1
             log("   restarting worker", self.name)
@@ -338,37 +340,6 @@ def make_rows(args, demo_dir, fixtures, live_root, notes):
 
 # --- measuring ----------------------------------------------------------------------------------------------------
 
-class EtnpPython:
-    """etnp's Python package in this process: methods loaded once, the shared pool resized per measurement."""
-
-    def __init__(self, pkg):
-        self.pkg = pkg
-        self.runtime = pkg.Runtime.get()
-        self.methods = {}
-        self.threads = None
-
-    def set_threads(self, n):
-        if n != self.threads:
-            self.runtime.backend_registry.set_option("XnnpackBackend", "num_threads", n)
-            self.threads = n
-
-    def time(self, row, threads, warmup, iters, budget_s, save):
-        key = (row["program"], tuple(row["data"]), row["method"])
-        if key not in self.methods:
-            program = self.runtime.load_program(row["program"], data_path=row["data"] or None)
-            self.methods[key] = (program, program.load_method(row["method"]))
-        method = self.methods[key][1]
-        inputs = [np.load(p) for p in row["inputs"]]
-        self.set_threads(threads)
-        med, mn, n, warm, first = timed(lambda: method.execute(inputs), warmup, iters, budget_s)
-        if save:
-            os.makedirs(save, exist_ok=True)
-            for i, out in enumerate(first):
-                np.save(os.path.join(save, "output_%d.npy" % i), np.asarray(out), allow_pickle=False)
-        return {"median_ms": med, "min_ms": mn, "iters": n, "warmup": warm,
-                "threads": int(self.pkg.runtime_info()["num_threads"])}
-
-
 def try_import_python_package(build_dir):
     """The etnp Python package if it can be imported (built in-tree or installed), else (None, reason)."""
     candidates = [os.environ.get("ETNP_PYTHON_DIR", ""), os.path.join(build_dir, "python"),
@@ -422,7 +393,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--budget-s", type=float, default=0.25, help="timed seconds per measurement, at most")
+    parser.add_argument("--budget-s", type=float, default=0.2, help="timed seconds per measurement, at most")
     parser.add_argument("--only", action="append", default=[], help="rows whose id:case contains SUBSTRING")
     parser.add_argument("--quick", action="store_true", help="a few rows, one round, short measurements (a smoke "
                                                              "run: noisy numbers)")
@@ -450,15 +421,21 @@ def main():
     onnx_dir = os.path.join(live_root, "onnx")
     scratch = tempfile.mkdtemp(prefix="etnp-bench-")
 
-    pkg, pkg_name = try_import_python_package(build)
-    etnp_py = EtnpPython(pkg) if pkg is not None else None
-    if pkg is None:
+    pkg, pkg_name = try_import_python_package(build)  # located and imported here; it runs in a worker
+    workers = {}
+    if pkg is not None:
+        env = dict(os.environ, ETNP_PYTHON_DIR=os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__))))
+        workers["etnp"] = Worker(sys.executable, "etnp", None, os.path.join(scratch, "etnp-worker.log"), env)
+        hello = workers["etnp"].request({"op": "hello"}, timeout=120)
+        if "error" in hello:
+            notes.append("The etnp Python worker did not start: %s" % hello["error"])
+            del workers["etnp"]
+    else:
         notes.append("The etnp Python package is not built (%s): the etnp Python column is empty and the ratios "
                      "use `etnp bench`." % pkg_name)
 
     # ---- the workers (started first: importing torch takes a while) ------------------------------------------
     python, why = dev_venv_python()
-    workers = {}
     versions = {}
     if python is None:
         notes.append("No dev venv (%s): the official, onnxruntime and PyTorch columns are empty." % why)
@@ -470,6 +447,8 @@ def main():
         workers["onnx"] = Worker(python, "onnx", None, stderr_path)
         workers["eager"] = Worker(python, "eager", None, stderr_path)
         for key, w in workers.items():
+            if key == "etnp":
+                continue
             w.hello = w.request({"op": "hello"}, timeout=600)
             if "error" in w.hello:
                 notes.append("The %s worker did not start: %s" % (w.name, w.hello["error"]))
@@ -533,15 +512,16 @@ def main():
                     common = {"warmup": args.warmup, "iters": args.iters, "budget_s": args.budget_s, "save": save,
                               "inputs": row["inputs"], "threads": threads}
                     if rt == "etnp_py":
-                        if etnp_py is None:
+                        if "etnp" not in workers:
                             continue
-                        try:
-                            r = etnp_py.time(row, threads, args.warmup, args.iters, args.budget_s, save)
-                        except Exception as e:  # etnp refused the program: reported in the cell
-                            r = {"error": "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200])}
+                        r = workers["etnp"].request(dict(common, op="time", program=row["program"],
+                                                         data=row["data"], method=row["method"]))
                         estimate = r.get("median_ms")
                     elif rt == "etnp_cli":
                         # The same policy as `timed`, sized from etnp's Python run of this round when there is one.
+                        if not estimate:  # etnp's Python run comes later in this round's order: an earlier one
+                            earlier = [r for r in results.get((index, "etnp_py", threads), []) if "median_ms" in r]
+                            estimate = earlier[-1]["median_ms"] if earlier else None
                         per_call = estimate if estimate else 1.0
                         iters = int(max(3, min(args.iters, args.budget_s * 1e3 / max(per_call, 1e-4))))
                         warm = int(max(1, min(args.warmup, args.budget_s * 500 / max(per_call, 1e-4))))
@@ -580,11 +560,11 @@ def main():
     warm_n, iters_n = (200, 2000) if args.quick else (1000, 20000)
     r = etnp_bench(etnp, tiny_pte, 1, warm_n, iters_n, inputs=ones)
     overhead.append(("etnp, C++ (`etnp bench`: Method::execute incl. setting inputs)", r))
-    if etnp_py is not None:
-        overhead.append(("etnp, Python (`%s` Method.execute)" % pkg_name,
-                         etnp_py.time(tiny_row, 1, warm_n, iters_n, 1e9, None)))
     tiny_common = {"op": "time", "warmup": warm_n, "iters": iters_n, "budget_s": 1e9, "save": None, "inputs": ones,
                    "threads": 1}
+    if "etnp" in workers:
+        overhead.append(("etnp, Python (`%s` Method.execute)" % pkg_name,
+                         workers["etnp"].request(dict(tiny_common, **tiny_row))))
     if ("official", 1) in workers:
         overhead.append(("official runtime, Python (pybindings Method.execute, same .pte)",
                          workers["official", 1].request(dict(tiny_common, program=tiny_pte, data=[],
@@ -677,18 +657,33 @@ def cpu_description():
     return cpu, isa
 
 
+def plain(text):
+    """`text` without terminal colour codes (exporters colour their messages) and table separators."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text).replace("|", "/")
+
+
 def cell(c):
     if c is None:
         return "—"
     if "error" in c:
-        return "error: " + c["error"].replace("|", "/")[:90]
+        return "error: " + plain(c["error"])[:90]
     return "%s / %s" % (fmt(c["median_ms"]), fmt(c["min_ms"]))
 
 
 def ratios(a, b):
     if not a or not b or "error" in a or "error" in b:
         return "—"
-    return "%s / %s" % (ratio(a["median_ms"], b["median_ms"]), ratio(a["min_ms"], b["min_ms"]))
+    return "%s / %s%s" % (ratio(a["median_ms"], b["median_ms"]), ratio(a["min_ms"], b["min_ms"]),
+                          " (C++)" if a.get("cli") else "")
+
+
+def etnp_cell(cells, index, threads):
+    """etnp's Python cell, or its `etnp bench` cell (marked) where the Python one has no time."""
+    py = cells.get((index, "etnp_py", threads))
+    if py and "error" not in py:
+        return py
+    cli = cells.get((index, "etnp_cli", threads))
+    return dict(cli, cli=True) if cli and "error" not in cli else py
 
 
 def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
@@ -724,7 +719,8 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
               "runtime, the same torch module and inputs for onnxruntime (its `torch.onnx.export`) and PyTorch "
               "eager. **etnp / official** and **etnp / ORT** use etnp's Python column: a Python loop over "
               "`Method.execute`, like the official pybindings', onnxruntime's `InferenceSession.run` and the eager "
-              "module call; `etnp bench` is the C++ loop (no Python in it). *demo*: the MobileNetV2 of `etnp_demo`, "
+              "module call (marked (C++) where etnp's Python run has no time and `etnp bench`'s is used); "
+              "`etnp bench` is the C++ loop (no Python in it). *demo*: the MobileNetV2 of `etnp_demo`, "
               "written by etnp's own `.pte` writer (its torch module: bench/mobilenet_torch.py, same weights); "
               "*exported/, xnnpack/*: the programs of shared/fixtures/benchmarks.json (made with the official "
               "exporter; no torch module exists for them, so no onnxruntime or eager cells); *live/*: "
@@ -740,7 +736,7 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
     for index, row in enumerate(rows):
         diff = outputs_diff(saved.get((index, "etnp_py")), saved.get((index, "official")))
         for threads in THREADS:
-            mine = cells.get((index, "etnp_py", threads)) or cells.get((index, "etnp_cli", threads))
+            mine = etnp_cell(cells, index, threads)
             off = cells.get((index, "official", threads))
             ort = cells.get((index, "onnx", threads))
             eager = cells.get((index, "eager", threads))
@@ -762,7 +758,7 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
         for other in ("official", "onnx"):
             rs = []
             for index in range(len(rows)):
-                mine = cells.get((index, "etnp_py", threads)) or cells.get((index, "etnp_cli", threads))
+                mine = etnp_cell(cells, index, threads)
                 o = cells.get((index, other, threads))
                 if mine and o and "error" not in mine and "error" not in o:
                     rs.append(mine["median_ms"] / o["median_ms"])
@@ -783,7 +779,7 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
         for f in failures:
             if f not in seen:
                 seen.add(f)
-                md.append("- " + f)
+                md.append("- " + plain(f))
         md.append("")
 
     md.append("## 2. Outputs against PyTorch eager (rows with a float torch module)\n")
@@ -886,7 +882,7 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
     if notes:
         md.append("## Notes\n")
         for n in notes:
-            md.append("- " + n)
+            md.append("- " + plain(n))
         md.append("")
     with open(args.output, "w") as f:
         f.write("\n".join(md))
