@@ -1,6 +1,7 @@
 // Hand-checked cases for the data-movement (shape.cpp), indexing (index.cpp) and creation (fill.cpp) kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>

@@ -872,6 +872,10 @@ Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_da
   const PayloadParts parts = split_payload(payload);
   const std::span<const uint8_t> fb = parts.flatbuffer;
   if (fb.size() < 8) fail("flatbuffer is too small (" + std::to_string(fb.size()) + " bytes)");
+  // FlatBuffers buffers are below 2 GiB; the bound also keeps the aligned copy's size from wrapping.
+  if (fb.size() >= static_cast<size_t>(FLATBUFFERS_MAX_BUFFER_SIZE)) {
+    fail("flatbuffer of " + std::to_string(fb.size()) + " bytes is larger than FlatBuffers allows");
+  }
   if (std::memcmp(fb.data() + 4, "XN01", 4) != 0 && std::memcmp(fb.data() + 4, "XN00", 4) != 0) {
     std::string id;
     for (int i = 4; i < 8; ++i) id += (fb[i] >= 32 && fb[i] < 127) ? static_cast<char>(fb[i]) : '?';

@@ -686,7 +686,9 @@ xnn_status setup_global_average_pooling(Operator& op, size_t batch, size_t width
     }
     op.size_workspace(ws_size, ws_align);
   }
-  xnn_status s = xnn_setup_reduce_nd(op.op_, op.workspace(), in, out);
+  // The fp32 mean accumulates in the output itself; given a workspace it would convert from it with a
+  // conversion kernel only the quantized types have (a null call in this library version).
+  xnn_status s = xnn_setup_reduce_nd(op.op_, f32 ? nullptr : op.workspace(), in, out);
   if (s == xnn_status_success) s = setup_output_clamp(op, reshape, batch * op.channels_, out, pool);
   if (s != xnn_status_success) op.reshaped_ = false;
   return s;
