@@ -208,7 +208,8 @@ void conv_direct(const ConvShape& s, const Tensor& input, const Tensor& weight, 
 
 /// Output range [lo, hi) of positions o for which o * stride + offset lies in [0, size).
 inline void valid_range(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t& lo, int64_t& hi) {
-  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  // A padding wider than the output (a dilated convolution on a small map) leaves no valid output: lo = count.
+  lo = offset >= 0 ? 0 : std::min(count, (-offset + stride - 1) / stride);
   const int64_t last = size - 1 - offset;  // o * stride <= last
   hi = last < 0 ? 0 : std::min(count, last / stride + 1);
   if (hi < lo) hi = lo;

@@ -514,6 +514,10 @@ TEST(NnKernelsConv, GemmPathsMatchReference) {
   run_conv_case({1, 6, 9, 9, 4, 3, 2, 1, 3, 2, 0, 2, 1, 2, false, 0, 0, true, false}, 23);     // groups, dilation
   run_conv_case({1, 4, 8, 8, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, 0, 0, true, false}, 24);     // strided 1x1
   run_conv_case({2, 3, 1, 17, 5, 1, 4, 1, 2, 0, 3, 1, 2, 1, false, 0, 0, true, true}, 25);     // 1-D
+  // Atrous (DeepLabV3's ASPP): padding and dilation far wider than the 4x4 map, so most taps of every output
+  // (all but the centre one) fall outside it; this wrote past its im2col rows before.
+  run_conv_case({1, 6, 4, 4, 5, 3, 3, 1, 1, 12, 12, 12, 12, 1, false, 0, 0, true, false}, 26);
+  run_conv_case({1, 4, 3, 5, 3, 3, 3, 2, 1, 9, 7, 9, 7, 1, false, 0, 0, false, false}, 27);
 }
 
 TEST(NnKernelsConv, DepthwiseMatchesReference) {
@@ -521,6 +525,7 @@ TEST(NnKernelsConv, DepthwiseMatchesReference) {
   run_conv_case({2, 5, 11, 14, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5, false, 0, 0, false, false}, 31);
   run_conv_case({1, 4, 9, 10, 8, 5, 3, 3, 3, 2, 1, 1, 2, 4, false, 0, 0, true, false}, 32);  // multiplier 2
   run_conv_case({1, 3, 5, 5, 3, 3, 3, 1, 1, 0, 0, 2, 2, 3, false, 0, 0, true, false}, 33);   // dilation, no pad
+  run_conv_case({1, 8, 4, 4, 8, 3, 3, 1, 1, 12, 12, 12, 12, 8, false, 0, 0, true, false}, 34);  // atrous
 }
 
 TEST(NnKernelsConv, TransposedMatchesReference) {
