@@ -1,7 +1,8 @@
 // ETDump recording for programs loaded with enable_etdump=True, and ETDump decoding into Python objects.
 //
 // The blocks follow the official runtime's layout so existing tools read them: a "Default" block with a
-// "Program::load_method" event per method load, and per execute call an "Execute" block holding, for each
+// "Method::init" and a "Program::load_method" event per method load (etnp's load is the method's
+// initialization throughout, so both span it), and per execute call an "Execute" block holding, for each
 // instruction, an "OPERATOR_CALL" event (plus a "native_call_<op>" event for kernels) or a "DELEGATE_CALL" event
 // followed by one event per node the delegate ran (its debug handle as delegate_debug_id_int), then a
 // "Method::execute" event spanning the call. With a debug buffer the method outputs of each call are
@@ -39,6 +40,7 @@ std::string native_call_name(const std::string& op) {
 void EtdumpRecorder::record_load(uint64_t start_ns, uint64_t end_ns) {
   format::RunBlock block;
   block.name = "Default";
+  block.profile_events.push_back(profile_event("Method::init", -1, 0, start_ns, end_ns));
   block.profile_events.push_back(profile_event("Program::load_method", -1, 0, start_ns, end_ns));
   std::lock_guard lock(mutex_);
   blocks_.push_back(std::move(block));

@@ -100,5 +100,9 @@ def test_etdump_read_both_ways(model, form, runtime, tmp_path):
 
     ours_blocks = parse_etdump(tmp_path / "etnp.etdp")
     theirs_blocks = parse_etdump(tmp_path / "official.etdp")
+    def load_events(blocks):
+        return [e["name"] for b in blocks if b["name"] == "Default" for e in b["profile_events"]]
+
+    assert load_events(ours_blocks) == load_events(theirs_blocks) == ["Method::init", "Program::load_method"]
     assert _instruction_calls(theirs_blocks), "the official ETDump recorded no kernel or delegate call"
     assert _instruction_calls(ours_blocks) == _instruction_calls(theirs_blocks)
