@@ -1,5 +1,6 @@
-// Runs a parsed XNNGraph. Nodes the Debian (2022) XNNPACK can run become XNNPACK operators created once at
-// load (weights packed then); the rest run on the delegate's own kernels (xnn_kernels.h). The delegate
+// Runs a parsed XNNGraph. Nodes Debian's XNNPACK can run (the 2022 or the 2024 one, through xnn_ops.h) become
+// XNNPACK operators created once at load (weights packed then); the rest run on the delegate's own kernels
+// (xnn_kernels.h). The delegate
 // propagates shapes itself, plans one arena for all intermediate values (re-planned only when the input
 // shapes change) and binds the DelegateCall's tensors directly as graph inputs and outputs.
 #pragma once
