@@ -458,6 +458,31 @@ TEST(XnnpackBackend, QuantizedFallbacks) {
   }
 }
 
+// qs8 global average pooling rounds after adding the output zero point, half to even, as the official runtime's
+// XNNPACK does: with the odd zero point -7 a tie of +0.5 steps lands on code -6 (not -7), -0.5 on -8.
+TEST(XnnpackBackend, QuantizedGlobalAveragePoolingRoundsTiesLikeTheOfficialRuntime) {
+  GraphBuilder g;
+  const uint32_t x = g.input({1, 2, 2, 4}, 0);
+  const uint32_t xq = g.per_tensor(DT::xnn_datatype_qint8, {1, 2, 2, 4}, 0.5f, -7);
+  const uint32_t pq = g.per_tensor(DT::xnn_datatype_qint8, {1, 1, 1, 4}, 0.5f, -7);
+  const uint32_t y = g.output({1, 1, 1, 4}, 1);
+  g.unary(XNodeUnion::XNNConvert, x, xq);
+  g.unary(XNodeUnion::XNNGlobalAvgPooling2d, xq, pq);
+  g.unary(XNodeUnion::XNNConvert, pq, y);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  // Steps above the zero point, pixel by pixel (NHWC): channel sums 2, 3, -2 and 6 over 4 pixels.
+  const std::vector<float> steps = {1, 3, -1, 5, 1, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<float> xv;
+  for (float v : steps) xv.push_back(v * 0.5f);
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 2, 2, 4}, xv));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, 1, 1, 4}, {}));
+  run(ex, t);
+  // 0.5 -> code -6.5 -> -6; 0.75 -> -6.25 -> -6; -0.5 -> -7.5 -> -8; 1.5 -> -5.5 -> -6 (relative rounding would
+  // give 0, 1, 0, 2 steps).
+  EXPECT_EQ(t[1]->values<float>(), (std::vector<float>{0.5f, 0.5f, -0.5f, 0.5f}));
+}
+
 // Dynamically quantized linears with 4-bit weights: per channel (qcint4) and blockwise (qbint4, bf16 scales
 // per group of 4 inputs), against the same arithmetic in doubles on the quantized activations.
 TEST(XnnpackBackend, DynamicallyQuantizedFullyConnected4Bit) {
