@@ -11,7 +11,7 @@ written to bench/RESULTS.md.
 Every runtime runs in this one process tree, in the same interleaved rounds, on the same files and input
 arrays, at 1 and 2 threads:
   - etnp, twice: `etnp bench --json` (C++ Method::execute in a loop) and the Python package's Method.execute in a
-    loop (in this process, /usr/bin/python3);
+    loop (a worker process of /usr/bin/python3, so that a crash of etnp on a program costs only that cell);
   - the official runtime: its pybindings' `Method.execute` in a loop (`executorch.runtime.Runtime`), one worker
     process per thread count, its pool set once with `_unsafe_reset_threadpool(N)` (checked with
     `_threadpool_get_thread_count()`);
@@ -635,7 +635,7 @@ def main():
     uptime_after = run(["uptime"]).stdout.strip()
     elapsed_min = (time.time() - t_start) / 60
     write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
-                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats)
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root)
     shutil.rmtree(scratch, ignore_errors=True)
     log("wrote", args.output)
 
@@ -687,7 +687,7 @@ def etnp_cell(cells, index, threads):
 
 
 def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
-                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats):
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root):
     cpu, isa = cpu_description()
     md = []
     md.append("# etnp benchmark results\n")
@@ -701,6 +701,7 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
               "(same rounds), not across runs.\n"
               % (cpu, isa, os.cpu_count() or 0, uptime_before, uptime_after,
                  ", ".join("%.1f" % x for x in round_loads)))
+    md.append("Live exports: %s.\n" % live_root)
     md.append("Versions: etnp %s; %s. %d round%s; per measurement up to %d warm-up and %d timed calls, at most "
               "%.2f s of timed calls (never fewer than 3)%s.\n"
               % (getattr(pkg, "__version__", "?") if pkg else "?",
