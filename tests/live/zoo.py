@@ -74,8 +74,11 @@ def _tv(name, **kwargs):
 def _vit():
     import torchvision
 
-    return torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
-                                                hidden_dim=64, mlp_dim=128, num_classes=10)
+    vit = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                               hidden_dim=64, mlp_dim=128, num_classes=10)
+    # torchvision starts the classification head at zero, which would make every output its (zero) bias.
+    torch.nn.init.normal_(vit.heads.head.weight, std=0.5)
+    return vit
 
 
 class _SsdLiteHeads(torch.nn.Module):
