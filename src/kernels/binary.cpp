@@ -442,6 +442,14 @@ void pow_tensor_scalar_out(KernelContext& ctx, KernelArgs args) {
   const Scalar exponent = args[1]->to_scalar();
   Tensor& out = args[2]->to_tensor();
   const ScalarType common = prepare_scalar(a, exponent, out, op);
+  if (common == ScalarType::Bool && (exponent.to_int() == 0 || exponent.to_int() == 1)) {
+    // ATen answers x ** 0 (ones) and x ** 1 (a copy) before it dispatches on the dtype, so these two work on
+    // booleans, where any other exponent is refused.
+    ew::check_can_cast(common, out, op);
+    const bool to_zero = exponent.to_int() == 0;
+    apply<bool, bool, 1>(ctx, out, {&a}, [to_zero](bool x) { return to_zero || x; }, ew::kCheapGrain, op);
+    return;
+  }
   fail_bool_pow(op, common);
   ew::check_can_cast(common, out, op);
   if (!is_floating_type(common) && exponent.to_int() < 0) {
