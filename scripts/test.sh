@@ -16,6 +16,15 @@ cd "$(dirname "$0")/.."
 status=0
 step() { echo; echo "=== $*"; }
 
+# The dev venv (torch and the official ExecuTorch, test oracles only): made here, so that the C++ suite's
+# torch-oracle tests use its Python too (ETNP_TORCH_PYTHON).
+venv_rc=0
+venv=""
+if [ "${ETNP_SKIP_LIVE:-0}" != "1" ]; then
+  venv=$(./scripts/dev-venv.sh) || venv_rc=$?
+  [ $venv_rc -eq 0 ] && export ETNP_TORCH_PYTHON="$venv/bin/python"
+fi
+
 step "release build"
 # Explicit options: a build/ configured by quickstart.sh (tests off) keeps its cached settings otherwise.
 ETNP_BUILD_DIR=build ./scripts/build.sh -DETNP_BUILD_TESTS=ON -DETNP_BUILD_PYTHON=ON
@@ -30,8 +39,6 @@ step "live exports: etnp beside the official ExecuTorch runtime"
 if [ "${ETNP_SKIP_LIVE:-0}" = "1" ]; then
   echo "skipped: ETNP_SKIP_LIVE=1"
 else
-  venv_rc=0
-  venv=$(./scripts/dev-venv.sh) || venv_rc=$?
   if [ $venv_rc -ne 0 ]; then
     echo "the dev venv could not be made (scripts/dev-venv.sh exit $venv_rc): live exports not tested"
     [ "${CI:-}" = "true" ] && status=1
