@@ -7,7 +7,6 @@ Needs the etnp and etnp_demo executables ($ETNP_BUILD_DIR, else build/) and the 
 import os
 import pathlib
 import subprocess
-import sys
 
 import numpy as np
 import pytest

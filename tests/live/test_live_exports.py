@@ -13,7 +13,6 @@ import pathlib
 import warnings
 
 import numpy as np
-import pytest
 
 QUANTIZED_FORMS = ("xnnpack_int8", "xnnpack_qd8", "xnnpack_8da4w")
 
