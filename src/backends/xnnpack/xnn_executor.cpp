@@ -216,7 +216,8 @@ ops::UnaryOp unary_op(NodeKind kind) {
   }
 }
 
-ops::PoolParams pool_params(const WindowParams& w) {
+/// The payload's window as the adapter takes it (convolutions: as serialized).
+ops::PoolParams window_params(const WindowParams& w) {
   ops::PoolParams p;
   p.pad_top = w.pad_top;
   p.pad_right = w.pad_right;
@@ -226,8 +227,16 @@ ops::PoolParams pool_params(const WindowParams& w) {
   p.kernel_w = w.kernel_w;
   p.stride_h = w.stride_h;
   p.stride_w = w.stride_w;
-  p.dilation_h = std::max<uint32_t>(w.dilation_h, 1);
-  p.dilation_w = std::max<uint32_t>(w.dilation_w, 1);
+  p.dilation_h = w.dilation_h;
+  p.dilation_w = w.dilation_w;
+  return p;
+}
+
+/// Pooling windows: an unset (0) dilation means none.
+ops::PoolParams pool_params(const WindowParams& w) {
+  ops::PoolParams p = window_params(w);
+  p.dilation_h = std::max<uint32_t>(p.dilation_h, 1);
+  p.dilation_w = std::max<uint32_t>(p.dilation_w, 1);
   return p;
 }
 
@@ -957,16 +966,7 @@ void Executor::compile() {
         const size_t gin = depthwise ? 1 : w.group_input_channels;
         const size_t gout = depthwise ? w.group_output_channels / w.group_input_channels : w.group_output_channels;
         ops::ConvParams cp;
-        cp.pad_top = w.pad_top;
-        cp.pad_right = w.pad_right;
-        cp.pad_bottom = w.pad_bottom;
-        cp.pad_left = w.pad_left;
-        cp.kernel_h = w.kernel_h;
-        cp.kernel_w = w.kernel_w;
-        cp.stride_h = w.stride_h;
-        cp.stride_w = w.stride_w;
-        cp.dilation_h = w.dilation_h;
-        cp.dilation_w = w.dilation_w;
+        static_cast<ops::PoolParams&>(cp) = window_params(w);
         cp.groups = groups;
         cp.group_input_channels = gin;
         cp.group_output_channels = gout;

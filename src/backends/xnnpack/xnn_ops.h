@@ -81,19 +81,18 @@ struct QParams {
 };
 
 /// A 2-D convolution's geometry (XNNPACK's argument order; channel strides are groups x group channels).
-struct ConvParams {
+/// A pooling window, and the window part of a convolution.
+struct PoolParams {
   uint32_t pad_top = 0, pad_right = 0, pad_bottom = 0, pad_left = 0;
   uint32_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+};
+
+struct ConvParams : PoolParams {
   uint32_t groups = 1;
   size_t group_input_channels = 0, group_output_channels = 0;
   bool depthwise = false;  ///< the filter is [1, kh, kw, channels * multiplier] (XNN_FLAG_DEPTHWISE_CONVOLUTION)
 };
 
-/// A pooling window.
-struct PoolParams {
-  uint32_t pad_top = 0, pad_right = 0, pad_bottom = 0, pad_left = 0;
-  uint32_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-};
 
 // ---- element-wise -----------------------------------------------------------------------------------------
 // Binary operators broadcast numpy-style over shapes of rank 1 to XNN_MAX_TENSOR_DIMS.
