@@ -6,11 +6,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   flatbuffers-compiler libflatbuffers-dev
-  libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libsleef-dev
+  libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libfp16-dev libsleef-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev nlohmann-json3-dev libssl-dev)
+  packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev libssl-dev)
 fi
 # torch, the official ExecuTorch and the other oracles are not Debian packages here: the tests and benchmarks
 # take them from the dev venv (scripts/dev-venv.sh, requirements-dev.txt), never the runtime.

@@ -13,6 +13,7 @@
 
 #include "etnp/error.h"
 #include "etnp/named_data.h"
+#include "etnp/profiling.h"
 #include "etnp/value.h"
 
 namespace etnp {
@@ -60,17 +61,6 @@ class Backend {
   virtual BackendOptionValue get_option(std::string_view key) const;
   virtual std::vector<std::string> option_names() const { return {}; }
 };
-
-/// Profiling inside a delegate call. While a method loaded with enable_profiling runs a DelegateCall, the
-/// backend may time the parts of the call (the nodes of its graph) and report each; they appear in
-/// Method::profile_events() right after that call's DELEGATE_CALL event, with ProfileEvent::delegate_part set
-/// and the call's instruction. Reports from any other time or thread are dropped.
-bool delegate_profiling_active();
-/// `name`: what ran, e.g. "XNNFullyConnected (own kernel)"; `debug_handle`: the part's debug handle in the
-/// payload (-1: none); times from profile_clock_ns().
-void report_delegate_part(std::string name, int64_t debug_handle, uint64_t start_ns, uint64_t end_ns);
-/// The clock of all profile events, in nanoseconds.
-uint64_t profile_clock_ns();
 
 /// Registers a backend under backend->name(). Throws InvalidArgument if the name is taken.
 void register_backend(std::shared_ptr<Backend> backend);

@@ -19,6 +19,8 @@
 
 #include "etnp/backend.h"
 #include "etnp/error.h"
+#include "etnp/file_info.h"
+#include "etnp/profiling.h"
 #include "etnp/scalar_type.h"
 #include "etnp/value.h"
 
@@ -28,11 +30,6 @@ namespace detail {
 struct ProgramImpl;
 struct MethodImpl;
 }  // namespace detail
-
-enum class Verification : uint8_t {
-  Minimal,              ///< Header, identifier and FlatBuffers structure.
-  InternalConsistency,  ///< Also every index, offset, size and tensor in every method (the default).
-};
 
 struct LoadOptions {
   Verification verification = Verification::InternalConsistency;
@@ -88,48 +85,11 @@ struct MethodMeta {
   size_t num_values = 0;
 };
 
-struct SegmentInfo {
-  uint64_t offset = 0;
-  uint64_t size = 0;
-};
-
-/// What `etnp inspect` shows about the container.
-struct ProgramInfo {
-  std::string identifier;  ///< "ET12"
-  uint32_t version = 0;
-  bool has_extended_header = false;
-  uint64_t file_size = 0;
-  uint64_t program_size = 0;
-  uint64_t segment_base_offset = 0;
-  uint64_t segment_data_size = 0;
-  std::vector<SegmentInfo> segments;
-  uint64_t constant_bytes = 0;
-  bool legacy_constant_buffer = false;
-  size_t num_named_data = 0;
-  size_t num_mutable_segments = 0;
-};
-
 /// Operators and backends a program needs that this build lacks.
 struct MissingDependencies {
   std::vector<std::string> operators;
   std::vector<std::string> backends;
   bool empty() const { return operators.empty() && backends.empty(); }
-};
-
-struct ProfileEvent {
-  std::string name;          ///< Operator name, "DELEGATE_CALL <backend>", "MOVE_CALL", ...
-  int64_t chain = 0;
-  int64_t instruction = -1;
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  /// The instruction ran once at load (constant folding, a batch norm folded into its convolution) and the
-  /// run skipped it.
-  bool folded = false;
-  /// A part of the DELEGATE_CALL event just before it (a node of the delegate's graph, as the backend reported
-  /// it: see report_delegate_part); its time is included in that event's.
-  bool delegate_part = false;
-  /// The part's debug handle in the delegate payload, -1 if none.
-  int64_t debug_handle = -1;
 };
 
 class Method;

@@ -9,7 +9,7 @@
 #include "bundled_program_generated.h"
 #include "etnp/error.h"
 #include "etnp/tensor.h"
-#include "kernels/kernel_util.h"
+#include "core/half.h"
 
 namespace etnp::format {
 
@@ -135,9 +135,9 @@ double element_as_double(ScalarType t, const uint8_t* p, int64_t i) {
   switch (t) {
     case ScalarType::Float: { float v; std::memcpy(&v, p + i * 4, 4); return v; }
     case ScalarType::Double: { double v; std::memcpy(&v, p + i * 8, 8); return v; }
-    case ScalarType::Half: { uint16_t v; std::memcpy(&v, p + i * 2, 2); return kernels::Half::to_float(v); }
+    case ScalarType::Half: { uint16_t v; std::memcpy(&v, p + i * 2, 2); return Half::to_float(v); }
     case ScalarType::BFloat16: {
-      kernels::BFloat16 v;
+      BFloat16 v;
       std::memcpy(&v.bits, p + i * 2, 2);
       return static_cast<float>(v);
     }

@@ -9,7 +9,8 @@
 #include <string>
 
 #include "etnp/named_data.h"
-#include "etnp/program.h"
+#include "etnp/file_info.h"
+#include "etnp/tensor.h"
 #include "format/byte_source.h"
 #include "program_generated.h"
 

@@ -8,14 +8,13 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
-#include "kernels/gemm.h"
+#include "compute/gemm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

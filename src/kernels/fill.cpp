@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/copy_util.h"
+#include "compute/copy_util.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

@@ -6,10 +6,9 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
-#include "kernels/copy_util.h"
+#include "compute/copy_util.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
-#include "kernels/gemm.h"
+#include "compute/gemm.h"
 #include "kernels/kernel_util.h"
-#include "kernels/packed_gemm.h"
+#include "compute/packed_gemm.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

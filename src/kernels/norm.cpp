@@ -8,9 +8,8 @@
 
 #include "etnp/threadpool.h"
 #include "kernels/kernel_util.h"
-#include "kernels/vector_math.h"
+#include "compute/vector_math.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

@@ -10,7 +10,6 @@
 #include "etnp/threadpool.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

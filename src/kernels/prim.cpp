@@ -3,7 +3,6 @@
 
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 namespace {

@@ -1,6 +1,6 @@
 #include "kernels/register.h"
+#include "core/kernel_registry.h"
 
-#include "runtime/kernel_registry.h"
 
 namespace etnp::kernels {
 

@@ -11,8 +11,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
-#include "kernels/vector_math.h"
-#include "runtime/kernel_registry.h"
+#include "compute/vector_math.h"
 
 namespace etnp::kernels {
 namespace {

@@ -9,7 +9,8 @@
 
 #include "etnp/program.h"
 #include "etnp/threadpool.h"
-#include "runtime/kernel_registry.h"
+#include "core/profiling.h"
+#include "runtime/registry.h"
 #include "runtime/program_impl.h"
 
 namespace etnp {
@@ -46,9 +47,6 @@ ByteRange bytes_of(const Tensor& t) {
   const auto begin = reinterpret_cast<uintptr_t>(t.data());
   return {begin, begin + static_cast<uintptr_t>(t.capacity_numel()) * t.element_size()};
 }
-
-/// Where report_delegate_part puts the parts of the delegate call this thread is running (null: none).
-thread_local std::vector<ProfileEvent>* t_delegate_parts = nullptr;
 
 uint8_t* allocate_zeroed(size_t nbytes, const std::string& what) {
   void* p = std::calloc(nbytes == 0 ? 1 : nbytes, 1);
@@ -313,7 +311,7 @@ void MethodImpl::build_values() {
 void MethodImpl::build_instructions() {
   const auto* chains = plan->chains();
   const auto* ops = plan->operators();
-  const auto& registry = KernelRegistry::global();
+  const auto& registry = runtime::kernel_registry();
 
   // Resolve every operator once; report all missing ones together.
   std::vector<const KernelEntry*> entries;
@@ -1015,7 +1013,7 @@ void MethodImpl::run() {
   } restore_freed{freed_storage};
   std::vector<ProfileEvent> delegate_parts;  // of the delegate call running, when profiling
   struct StopDelegateParts {
-    ~StopDelegateParts() { t_delegate_parts = nullptr; }  // a delegate that threw leaves it set
+    ~StopDelegateParts() { core::set_delegate_part_sink(nullptr); }  // a delegate that threw leaves it set
   } stop_delegate_parts;
   try {
     while (pc < n) {
@@ -1035,10 +1033,10 @@ void MethodImpl::run() {
           if (ins.check_storage) check_tensor_storage(ins);
           if (profiling) {
             delegate_parts.clear();
-            t_delegate_parts = &delegate_parts;
+            core::set_delegate_part_sink(&delegate_parts);
           }
           ins.backend->execute(*ins.delegate, ins.args);
-          t_delegate_parts = nullptr;
+          core::set_delegate_part_sink(nullptr);
           break;
         case Instruction::Kind::Move:
           values[ins.b] = values[ins.a];
@@ -1142,24 +1140,6 @@ Value MethodImpl::output(size_t index) const {
 }
 
 }  // namespace detail
-
-uint64_t profile_clock_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
-bool delegate_profiling_active() { return detail::t_delegate_parts != nullptr; }
-
-void report_delegate_part(std::string name, int64_t debug_handle, uint64_t start_ns, uint64_t end_ns) {
-  if (detail::t_delegate_parts == nullptr) return;
-  ProfileEvent ev;
-  ev.name = std::move(name);
-  ev.start_ns = start_ns;
-  ev.end_ns = end_ns;
-  ev.delegate_part = true;
-  ev.debug_handle = debug_handle;
-  detail::t_delegate_parts->push_back(std::move(ev));
-}
 
 Method::Method(std::unique_ptr<detail::MethodImpl> impl) : impl_(std::move(impl)) {}
 Method::~Method() = default;

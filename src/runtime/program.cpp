@@ -3,7 +3,7 @@
 
 #include "etnp/program.h"
 #include "format/bundled_program.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/registry.h"
 #include "runtime/program_impl.h"
 
 namespace etnp {
@@ -168,7 +168,7 @@ ProgramInfo Program::info() const { return impl_->file->info(); }
 
 MissingDependencies Program::missing_dependencies() const {
   std::set<std::string> ops, backends;
-  const auto& registry = KernelRegistry::global();
+  const auto& registry = runtime::kernel_registry();
   for (size_t i = 0; i < impl_->file->num_plans(); ++i) {
     const auto& plan = impl_->file->plan(i);
     if (const auto* list = plan.operators()) {

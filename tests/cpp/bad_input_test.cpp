@@ -13,7 +13,7 @@
 #include <random>
 
 #include "etnp/backend.h"
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 #include "program_generated.h"
 #include "writer_test_util.h"
 

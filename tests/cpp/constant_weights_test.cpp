@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 #include "writer_test_util.h"
 
 namespace etnp::writer_testing {

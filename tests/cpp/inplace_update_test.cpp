@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 #include "writer_test_util.h"
 
 namespace etnp::writer_testing {

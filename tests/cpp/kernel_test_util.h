@@ -11,7 +11,7 @@
 
 #include "etnp/kernel.h"
 #include "etnp/threadpool.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/registry.h"
 
 namespace etnp::testing {
 
@@ -53,7 +53,7 @@ struct OwnedTensor {
 
 /// Runs the registered kernel `name` over `args` (EValues built by the test).
 inline void call_kernel(const std::string& name, std::vector<EValue>& args) {
-  const KernelEntry* entry = KernelRegistry::global().find(name);
+  const KernelEntry* entry = runtime::kernel_registry().find(name);
   ASSERT_NE(entry, nullptr) << "kernel not registered: " << name;
   std::vector<EValue*> ptrs;
   for (auto& a : args) ptrs.push_back(&a);

@@ -14,7 +14,7 @@ namespace {
 EValue T(const std::unique_ptr<OwnedTensor>& t) { return EValue::from_tensor(&t->tensor); }
 
 TEST(CustomKernelExample, RegistrarRegistersTheKernel) {
-  const KernelEntry* entry = KernelRegistry::global().find("my_ops::scaled_add.out");
+  const KernelEntry* entry = runtime::kernel_registry().find("my_ops::scaled_add.out");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->num_args, 5);
   const auto names = registered_kernel_names();

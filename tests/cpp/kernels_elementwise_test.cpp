@@ -259,8 +259,8 @@ TEST(ElementwiseKernels, ScalarOverloadsPromoteLikePyTorch) {
 }
 
 TEST(ElementwiseKernels, HalfAndBFloat16ComputeInFloat) {
-  using kernels::BFloat16;
-  using kernels::Half;
+  
+  
   auto a = make<Half>(ScalarType::Half, {3}, {Half(1.5f), Half(2.0f), Half(-0.25f)});
   auto b = make<Half>(ScalarType::Half, {3}, {Half(0.5f), Half(4.0f), Half(1.0f)});
   auto out = empty(ScalarType::Half, {3});
@@ -763,16 +763,16 @@ TEST(ElementwiseKernels, VectorMathMatchesScalarReference) {
 }
 
 TEST(ElementwiseKernels, ArgumentCountsAreRegistered) {
-  const KernelEntry* add = KernelRegistry::global().find("aten::add.out");
+  const KernelEntry* add = runtime::kernel_registry().find("aten::add.out");
   ASSERT_NE(add, nullptr);
   EXPECT_EQ(add->num_args, 5);
-  const KernelEntry* where = KernelRegistry::global().find("aten::where.self_out");
+  const KernelEntry* where = runtime::kernel_registry().find("aten::where.self_out");
   ASSERT_NE(where, nullptr);
   EXPECT_EQ(where->num_args, 5);
-  const KernelEntry* exp = KernelRegistry::global().find("aten::exp.out");
+  const KernelEntry* exp = runtime::kernel_registry().find("aten::exp.out");
   ASSERT_NE(exp, nullptr);
   EXPECT_EQ(exp->num_args, 3);
-  EXPECT_NE(KernelRegistry::global().find("aten::bitwise_left_shift.Tensor_Scalar_out"), nullptr);
+  EXPECT_NE(runtime::kernel_registry().find("aten::bitwise_left_shift.Tensor_Scalar_out"), nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1059,8 +1059,8 @@ TEST(ElementwiseTorchOracle, DtypePromotionMatchesTorch) {
       approximate |= c.op->expr.find(fn) != std::string::npos;
     }
     for (int64_t i = 0; i < out->tensor.numel(); ++i) {
-      const double got = kernels::load_as_double(dt, out->tensor.data(), i);
-      const double want = kernels::load_as_double(dt, expected->tensor.data(), i);
+      const double got = compute::load_as_double(dt, out->tensor.data(), i);
+      const double want = compute::load_as_double(dt, expected->tensor.data(), i);
       if (std::isnan(want)) {
         EXPECT_TRUE(std::isnan(got)) << "element " << i;
       } else if (std::isfinite(want) && approximate) {

@@ -23,7 +23,7 @@
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
 #include "kernel_test_util.h"
-#include "kernels/gemm.h"
+#include "compute/gemm.h"
 
 namespace etnp::testing {
 namespace {
@@ -333,13 +333,13 @@ TEST(NnKernelsLinalg, GemmEpilogueAndZeroK) {
   // k == 0: C = beta * bias only.
   float bias[3] = {1, 2, 3};
   float c[6] = {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
-  kernels::GemmEpilogue ep;
+  compute::GemmEpilogue ep;
   ep.beta = 2.0f;
-  ep.bias = kernels::GemmMatrix{bias, 0, 1};
-  kernels::gemm_f32(2, 3, 0, {nullptr, 0, 1}, {nullptr, 3, 1}, c, 3, 1, ep, nullptr);
+  ep.bias = compute::GemmMatrix{bias, 0, 1};
+  compute::gemm_f32(2, 3, 0, {nullptr, 0, 1}, {nullptr, 3, 1}, c, 3, 1, ep, nullptr);
   EXPECT_EQ(std::vector<float>(c, c + 6), (std::vector<float>{2, 4, 6, 2, 4, 6}));
-  EXPECT_TRUE(std::string(kernels::gemm_f32_kernel_name()) == "avx2-fma" ||
-              std::string(kernels::gemm_f32_kernel_name()) == "generic");
+  EXPECT_TRUE(std::string(compute::gemm_f32_kernel_name()) == "avx2-fma" ||
+              std::string(compute::gemm_f32_kernel_name()) == "generic");
 }
 
 TEST(NnKernelsLinalg, GemmEpilogueBiasLayouts) {
@@ -352,13 +352,13 @@ TEST(NnKernelsLinalg, GemmEpilogueBiasLayouts) {
     bool transposed_out;
   };
   for (const Layout& l : {Layout{1, 0, false}, Layout{0, 1, false}, Layout{n, 1, false}, Layout{1, 0, true}}) {
-    kernels::GemmEpilogue ep;
+    compute::GemmEpilogue ep;
     ep.alpha = 0.5f;
     ep.beta = 3.0f;
-    ep.bias = kernels::GemmMatrix{biasv.data(), l.bias_rs, l.bias_cs};
+    ep.bias = compute::GemmMatrix{biasv.data(), l.bias_rs, l.bias_cs};
     std::vector<float> c(static_cast<size_t>(m * n), kNaN);
     const int64_t c_rs = l.transposed_out ? 1 : n, c_cs = l.transposed_out ? m : 1;
-    kernels::gemm_f32(m, n, k, {av.data(), k, 1}, {bv.data(), n, 1}, c.data(), c_rs, c_cs, ep, nullptr);
+    compute::gemm_f32(m, n, k, {av.data(), k, 1}, {bv.data(), n, 1}, c.data(), c_rs, c_cs, ep, nullptr);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double acc = 0.0;

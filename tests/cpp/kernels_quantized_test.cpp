@@ -13,7 +13,7 @@
 namespace etnp::testing {
 namespace {
 
-using kernels::Half;
+
 
 EValue T(const std::unique_ptr<OwnedTensor>& t) { return EValue::from_tensor(&t->tensor); }
 EValue I(int64_t v) { return EValue::from_int(v); }
@@ -40,7 +40,7 @@ TEST(QuantizedKernels, AllRegisteredWithExactArgumentCounts) {
       {"add.out", 16},
   };
   for (const auto& [name, count] : expected) {
-    const KernelEntry* e = KernelRegistry::global().find(std::string("quantized_decomposed::") + name);
+    const KernelEntry* e = runtime::kernel_registry().find(std::string("quantized_decomposed::") + name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_EQ(e->num_args, count) << name;
   }

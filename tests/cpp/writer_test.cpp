@@ -11,7 +11,7 @@
 #include "etnp/backend.h"
 #include "format/pte_file.h"
 #include "format/ptd_file.h"
-#include "format/xnnpack_writer.h"
+#include "tools/writer/xnnpack_writer.h"
 #include "writer_test_util.h"
 
 namespace etnp::writer_testing {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "etnp/program.h"
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 
 namespace etnp::writer_testing {
 

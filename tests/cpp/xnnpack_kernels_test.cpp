@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
-#include "kernels/packed_gemm.h"
-#include "kernels/vector_math.h"
+#include "compute/packed_gemm.h"
+#include "compute/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_ops.h"
 #include "backends/xnnpack/xnn_shape.h"
 
 namespace etnp::xnn {
 
-using kernels::Conv2dGeometry;
-using kernels::DepthwiseConv;
-using kernels::PackedGemm;
-using kernels::conv2d_indirect;
+using compute::Conv2dGeometry;
+using compute::DepthwiseConv;
+using compute::PackedGemm;
+using compute::conv2d_indirect;
 namespace {
 
 Shape shape(std::initializer_list<size_t> dims) {
@@ -257,7 +257,7 @@ TEST(XnnpackKernels, IndirectConvolutionMatchesNaive) {
       for (size_t j = 0; j < t.cout; ++j) bias[j] = static_cast<float>(j % 5);
       const PackedGemm gemm(f.data(), true, g.patch(), t.cout, bias.data());
       std::vector<float> out(t.batch * g.out_h * g.out_w * t.cout, -1.0f);
-      kernels::Conv2dScratch scratch;
+      compute::Conv2dScratch scratch;
       conv2d_indirect(gemm, g, t.batch, x.data(), -200.0f, 200.0f, out.data(), scratch);
       for (size_t b = 0; b < t.batch; ++b) {
         for (size_t oy = 0; oy < g.out_h; ++oy) {
@@ -332,7 +332,7 @@ TEST(XnnpackKernels, BinaryBroadcast) {
 TEST(XnnpackKernels, Softmax) {
   const std::vector<float> x = {0.0f, 0.0f, std::log(2.0f), 1000.0f, 1000.0f, 1000.0f};
   std::vector<float> y(6);
-  kernels::softmax_rows_f32(x.data(), y.data(), 2, 3);
+  compute::softmax_rows_f32(x.data(), y.data(), 2, 3);
   EXPECT_FLOAT_EQ(y[0], 0.25f);
   EXPECT_FLOAT_EQ(y[2], 0.5f);
   EXPECT_FLOAT_EQ(y[3], 1.0f / 3.0f);  // large inputs do not overflow

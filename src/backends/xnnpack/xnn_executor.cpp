@@ -8,8 +8,8 @@
 #include <limits>
 #include <new>
 
-#include "kernels/packed_gemm.h"
-#include "kernels/vector_math.h"
+#include "compute/packed_gemm.h"
+#include "compute/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_ops.h"
 #include "backends/xnnpack/xnn_shape.h"
@@ -18,11 +18,11 @@
 
 namespace etnp::xnn {
 
-using kernels::Conv2dGeometry;
-using kernels::DepthwiseConv;
-using kernels::PackedGemm;
-using kernels::conv2d_indirect;
-using kernels::kParallelWork;
+using compute::Conv2dGeometry;
+using compute::DepthwiseConv;
+using compute::PackedGemm;
+using compute::conv2d_indirect;
+using compute::kParallelWork;
 
 // ---- steps ---------------------------------------------------------------------------------------------
 
@@ -592,7 +592,7 @@ void Executor::compile() {
         add_own([=](const RunContext& c) {
           const Shape& x = c.shapes[in0];
           const size_t channels = channels_of(c.shapes);
-          kernels::softmax_rows_f32(static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
+          compute::softmax_rows_f32(static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
                       x[x.rank - 1] == 0 ? 0 : x.numel() / channels, channels);
         });
         break;
@@ -1012,7 +1012,7 @@ void Executor::compile() {
                 reinterpret_cast<const float*>(f.data), true, size_t{w.kernel_h} * w.kernel_w * cin, cout,
                 b == nullptr ? nullptr : reinterpret_cast<const float*>(b->data));
             packed_bytes_ += gemm->bytes();
-            add_own([=, scratch = kernels::Conv2dScratch()](const RunContext& c) mutable {
+            add_own([=, scratch = compute::Conv2dScratch()](const RunContext& c) mutable {
               const Shape& s = c.shapes[in0];
               const Shape& o = c.shapes[out0];
               Conv2dGeometry g;

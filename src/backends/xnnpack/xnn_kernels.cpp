@@ -6,8 +6,8 @@
 #include <limits>
 
 #include "etnp/threadpool.h"
-#include "kernels/gemm.h"
-#include "kernels/packed_gemm.h"
+#include "compute/gemm.h"
+#include "compute/packed_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -175,7 +175,7 @@ void transpose_typed(const T* in, T* out, int rank, const size_t* size, const si
     T* dst = out + o * rows * cols;
     if (col_stride == 1) {
       for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * row_stride, cols * sizeof(T));
-    } else if (rows * cols >= kernels::kParallelWork && rows >= 64 && ThreadPool::global().num_threads() > 1) {
+    } else if (rows * cols >= compute::kParallelWork && rows >= 64 && ThreadPool::global().num_threads() > 1) {
       // Large planes (image layout changes) split by row bands across the pool.
       constexpr size_t kBand = 64;
       ThreadPool::global().parallel_for((rows + kBand - 1) / kBand, 1, [&](size_t b0, size_t b1) {
@@ -326,10 +326,10 @@ void linear_f32(const float* in, size_t rows, size_t k, const float* w, bool w_i
                 float out_min, float out_max, float* out) {
   if (rows == 0 || n == 0) return;
   const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
-  kernels::GemmEpilogue epilogue;
+  compute::GemmEpilogue epilogue;
   if (bias != nullptr) epilogue.bias = {bias, 0, 1};
-  const kernels::GemmMatrix b = w_is_nk ? kernels::GemmMatrix{w, 1, kk} : kernels::GemmMatrix{w, nn, 1};
-  kernels::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, &ThreadPool::global());
+  const compute::GemmMatrix b = w_is_nk ? compute::GemmMatrix{w, 1, kk} : compute::GemmMatrix{w, nn, 1};
+  compute::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, &ThreadPool::global());
   clamp_in_place(out, rows * n, out_min, out_max);
 }
 
@@ -922,7 +922,7 @@ void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out
       int8_t* buf = rows + slot * padded;
       if (loaded[slot] != iy) {
         const bool inside = iy >= 0 && static_cast<size_t>(iy) < h;
-        kernels::load_padded_row(buf, padded, inside ? in + static_cast<size_t>(iy) * w * c : nullptr, w, c, span,
+        compute::load_padded_row(buf, padded, inside ? in + static_cast<size_t>(iy) * w * c : nullptr, w, c, span,
                                  p_.pad_left, p_.in_zero_point);
         loaded[slot] = iy;
       }
@@ -943,13 +943,13 @@ void DepthwiseConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, s
   const size_t c = p_.channels;
   const size_t padded = ((out_w - 1) * p_.stride_w + p_.kernel_w) * c + 8;
   const size_t per_chunk = (p_.kernel_h + 1) * padded;
-  const size_t chunks = kernels::conv_row_chunks(batch, out_h);
+  const size_t chunks = compute::conv_row_chunks(batch, out_h);
   if (scratch.size() < chunks * per_chunk) scratch.resize(chunks * per_chunk);
   // The filler slot of each chunk: in_zp bytes (the taps run past an odd tap count read it at any column).
   for (size_t i = 0; i < chunks; ++i) {
     std::memset(scratch.data() + i * per_chunk + p_.kernel_h * padded, p_.in_zero_point, padded);
   }
-  kernels::for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c * p_.kernel_h * p_.kernel_w,
+  compute::for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c * p_.kernel_h * p_.kernel_w,
                                    [&](size_t chunk, size_t b, size_t y0, size_t y1) {
                                      run_rows(in + b * h * w * c, h, w, out_w, y0, y1, out + b * out_h * out_w * c,
                                               scratch.data() + chunk * per_chunk);

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "backends/register.h"
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_ops.h"

@@ -1,4 +1,4 @@
-#include "kernels/vector_math.h"
+#include "compute/vector_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #define ETNP_VECTOR_MATH 1
 #endif
 
-namespace etnp::kernels {
+namespace etnp::compute {
 
 #ifdef ETNP_VECTOR_MATH
 // vector_math_avx2.cpp, compiled for AVX2/FMA: called only once the CPU is known to have them.
@@ -56,5 +56,5 @@ void softmax_rows_f32(const float* in, float* out, size_t rows, size_t len) {
   }
 }
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute
 

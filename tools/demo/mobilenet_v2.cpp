@@ -1,9 +1,9 @@
-#include "demo/mobilenet_v2.h"
+#include "tools/demo/mobilenet_v2.h"
 
 #include <cmath>
 #include <map>
 
-#include "format/xnnpack_writer.h"
+#include "tools/writer/xnnpack_writer.h"
 
 namespace etnp::demo {
 namespace {

@@ -1,19 +1,9 @@
-#include "runtime/kernel_registry.h"
+#include "core/kernel_registry.h"
 
 #include <algorithm>
 
-#include "kernels/register.h"
 
 namespace etnp {
-
-KernelRegistry& KernelRegistry::global() {
-  static KernelRegistry* registry = [] {
-    auto* r = new KernelRegistry();
-    kernels::register_builtin_kernels(*r);
-    return r;
-  }();
-  return *registry;
-}
 
 void KernelRegistry::add(KernelEntry entry) {
   if (entry.fn == nullptr) {
@@ -39,10 +29,6 @@ std::vector<std::string> KernelRegistry::names() const {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-void register_kernel(KernelEntry entry) { KernelRegistry::global().add(std::move(entry)); }
-
-std::vector<std::string> registered_kernel_names() { return KernelRegistry::global().names(); }
 
 void kernel_fail(std::string message) { throw Error(ErrorKind::ExecutionError, std::move(message)); }
 

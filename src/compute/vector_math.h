@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace etnp::kernels {
+namespace etnp::compute {
 
 enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, Atan, Erf, Sigmoid };
 
@@ -20,4 +20,4 @@ VectorF32Fn vector_f32(VectorOp op);
 /// and the XNNPACK delegate's Softmax node both run it.
 void softmax_rows_f32(const float* in, float* out, size_t rows, size_t len);
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

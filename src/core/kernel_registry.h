@@ -1,5 +1,5 @@
-// The process-wide operator registry: "namespace::op.overload" -> kernel. Built-in kernels are added on
-// first use; users add theirs with etnp::register_kernel before loading programs.
+// An operator registry: "namespace::op.overload" -> kernel. Kernel families fill one through this interface;
+// the runtime owns the process-wide instance (runtime/registry.h), with the built-in kernels in it.
 #pragma once
 
 #include <mutex>
@@ -15,9 +15,6 @@ namespace etnp {
 
 class KernelRegistry {
  public:
-  /// The registry with every built-in kernel registered.
-  static KernelRegistry& global();
-
   /// Throws InvalidArgument when the name is already taken.
   void add(KernelEntry entry);
   /// Registers `fn` under `name` with an exact argument count (schema arguments + return slot).

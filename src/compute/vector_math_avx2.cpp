@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "kernels/vector_math.h"
+#include "compute/vector_math.h"
 
-namespace etnp::kernels {
+namespace etnp::compute {
 namespace {
 
 /// Runs `f` (a functor on 8 floats) over n floats; the tail goes through a padded block so every element
@@ -73,4 +73,4 @@ VectorF32Fn vector_f32_avx2(VectorOp op) {
   return nullptr;
 }
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

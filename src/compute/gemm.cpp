@@ -1,4 +1,4 @@
-#include "kernels/gemm.h"
+#include "compute/gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 #define ETNP_GEMM_X86 1
 #endif
 
-namespace etnp::kernels {
+namespace etnp::compute {
 namespace {
 
 // Register tile (rows of A x columns of B) and cache blocks. A packed MC x KC block (144 KiB) stays in L2,
@@ -490,4 +490,4 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float
   }
 }
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

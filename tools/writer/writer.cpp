@@ -1,4 +1,4 @@
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 
 #include <flatbuffers/flatbuffers.h>
 

@@ -1,4 +1,4 @@
-#include "kernels/copy_util.h"
+#include "compute/copy_util.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "etnp/threadpool.h"
 
-namespace etnp::kernels {
+namespace etnp::compute {
 
 // ---------------------------------------------------------------------------------------------------------
 // Scalar conversions
@@ -452,4 +452,4 @@ void gather_as_int64(const Tensor& t, std::vector<int64_t>& out) {
   strided_copy(out.data(), ScalarType::Long, cs, t.data(), t.dtype(), t.strides().data(), t.sizes(), false);
 }
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

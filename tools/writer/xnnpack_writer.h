@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 
 namespace etnp::format {
 

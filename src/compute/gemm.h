@@ -9,7 +9,7 @@ namespace etnp {
 class ThreadPool;
 }
 
-namespace etnp::kernels {
+namespace etnp::compute {
 
 /// A strided matrix view: element (i, j) is data[i * row_stride + j * col_stride].
 struct GemmMatrix {
@@ -35,4 +35,4 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float
 /// The micro-kernel in use ("avx2-fma" or "generic"), for tests and benchmarks.
 const char* gemm_f32_kernel_name();
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

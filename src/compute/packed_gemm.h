@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-namespace etnp::kernels {
+namespace etnp::compute {
 
 /// Below this many multiply-adds (or elements moved) an operator is not split across threads: waking the
 /// pool's workers takes a few microseconds, about what this much work takes on one core.
@@ -131,4 +131,4 @@ class DepthwiseConv {
   std::vector<float> bias_;     ///< [period]
 };
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

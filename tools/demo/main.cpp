@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "demo/mobilenet_v2.h"
+#include "tools/demo/mobilenet_v2.h"
 #include "etnp/error.h"
 #include "format/npy.h"
 

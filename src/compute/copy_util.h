@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/kernel_util.h"
+#include "compute/tensor_util.h"
 
-namespace etnp::kernels {
+namespace etnp::compute {
 
 /// Element cast as PyTorch does it (convert<>), but free of UB for floats that do not fit an integer type:
 /// NaN and out-of-range values go through int64 like x86 truncation (INT64_MIN), then narrow modulo 2^n.
@@ -76,4 +76,4 @@ void check_index_dtype(const Tensor& index, const char* op, bool allow_bool = fa
 /// The values of an integer tensor in row-major logical order, as int64.
 void gather_as_int64(const Tensor& t, std::vector<int64_t>& out);
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

@@ -1,4 +1,4 @@
-#include "kernels/packed_gemm.h"
+#include "compute/packed_gemm.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #define ETNP_XNN_GEMM_AVX2 1
 #endif
 
-namespace etnp::kernels {
+namespace etnp::compute {
 namespace {
 
 constexpr size_t kMr = 6;
@@ -762,4 +762,4 @@ void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_
                           });
 }
 
-}  // namespace etnp::kernels
+}  // namespace etnp::compute

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "format/writer.h"
+#include "tools/writer/writer.h"
 
 namespace etnp::demo {
 

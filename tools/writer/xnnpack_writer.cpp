@@ -1,4 +1,4 @@
-#include "format/xnnpack_writer.h"
+#include "tools/writer/xnnpack_writer.h"
 
 #include <flatbuffers/flatbuffers.h>
 
