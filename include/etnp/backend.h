@@ -45,6 +45,13 @@ struct DelegateHandle {
   virtual size_t bytes() const { return 0; }
 };
 
+/// A backend's answer to "would you take this payload?": every reason it would not, each naming the node
+/// (or the part of the payload) and why. Empty: init() would accept it.
+struct SupportVerdict {
+  std::vector<std::string> reasons;
+  bool supported() const { return reasons.empty(); }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -54,6 +61,14 @@ class Backend {
   /// Builds the delegate from its payload. Throw etnp::Error(ProgramLoadError, ...) for a bad payload.
   virtual std::unique_ptr<DelegateHandle> init(const BackendInitContext& ctx, std::span<const uint8_t> payload,
                                                std::span<const CompileSpec> compile_specs) = 0;
+  /// Whether init() would take this payload, without building anything: the same parsing and support checks
+  /// init() makes, reported instead of thrown. load_method and `etnp inspect` both ask it, so a verdict of
+  /// "runs here" means exactly "loads here". The default accepts every payload.
+  virtual SupportVerdict supports(const BackendInitContext& ctx, std::span<const uint8_t> payload,
+                                  std::span<const CompileSpec> compile_specs) const {
+    (void)ctx, (void)payload, (void)compile_specs;
+    return {};
+  }
   /// Runs the delegate. `args` are the DelegateCall's values: inputs, then outputs (resize outputs).
   virtual void execute(DelegateHandle& handle, std::span<EValue* const> args) = 0;
   /// Process-wide options. Unknown keys or bad values throw InvalidArgument.
