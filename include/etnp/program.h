@@ -26,11 +26,6 @@
 
 namespace etnp {
 
-namespace detail {
-struct ProgramImpl;
-struct MethodImpl;
-}  // namespace detail
-
 struct LoadOptions {
   Verification verification = Verification::InternalConsistency;
   /// External data files (.ptd) whose tensors and delegate constants the program refers to by key.
@@ -118,11 +113,11 @@ class Program {
   std::string input_spec(std::string_view method) const;
   std::string output_spec(std::string_view method) const;
 
-  Program(std::shared_ptr<detail::ProgramImpl> impl);
-  const std::shared_ptr<detail::ProgramImpl>& impl() const { return impl_; }
-
  private:
-  std::shared_ptr<detail::ProgramImpl> impl_;
+  struct Impl;  // src/runtime/program_impl.h
+  friend class Method;
+  explicit Program(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
 };
 
 class Method {
@@ -140,8 +135,13 @@ class Method {
   void set_input(size_t index, const Value& value);
   void run();
   Value output(size_t index) const;
-  /// Makes output `index` be written to caller memory. Only for tensor outputs that are not memory-planned.
+  /// Makes output `index` be written to caller memory (at least its TensorInfo::nbytes). Throws
+  /// InvalidArgument naming the output when output_buffer_refusal(index) is not empty.
   void set_output_buffer(size_t index, void* data, size_t nbytes);
+  /// Why output `index` cannot be bound to caller memory, as a clause after "output N": it "is Int, not a
+  /// tensor", "is a constant of the program", "is memory-planned", is a method input or another output
+  /// returned as is, a view or a move target (aliased), or is written by no instruction. Empty when it can be.
+  const std::string& output_buffer_refusal(size_t index) const;
 
   /// Events recorded since load (or the last clear) when the program was loaded with enable_profiling.
   const std::vector<ProfileEvent>& profile_events() const;
@@ -154,11 +154,11 @@ class Method {
   /// weights packed inside XNNPACK operators, which the library does not report).
   size_t load_time_bytes() const;
 
-  explicit Method(std::unique_ptr<detail::MethodImpl> impl);
-  detail::MethodImpl& impl() { return *impl_; }
-
  private:
-  std::unique_ptr<detail::MethodImpl> impl_;
+  struct Impl;  // src/runtime/method_impl.h
+  friend class Program;
+  explicit Method(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 /// Library version, e.g. "0.1.0".

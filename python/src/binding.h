@@ -148,7 +148,6 @@ class PyMethod {
   std::unique_ptr<Method> method_;
   std::mutex mutex_;                          ///< Serializes every use of method_.
   std::vector<std::shared_ptr<PyRef>> bound_; ///< Per output: the caller's array from set_output, or null.
-  std::vector<std::string> alias_reason_;     ///< Per output: why it cannot be bound (aliased), or empty.
 };
 
 class PyProgram {

@@ -9,7 +9,6 @@
 #include "binding.h"
 #include "etnp/kernel.h"
 #include "etnp/threadpool.h"
-#include "runtime/program_impl.h"
 
 namespace etnp::python {
 
@@ -65,39 +64,6 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   }
 }
 
-/// Why each output of a loaded method cannot be bound to caller memory although it is not memory-planned:
-/// it is a method input, the same value as another output, or a view (et_view) of another tensor.
-std::vector<std::string> output_alias_reasons(Method& method) {
-  const auto* plan = method.impl().plan;
-  const auto* outputs = plan->outputs();
-  const auto* inputs = plan->inputs();
-  std::set<int32_t> views;
-  if (const auto* ops = plan->operators()) {
-    for (const auto* chain : *plan->chains()) {
-      for (const auto* instr : *chain->instructions()) {
-        if (instr->instr_args_type() != format::fb::InstructionArguments::KernelCall) continue;
-        const auto* call = instr->instr_args_as_KernelCall();
-        const auto* op = ops->Get(call->op_index());
-        if (op->name()->string_view() == "executorch_prim::et_view" && call->args()->size() >= 3) {
-          views.insert(call->args()->Get(2));
-        }
-      }
-    }
-  }
-  std::vector<std::string> reasons(outputs->size());
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    const int32_t v = outputs->Get(i);
-    for (size_t k = 0; k < inputs->size() && reasons[i].empty(); ++k) {
-      if (inputs->Get(k) == v) reasons[i] = "is method input " + std::to_string(k) + " returned as is";
-    }
-    for (size_t k = 0; k < outputs->size() && reasons[i].empty(); ++k) {
-      if (k != i && outputs->Get(k) == v) reasons[i] = "is the same tensor as output " + std::to_string(k);
-    }
-    if (reasons[i].empty() && views.count(v)) reasons[i] = "is a view of another tensor of the method";
-  }
-  return reasons;
-}
-
 }  // namespace
 
 // --- Method -----------------------------------------------------------------------------------------------------
@@ -105,7 +71,6 @@ std::vector<std::string> output_alias_reasons(Method& method) {
 PyMethod::PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> method)
     : state_(std::move(state)), method_(std::move(method)) {
   bound_.resize(method_->num_outputs());
-  alias_reason_ = output_alias_reasons(*method_);
 }
 
 py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_outputs) {
@@ -206,15 +171,10 @@ void PyMethod::set_output(py::handle obj, size_t index) {
     throw py::index_error("method '" + m.name + "' has " + std::to_string(m.outputs.size()) + " outputs, there is no output " +
                           std::to_string(index));
   }
+  if (const std::string& refusal = method_->output_buffer_refusal(index); !refusal.empty()) {
+    throw py::value_error(which + " " + refusal + ", so it cannot be redirected to caller memory");
+  }
   const ValueInfo& info = m.outputs[index];
-  if (info.tag != Tag::Tensor) throw py::value_error(which + " is " + tag_name(info.tag) + ", not a tensor");
-  if (info.tensor.memory_planned) {
-    throw py::value_error(which + " is memory-planned (or a constant): the method writes it into its own memory, "
-                                  "which cannot be replaced by caller memory");
-  }
-  if (!alias_reason_[index].empty()) {
-    throw py::value_error(which + " " + alias_reason_[index] + " (aliased), so it cannot be redirected to caller memory");
-  }
   if (!py::isinstance<py::array>(obj)) {
     throw py::type_error("set_output expects a numpy array, got " + std::string(py::str(py::type::of(obj).attr("__name__"))));
   }

@@ -4,13 +4,13 @@
 #include "etnp/program.h"
 #include "format/bundled_program.h"
 #include "runtime/registry.h"
+#include "runtime/method_impl.h"
 #include "runtime/program_impl.h"
 
 namespace etnp {
 
 namespace fb = format::fb;
 
-namespace detail {
 namespace {
 
 TensorInfo tensor_info(const fb::Tensor& t) {
@@ -54,9 +54,9 @@ std::string composed_name(const fb::Operator& op) {
 
 }  // namespace
 
-std::string operator_name(const fb::Operator& op) { return composed_name(op); }
+std::string runtime::operator_name(const fb::Operator& op) { return composed_name(op); }
 
-size_t ProgramImpl::plan_index(std::string_view name) const {
+size_t Program::Impl::plan_index(std::string_view name) const {
   if (auto i = file->find_plan(name)) return *i;
   std::string names;
   for (size_t i = 0; i < file->num_plans(); ++i) {
@@ -67,7 +67,7 @@ size_t ProgramImpl::plan_index(std::string_view name) const {
               "no method named '" + std::string(name) + "'; the program has " + (names.empty() ? "none" : names));
 }
 
-MethodMeta ProgramImpl::meta(size_t index) const {
+MethodMeta Program::Impl::meta(size_t index) const {
   const fb::ExecutionPlan& plan = file->plan(index);
   if (verified != Verification::InternalConsistency) file->validate_plan(plan);
   MethodMeta m;
@@ -89,8 +89,6 @@ MethodMeta ProgramImpl::meta(size_t index) const {
   return m;
 }
 
-}  // namespace detail
-
 namespace {
 
 // A .bpte wraps a whole .pte (plus test cases): run the embedded program, kept alive with its container.
@@ -101,9 +99,11 @@ std::shared_ptr<format::ByteSource> unwrap_bundled(std::shared_ptr<format::ByteS
   return format::ByteSource::from_buffer(program, bundled, source->name() + " (bundled program)");
 }
 
-Program finish_load(std::shared_ptr<format::ByteSource> source, const LoadOptions& options) {
+}  // namespace
+
+Program Program::Impl::open(std::shared_ptr<format::ByteSource> source, const LoadOptions& options) {
   source = unwrap_bundled(std::move(source));
-  auto impl = std::make_shared<detail::ProgramImpl>();
+  auto impl = std::make_shared<Impl>();
   impl->options = options;
   impl->file = format::PteFile::parse(std::move(source), options.verification);
   impl->verified = options.verification;
@@ -123,21 +123,19 @@ Program finish_load(std::shared_ptr<format::ByteSource> source, const LoadOption
   return Program(std::move(impl));
 }
 
-}  // namespace
-
-Program::Program(std::shared_ptr<detail::ProgramImpl> impl) : impl_(std::move(impl)) {}
+Program::Program(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 Program Program::load_file(const std::string& path, const LoadOptions& options) {
-  return finish_load(format::ByteSource::map_file(path), options);
+  return Impl::open(format::ByteSource::map_file(path), options);
 }
 
 Program Program::load_buffer(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive,
                              const LoadOptions& options) {
-  return finish_load(format::ByteSource::from_buffer(bytes, std::move(keep_alive), "<buffer>"), options);
+  return Impl::open(format::ByteSource::from_buffer(bytes, std::move(keep_alive), "<buffer>"), options);
 }
 
 Program Program::load_fd(int fd, const LoadOptions& options) {
-  return finish_load(format::ByteSource::map_fd(fd, "<fd " + std::to_string(fd) + ">"), options);
+  return Impl::open(format::ByteSource::map_fd(fd, "<fd " + std::to_string(fd) + ">"), options);
 }
 
 std::vector<std::string> Program::method_names() const {
@@ -154,14 +152,14 @@ bool Program::has_method(std::string_view name) const { return impl_->file->find
 MethodMeta Program::method_meta(std::string_view name) const { return impl_->meta(impl_->plan_index(name)); }
 
 std::unique_ptr<Method> Program::load_method(std::string_view name) const {
-  auto m = std::make_unique<detail::MethodImpl>();
+  auto m = std::make_unique<Method::Impl>();
   m->program = impl_;
   const size_t index = impl_->plan_index(name);
   m->plan = &impl_->file->plan(index);
   m->meta = impl_->meta(index);
   m->profiling = impl_->options.enable_profiling;
   m->load();
-  return std::make_unique<Method>(std::move(m));
+  return std::unique_ptr<Method>(new Method(std::move(m)));
 }
 
 ProgramInfo Program::info() const { return impl_->file->info(); }
@@ -174,7 +172,7 @@ MissingDependencies Program::missing_dependencies() const {
     if (const auto* list = plan.operators()) {
       for (const auto* op : *list) {
         if (op == nullptr || op->name() == nullptr) continue;
-        std::string n = detail::operator_name(*op);
+        std::string n = runtime::operator_name(*op);
         if (registry.find(n) == nullptr) ops.insert(n);
       }
     }

@@ -1,4 +1,4 @@
-// In-place buffer updates (MethodImpl::elide_copies): `t = index_put(buf, ...)` ... `buf.copy_(t)`, the form
+// In-place buffer updates (elide_copies, src/runtime/method_passes.cpp): `t = index_put(buf, ...)` ... `buf.copy_(t)`, the form
 // exporters give a KV-cache write, runs in the buffer itself when nothing else touches the buffer's bytes in
 // between. Each program here runs several calls and is checked against the state it must carry, including the
 // cases where the rewrite would be wrong and must not happen.

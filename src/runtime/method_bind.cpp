@@ -1,0 +1,277 @@
+// Binding a method's inputs (checked against what the program was exported with) and outputs (read back, or
+// redirected to caller memory where nothing aliases them).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "etnp/program.h"
+#include "runtime/method_impl.h"
+#include "runtime/use_analysis.h"
+
+namespace etnp {
+
+using runtime::Instruction;
+
+namespace runtime {
+
+std::string list_string(std::span<const int64_t> values) {
+  std::string r = "[";
+  for (size_t i = 0; i < values.size(); ++i) r += (i ? ", " : "") + std::to_string(values[i]);
+  return r + "]";
+}
+
+std::string list_string(std::span<const uint8_t> values) {
+  std::string r = "[";
+  for (size_t i = 0; i < values.size(); ++i) r += (i ? ", " : "") + std::to_string(int(values[i]));
+  return r + "]";
+}
+
+}  // namespace runtime
+
+using runtime::list_string;
+
+namespace {
+
+/// Two memory orders describe the same bytes when every dimension of size > 1 gets the same stride.
+bool same_physical_layout(std::span<const int64_t> sizes, std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) return false;
+  int64_t sa[kMaxTensorRank], sb[kMaxTensorRank];
+  strides_from_dim_order(sizes, a, std::span<int64_t>(sa, sizes.size()));
+  strides_from_dim_order(sizes, b, std::span<int64_t>(sb, sizes.size()));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] > 1 && sa[i] != sb[i]) return false;
+  }
+  return true;
+}
+
+bool doubles_match(double expected, double given) {
+  if (std::isnan(expected) && std::isnan(given)) return true;
+  if (std::isinf(expected) || std::isinf(given)) return expected == given;
+  return std::fabs(expected - given) <= 1e-4 + 1e-5 * std::fabs(expected);
+}
+
+std::string value_string(const Value& v) {
+  if (std::holds_alternative<int64_t>(v)) return std::to_string(std::get<int64_t>(v));
+  if (std::holds_alternative<double>(v)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", std::get<double>(v));
+    return buf;
+  }
+  if (std::holds_alternative<bool>(v)) return std::get<bool>(v) ? "true" : "false";
+  if (std::holds_alternative<std::string>(v)) return "'" + std::get<std::string>(v) + "'";
+  if (std::holds_alternative<TensorRef>(v)) return "a tensor";
+  return "None";
+}
+
+const char* value_kind(const Value& v) {
+  switch (v.index()) {
+    case 0: return "None";
+    case 1: return "Tensor";
+    case 2: return "Int";
+    case 3: return "Double";
+    case 4: return "Bool";
+    default: return "String";
+  }
+}
+
+}  // namespace
+
+void Method::Impl::set_input(size_t index, const Value& value) {
+  ErrorContext where = context();
+  where.input_index = static_cast<int64_t>(index);
+  if (index >= meta.inputs.size()) {
+    throw Error(ErrorKind::InvalidArgument,
+                "the method takes " + std::to_string(meta.inputs.size()) + " inputs, there is no input " + std::to_string(index),
+                context());
+  }
+  const ValueInfo& info = meta.inputs[index];
+  EValue& slot = values[plan->inputs()->Get(index)];
+  auto mismatch = [&](const std::string& what) { throw Error(ErrorKind::InvalidArgument, what, where); };
+  switch (info.tag) {
+    case Tag::None:
+      if (!std::holds_alternative<std::monostate>(value)) mismatch(std::string("expected None, got ") + value_kind(value));
+      break;
+    case Tag::Int: {
+      if (!std::holds_alternative<int64_t>(value)) mismatch(std::string("expected an Int, got ") + value_kind(value));
+      if (std::get<int64_t>(value) != std::get<int64_t>(info.value)) {
+        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
+                 value_string(value));
+      }
+      break;
+    }
+    case Tag::Bool: {
+      if (!std::holds_alternative<bool>(value)) mismatch(std::string("expected a Bool, got ") + value_kind(value));
+      if (std::get<bool>(value) != std::get<bool>(info.value)) {
+        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
+                 value_string(value));
+      }
+      break;
+    }
+    case Tag::Double: {
+      double given = 0;
+      if (std::holds_alternative<double>(value)) given = std::get<double>(value);
+      else if (std::holds_alternative<int64_t>(value)) given = static_cast<double>(std::get<int64_t>(value));
+      else mismatch(std::string("expected a Double, got ") + value_kind(value));
+      if (!doubles_match(std::get<double>(info.value), given)) {
+        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
+                 value_string(Value(given)));
+      }
+      break;
+    }
+    case Tag::String:
+      if (!std::holds_alternative<std::string>(value)) mismatch(std::string("expected a String, got ") + value_kind(value));
+      if (std::get<std::string>(value) != std::get<std::string>(info.value)) {
+        mismatch("the program only accepts " + value_string(info.value) + " for this input; got " + value_string(value));
+      }
+      break;
+    case Tag::Tensor: {
+      if (!std::holds_alternative<TensorRef>(value)) mismatch(std::string("expected a tensor, got ") + value_kind(value));
+      const TensorRef& ref = std::get<TensorRef>(value);
+      Tensor& t = slot.to_tensor();
+      const TensorInfo& ti = info.tensor;
+      if (ref.dtype != ti.dtype) {
+        mismatch("expected dtype " + std::string(scalar_type_name(ti.dtype)) + ", got " + std::string(scalar_type_name(ref.dtype)));
+      }
+      if (ref.sizes.size() != ti.sizes.size()) {
+        mismatch("expected a rank-" + std::to_string(ti.sizes.size()) + " tensor of shape " + list_string(ti.sizes) +
+                 ", got rank " + std::to_string(ref.sizes.size()) + " shape " + list_string(ref.sizes));
+      }
+      for (size_t d = 0; d < ref.sizes.size(); ++d) {
+        if (ref.sizes[d] < 0) mismatch("negative size in shape " + list_string(ref.sizes));
+        if (ti.dynamism == ShapeDynamism::Static && ref.sizes[d] != ti.sizes[d]) {
+          mismatch("expected shape " + list_string(ti.sizes) + ", got " + list_string(ref.sizes) + " (dimension " +
+                   std::to_string(d) + " is " + std::to_string(ref.sizes[d]) + ", the program needs exactly " +
+                   std::to_string(ti.sizes[d]) + ")");
+        }
+        if (ti.dynamism != ShapeDynamism::Static && ref.sizes[d] > ti.sizes[d]) {
+          mismatch("dimension " + std::to_string(d) + " is " + std::to_string(ref.sizes[d]) +
+                   ", above its upper bound " + std::to_string(ti.sizes[d]) + " (shape " + list_string(ref.sizes) +
+                   ", bound " + list_string(ti.sizes) + ")");
+        }
+      }
+      if (!ref.dim_order.empty() && !same_physical_layout(ref.sizes, ref.dim_order, ti.dim_order)) {
+        mismatch("expected memory order " + list_string(ti.dim_order) + ", got " + list_string(ref.dim_order));
+      }
+      if (ref.dim_order.empty() && !same_physical_layout(ref.sizes, std::vector<uint8_t>(), ti.dim_order) &&
+          !t.is_contiguous_order()) {
+        std::vector<uint8_t> contiguous(ref.sizes.size());
+        for (size_t d = 0; d < contiguous.size(); ++d) contiguous[d] = static_cast<uint8_t>(d);
+        if (!same_physical_layout(ref.sizes, contiguous, ti.dim_order)) {
+          mismatch("expected memory order " + list_string(ti.dim_order) + " (e.g. channels-last), got a contiguous tensor");
+        }
+      }
+      if (!t.try_resize(ref.sizes)) mismatch("cannot take shape " + list_string(ref.sizes));
+      const size_t nbytes = t.nbytes();
+      if (ref.data == nullptr && nbytes != 0) mismatch("tensor data is null");
+      if (planned_input[index]) {
+        if (nbytes != 0 && t.data() != ref.data) std::memmove(t.data(), ref.data, nbytes);
+      } else {
+        t.set_data(const_cast<void*>(ref.data));
+      }
+      break;
+    }
+    default:
+      mismatch(std::string("inputs of type ") + tag_name(info.tag) + " are not supported");
+  }
+  input_set[index] = true;
+}
+
+Value Method::Impl::output(size_t index) const {
+  if (index >= meta.outputs.size()) {
+    throw Error(ErrorKind::InvalidArgument,
+                "the method has " + std::to_string(meta.outputs.size()) + " outputs, there is no output " + std::to_string(index),
+                context());
+  }
+  const EValue& v = values[plan->outputs()->Get(index)];
+  switch (v.tag()) {
+    case Tag::None: return std::monostate{};
+    case Tag::Int: return v.to_int();
+    case Tag::Double: return v.to_double();
+    case Tag::Bool: return v.to_bool();
+    case Tag::String: return std::string(v.to_string());
+    case Tag::Tensor: {
+      const Tensor& t = v.to_tensor();
+      TensorRef r;
+      r.dtype = t.dtype();
+      r.sizes.assign(t.sizes().begin(), t.sizes().end());
+      r.dim_order.assign(t.dim_order().begin(), t.dim_order().end());
+      r.data = t.data();
+      return r;
+    }
+    default:
+      throw Error(ErrorKind::ExecutionError,
+                  std::string("output ") + std::to_string(index) + " is a " + tag_name(v.tag()) + ", which cannot be returned",
+                  context());
+  }
+}
+
+void Method::Impl::find_output_refusals(const runtime::UseAnalysis& refs) {
+  // An output can take caller memory only when it is a tensor the method writes into storage of its own at
+  // run time: planned memory and constants belong to the program, and redirecting a tensor another value
+  // shares (an input, a second output, a view, a move target) would not redirect what the method writes.
+  std::vector<bool> view_output(values.size(), false);
+  for (const Instruction& ins : instructions) {
+    if (ins.kind == Instruction::Kind::Kernel && ins.name->starts_with("executorch_prim::et_view") &&
+        ins.args.size() >= 3 && ins.args[2] >= values.data() && ins.args[2] < values.data() + values.size()) {
+      view_output[static_cast<size_t>(ins.args[2] - values.data())] = true;
+    }
+  }
+  const auto* outputs = plan->outputs();
+  const auto* inputs = plan->inputs();
+  output_refusals.assign(outputs->size(), std::string());
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const auto v = static_cast<size_t>(outputs->Get(i));
+    std::string& why = output_refusals[i];
+    if (!values[v].is_tensor()) {
+      why = std::string("is ") + tag_name(values[v].tag()) + ", not a tensor";
+      continue;
+    }
+    if (values[v].to_tensor().is_constant()) {
+      why = "is a constant of the program, which the method never writes";
+      continue;
+    }
+    if (meta.outputs[i].tensor.memory_planned) {
+      why = "is memory-planned: the method writes it into its own planned memory";
+      continue;
+    }
+    for (size_t k = 0; k < inputs->size() && why.empty(); ++k) {
+      if (static_cast<size_t>(inputs->Get(k)) == v) why = "is method input " + std::to_string(k) + " returned as is (aliased)";
+    }
+    for (size_t k = 0; k < outputs->size() && why.empty(); ++k) {
+      if (k != i && static_cast<size_t>(outputs->Get(k)) == v) {
+        why = "is the same tensor as output " + std::to_string(k) + " (aliased)";
+      }
+    }
+    if (!why.empty()) continue;
+    if (view_output[v]) {
+      why = "is a view of another tensor of the method (aliased)";
+    } else if (refs.moved_into_by[v] >= 0) {
+      why = "is the target of the move at instruction " + std::to_string(refs.moved_into_by[v]) +
+            " (aliased: it holds another value when the method runs)";
+    } else if (refs.tensor_lists_well_formed && refs.by_value[v].empty()) {
+      why = "is used by no instruction (nothing would write the caller's memory)";
+    }
+  }
+}
+
+void Method::Impl::set_output_buffer(size_t index, void* data, size_t nbytes) {
+  if (index >= meta.outputs.size()) {
+    throw Error(ErrorKind::InvalidArgument,
+                "the method has " + std::to_string(meta.outputs.size()) + " outputs, there is no output " + std::to_string(index),
+                context());
+  }
+  const std::string which = "output " + std::to_string(index);
+  if (!output_refusals[index].empty()) {
+    throw Error(ErrorKind::InvalidArgument,
+                which + " " + output_refusals[index] + ", so it cannot be bound to caller memory", context());
+  }
+  const size_t needed = meta.outputs[index].tensor.nbytes;
+  if (nbytes < needed) {
+    throw Error(ErrorKind::InvalidArgument,
+                which + " needs " + std::to_string(needed) + " bytes, the buffer has " + std::to_string(nbytes), context());
+  }
+  if (data == nullptr && needed != 0) throw Error(ErrorKind::InvalidArgument, which + ": the buffer is null", context());
+  values[plan->outputs()->Get(index)].to_tensor().set_data(data);
+}
+
+}  // namespace etnp

@@ -1,0 +1,430 @@
+// Loading a method: the value table (tensors pointed at arenas, constants, external data or storage the method
+// keeps), the decoded instructions with their kernels resolved, the passes of method_passes.cpp, the kernels'
+// prepare hooks and the delegates.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "etnp/program.h"
+#include "etnp/threadpool.h"
+#include "runtime/method_impl.h"
+#include "runtime/registry.h"
+#include "runtime/use_analysis.h"
+
+namespace etnp {
+
+namespace fb = format::fb;
+using runtime::Instruction;
+using runtime::list_string;
+
+namespace {
+
+uint8_t* allocate_zeroed(size_t nbytes, const std::string& what) {
+  void* p = std::calloc(nbytes == 0 ? 1 : nbytes, 1);
+  if (p == nullptr) {
+    throw Error(ErrorKind::ProgramLoadError, "cannot allocate " + std::to_string(nbytes) + " bytes for " + what);
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+ErrorContext Method::Impl::context() const {
+  ErrorContext c;
+  c.method = meta.name;
+  return c;
+}
+
+void Method::Impl::load() {
+  try {
+    build_values();
+    build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
+    fold_constants();      // before the prepare hooks, so that they see what became constant
+    {
+      const runtime::UseAnalysis folded(instructions, values, *plan);
+      elide_copies(folded);
+      find_output_refusals(folded);
+    }
+    prepare_kernels();
+    mark_storage_checks();
+    build_delegates();
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::ProgramLoadError, "out of memory while loading the method", context());
+  }
+  input_set.assign(meta.inputs.size(), false);
+  for (size_t i = 0; i < meta.inputs.size(); ++i) {
+    if (meta.inputs[i].tag == Tag::None) input_set[i] = true;
+  }
+  kernel_context = KernelContext(&ThreadPool::global(), nullptr);
+}
+
+uint8_t* Method::Impl::own(size_t nbytes, const std::string& what) {
+  owned_buffers.emplace_back(allocate_zeroed(nbytes, what));
+  owned_bytes += nbytes;
+  return owned_buffers.back().get();
+}
+
+size_t Method::Impl::load_time_bytes() const {
+  size_t total = owned_bytes;
+  for (const auto& state : kernel_states) {
+    if (state) total += state->bytes();
+  }
+  for (const auto& delegate : delegates) {
+    if (delegate) total += delegate->bytes();
+  }
+  return total;
+}
+
+void Method::Impl::build_values() {
+  const auto* fvalues = plan->values();
+  const size_t n = fvalues->size();
+  values.assign(n, EValue());
+  tensor_of_value.assign(n, -1);
+
+  // Planned arenas, zero-filled: mutable buffers without initial data (e.g. a KV cache) start at zero.
+  if (const auto* sizes = plan->non_const_buffer_sizes(); sizes != nullptr) {
+    for (size_t i = 1; i < sizes->size(); ++i) {
+      arenas.emplace_back(allocate_zeroed(static_cast<size_t>(sizes->Get(i)), "planned buffer " + std::to_string(i)));
+    }
+  }
+
+  // Outputs of et_view alias their input and need no storage of their own.
+  std::set<int32_t> view_outputs;
+  if (const auto* ops = plan->operators()) {
+    for (const auto* chain : *plan->chains()) {
+      for (const auto* instr : *chain->instructions()) {
+        if (instr->instr_args_type() != fb::InstructionArguments::KernelCall) continue;
+        const auto* k = instr->instr_args_as_KernelCall();
+        const auto* op = ops->Get(k->op_index());
+        if (op->name()->string_view() == "executorch_prim::et_view" && k->args()->size() >= 3) {
+          view_outputs.insert(k->args()->Get(2));
+        }
+      }
+    }
+  }
+  std::set<int32_t> inputs(plan->inputs()->begin(), plan->inputs()->end());
+
+  size_t num_tensors = 0, num_list_items = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto* v = fvalues->Get(i);
+    if (v->val_type() == fb::KernelTypes::Tensor) ++num_tensors;
+    if (v->val_type() == fb::KernelTypes::IntList) num_list_items += v->val_as_IntList()->items()->size();
+    if (v->val_type() == fb::KernelTypes::TensorList) num_list_items += v->val_as_TensorList()->items()->size();
+    if (v->val_type() == fb::KernelTypes::OptionalTensorList) num_list_items += v->val_as_OptionalTensorList()->items()->size();
+  }
+  tensors.reserve(num_tensors);
+  list_items.reserve(num_list_items);
+
+  const NamedDataMap* external = program->external_data.get();
+  for (size_t i = 0; i < n; ++i) {
+    const auto* v = fvalues->Get(i);
+    const std::string where = "value " + std::to_string(i);
+    switch (v->val_type()) {
+      case fb::KernelTypes::Null: break;
+      case fb::KernelTypes::Int: values[i] = EValue::from_int(v->val_as_Int()->int_val()); break;
+      case fb::KernelTypes::Double: values[i] = EValue::from_double(v->val_as_Double()->double_val()); break;
+      case fb::KernelTypes::Bool: values[i] = EValue::from_bool(v->val_as_Bool()->bool_val()); break;
+      case fb::KernelTypes::String: values[i] = EValue::from_string(v->val_as_String()->string_val()->string_view()); break;
+      case fb::KernelTypes::DoubleList: {
+        const auto* items = v->val_as_DoubleList()->items();
+        values[i] = EValue::from_double_list({items->data(), items->size()});
+        break;
+      }
+      case fb::KernelTypes::BoolList: {
+        const auto* items = v->val_as_BoolList()->items();
+        values[i] = EValue::from_bool_list({reinterpret_cast<const uint8_t*>(items->data()), items->size()});
+        break;
+      }
+      case fb::KernelTypes::IntList:
+      case fb::KernelTypes::TensorList:
+      case fb::KernelTypes::OptionalTensorList: {
+        const size_t start = list_items.size();
+        if (v->val_type() == fb::KernelTypes::IntList) {
+          for (int64_t item : *v->val_as_IntList()->items()) list_items.push_back(&values[item]);
+          values[i] = EValue::from_int_list(std::span<EValue* const>(list_items).subspan(start));
+        } else if (v->val_type() == fb::KernelTypes::TensorList) {
+          for (int32_t item : *v->val_as_TensorList()->items()) list_items.push_back(&values[item]);
+          values[i] = EValue::from_tensor_list(std::span<EValue* const>(list_items).subspan(start));
+        } else {
+          for (int32_t item : *v->val_as_OptionalTensorList()->items()) {
+            list_items.push_back(item < 0 ? nullptr : &values[item]);
+          }
+          values[i] = EValue::from_optional_tensor_list(std::span<EValue* const>(list_items).subspan(start));
+        }
+        break;
+      }
+      case fb::KernelTypes::Tensor: {
+        const auto* t = v->val_as_Tensor();
+        const size_t nbytes = format::serialized_tensor_nbytes(*t);
+        std::vector<int64_t> sizes(t->sizes()->begin(), t->sizes()->end());
+        std::span<const uint8_t> dim_order(t->dim_order()->data(), t->dim_order()->size());
+        const auto dtype = static_cast<ScalarType>(t->scalar_type());
+        tensors.emplace_back(dtype, sizes, dim_order, nullptr, static_cast<ShapeDynamism>(t->shape_dynamism()));
+        Tensor& tensor = tensors.back();
+        tensor_of_value[i] = static_cast<int32_t>(tensors.size() - 1);
+        const auto* extra = t->extra_tensor_info();
+        const bool is_external = extra != nullptr && extra->location() == fb::TensorDataLocation::EXTERNAL;
+        std::span<const uint8_t> external_bytes;
+        if (is_external) {
+          const std::string key = extra->fully_qualified_name()->str();
+          if (external == nullptr) {
+            throw Error(ErrorKind::ProgramLoadError,
+                        "tensor '" + key + "' is stored in external data, but no external data (.ptd) was provided; "
+                        "load the program with its .ptd file");
+          }
+          auto bytes = external->get(key);
+          if (!bytes) {
+            throw Error(ErrorKind::ProgramLoadError,
+                        "tensor '" + key + "' is not in the external data (" + external->describe() + ")");
+          }
+          if (auto layout = external->layout(key)) {
+            const bool same_order = layout->dim_order.empty() ||
+                                    std::equal(layout->dim_order.begin(), layout->dim_order.end(), dim_order.begin(),
+                                               dim_order.end());
+            if (layout->dtype != dtype || layout->sizes != sizes || !same_order) {
+              throw Error(ErrorKind::ProgramLoadError,
+                          "external tensor '" + key + "' is " + std::string(scalar_type_name(layout->dtype)) +
+                              list_string(layout->sizes) + " in " + external->describe() + ", the program expects " +
+                              std::string(scalar_type_name(dtype)) + list_string(sizes));
+            }
+          }
+          if (bytes->size() < nbytes) {
+            throw Error(ErrorKind::ProgramLoadError, "external tensor '" + key + "' holds " +
+                                                         std::to_string(bytes->size()) + " bytes, the program needs " +
+                                                         std::to_string(nbytes));
+          }
+          external_bytes = bytes->first(nbytes);
+        }
+        if (const auto* a = t->allocation_info(); a != nullptr) {
+          const uint64_t offset = uint64_t(a->memory_offset_low()) | (uint64_t(a->memory_offset_high()) << 32);
+          uint8_t* data = arenas[a->memory_id() - 1].get() + offset;
+          tensor.set_data(data);
+          if (is_external) {
+            std::memcpy(data, external_bytes.data(), nbytes);
+          } else if (t->data_buffer_idx() > 0) {
+            auto init = program->file->mutable_initial_data(t->data_buffer_idx(), nbytes);
+            std::memcpy(data, init.data(), nbytes);
+          }
+        } else if (is_external || t->data_buffer_idx() > 0) {
+          // Constants are read in place from the file; kernels never write their inputs. Data that a damaged
+          // file places off its element alignment is copied once, so no kernel reads misaligned elements.
+          const uint8_t* bytes = is_external ? external_bytes.data()
+                                             : program->file->constant(t->data_buffer_idx(), nbytes).data();
+          if (reinterpret_cast<uintptr_t>(bytes) % element_size(dtype) != 0) {
+            uint8_t* copy = own(nbytes, where);
+            std::memcpy(copy, bytes, nbytes);
+            bytes = copy;
+          }
+          tensor.set_data(const_cast<uint8_t*>(bytes));
+          tensor.set_constant(true);
+        } else if (!inputs.count(static_cast<int32_t>(i)) && !view_outputs.count(static_cast<int32_t>(i))) {
+          // Unplanned and not bound by the caller: the method keeps storage for it.
+          tensor.set_data(own(nbytes, where));
+        }
+        values[i] = EValue::from_tensor(&tensor);
+        break;
+      }
+      default:
+        throw Error(ErrorKind::ProgramLoadError, where + " has an unsupported type");
+    }
+  }
+
+  planned_input.assign(plan->inputs()->size(), false);
+  for (size_t k = 0; k < plan->inputs()->size(); ++k) {
+    const auto* v = fvalues->Get(plan->inputs()->Get(k));
+    if (v->val_type() == fb::KernelTypes::Tensor) {
+      const auto* t = v->val_as_Tensor();
+      planned_input[k] = t->allocation_info() != nullptr || t->data_buffer_idx() != 0;
+    }
+  }
+}
+
+void Method::Impl::build_instructions() {
+  const auto* chains = plan->chains();
+  const auto* ops = plan->operators();
+  const auto& registry = runtime::kernel_registry();
+
+  // Resolve every operator once; report all missing ones together.
+  std::vector<const KernelEntry*> entries;
+  std::vector<std::string> op_names;
+  std::vector<std::string> missing;
+  if (ops != nullptr) {
+    for (const auto* op : *ops) {
+      op_names.push_back(runtime::operator_name(*op));
+      entries.push_back(registry.find(op_names.back()));
+    }
+  }
+  // Only operators that instructions call count as missing.
+  std::vector<bool> used(entries.size(), false);
+  size_t num_args = 0;
+  for (const auto* chain : *chains) {
+    for (const auto* instr : *chain->instructions()) {
+      if (instr->instr_args_type() == fb::InstructionArguments::KernelCall) {
+        used[instr->instr_args_as_KernelCall()->op_index()] = true;
+        num_args += instr->instr_args_as_KernelCall()->args()->size();
+      } else if (instr->instr_args_type() == fb::InstructionArguments::DelegateCall) {
+        num_args += instr->instr_args_as_DelegateCall()->args()->size();
+      }
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (used[i] && entries[i] == nullptr &&
+        std::find(missing.begin(), missing.end(), op_names[i]) == missing.end()) {
+      missing.push_back(op_names[i]);
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    ErrorContext c = context();
+    c.op = missing.front();
+    throw Error(ErrorKind::OperatorNotFound,
+                std::to_string(missing.size()) + " operator" + (missing.size() == 1 ? " is" : "s are") +
+                    " not available in this runtime: " + list,
+                c);
+  }
+  for (const auto& name : op_names) names.push_back(name);
+
+  if (chains->size() != 1) {
+    throw Error(ErrorKind::ProgramLoadError,
+                "the method has " + std::to_string(chains->size()) + " chains; only single-chain methods are supported");
+  }
+  arg_storage.reserve(num_args);
+  const auto* fdelegates = plan->delegates();
+  int64_t pc = 0;
+  for (const auto* instr : *chains->Get(0)->instructions()) {
+    Instruction ins;
+    ErrorContext where = context();
+    where.instruction = pc;
+    auto bind_args = [&](const flatbuffers::Vector<int32_t>* args) {
+      const size_t start = arg_storage.size();
+      for (int32_t a : *args) arg_storage.push_back(&values[a]);
+      return std::span<EValue* const>(arg_storage).subspan(start, args->size());
+    };
+    switch (instr->instr_args_type()) {
+      case fb::InstructionArguments::KernelCall: {
+        const auto* k = instr->instr_args_as_KernelCall();
+        const KernelEntry* entry = entries[k->op_index()];
+        ins.kind = Instruction::Kind::Kernel;
+        ins.fn = entry->fn;
+        ins.name = &names[k->op_index()];
+        ins.args = bind_args(k->args());
+        where.op = *ins.name;
+        if (entry->num_args >= 0 && static_cast<size_t>(entry->num_args) != ins.args.size()) {
+          throw Error(ErrorKind::ProgramLoadError,
+                      "the kernel takes " + std::to_string(entry->num_args) + " arguments, the instruction passes " +
+                          std::to_string(ins.args.size()),
+                      where);
+        }
+        ins.prepare = entry->prepare;
+        break;
+      }
+      case fb::InstructionArguments::DelegateCall: {
+        const auto* d = instr->instr_args_as_DelegateCall();
+        ins.kind = Instruction::Kind::Delegate;
+        ins.a = d->delegate_index();
+        ins.args = bind_args(d->args());
+        names.push_back(fdelegates->Get(d->delegate_index())->id()->str());
+        ins.name = &names.back();
+        break;
+      }
+      case fb::InstructionArguments::MoveCall: {
+        const auto* m = instr->instr_args_as_MoveCall();
+        ins.kind = Instruction::Kind::Move;
+        ins.a = m->move_from();
+        ins.b = m->move_to();
+        break;
+      }
+      case fb::InstructionArguments::JumpFalseCall: {
+        const auto* j = instr->instr_args_as_JumpFalseCall();
+        ins.kind = Instruction::Kind::JumpFalse;
+        ins.a = j->cond_value_index();
+        ins.b = j->destination_instruction();
+        break;
+      }
+      case fb::InstructionArguments::FreeCall: {
+        ins.kind = Instruction::Kind::Free;
+        ins.a = instr->instr_args_as_FreeCall()->value_index();
+        break;
+      }
+      default:
+        throw Error(ErrorKind::ProgramLoadError, "unknown instruction type", where);
+    }
+    instructions.push_back(ins);
+    ++pc;
+  }
+}
+
+void Method::Impl::prepare_kernels() {
+  for (size_t pc = 0; pc < instructions.size(); ++pc) {
+    Instruction& ins = instructions[pc];
+    if (ins.kind != Instruction::Kind::Kernel || ins.prepare == nullptr) continue;
+    try {
+      kernel_states.push_back(ins.prepare(ins.args));
+    } catch (const Error& e) {
+      ErrorContext where = context();
+      where.instruction = static_cast<int64_t>(pc);
+      where.op = *ins.name;
+      throw Error(ErrorKind::ProgramLoadError, e.detail(), where);
+    }
+    ins.state = kernel_states.back().get();
+  }
+}
+
+void Method::Impl::build_delegates() {
+  const auto* fdelegates = plan->delegates();
+  if (fdelegates == nullptr) return;
+  for (size_t i = 0; i < fdelegates->size(); ++i) {
+    const auto* d = fdelegates->Get(i);
+    const std::string id = d->id()->str();
+    ErrorContext where = context();
+    where.backend = id;
+    std::shared_ptr<Backend> backend = find_backend(id);
+    if (!backend || !backend->is_available()) {
+      std::string available;
+      for (const auto& name : registered_backend_names()) {
+        auto b = find_backend(name);
+        if (b && b->is_available()) available += (available.empty() ? "" : ", ") + name;
+      }
+      throw Error(ErrorKind::BackendNotAvailable,
+                  "the program delegates to backend '" + id + "', which is not available in this runtime (available: " +
+                      (available.empty() ? "none" : available) + ")",
+                  where);
+    }
+    std::vector<CompileSpec> specs;
+    if (const auto* fs = d->compile_specs()) {
+      for (const auto* s : *fs) {
+        specs.push_back({s->key()->string_view(),
+                         s->value() ? std::span<const uint8_t>(s->value()->data(), s->value()->size())
+                                    : std::span<const uint8_t>()});
+      }
+    }
+    BackendInitContext ctx;
+    ctx.method_name = meta.name;
+    ctx.delegate_index = static_cast<int>(i);
+    ctx.named_data = program->delegate_data.get();
+    auto opts = program->options.backend_options.find(id);
+    if (opts != program->options.backend_options.end()) ctx.load_options = &opts->second;
+    try {
+      delegates.push_back(backend->init(ctx, program->file->delegate_payload(*d), specs));
+    } catch (const Error& e) {
+      throw Error(e.kind(), "delegate " + std::to_string(i) + ": " + e.detail(), e.context()).with_context(where);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorKind::ProgramLoadError, "delegate " + std::to_string(i) + ": out of memory", where);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::ProgramLoadError, "delegate " + std::to_string(i) + ": " + e.what(), where);
+    }
+    backends.push_back(std::move(backend));
+  }
+  for (auto& ins : instructions) {
+    if (ins.kind == Instruction::Kind::Delegate) {
+      ins.backend = backends[ins.a].get();
+      ins.delegate = delegates[ins.a].get();
+    }
+  }
+}
+
+}  // namespace etnp

@@ -1,0 +1,244 @@
+// The load-time passes over a loaded method's instructions, decided on one UseAnalysis: constant layout
+// folding and batch-norm folding (fold_constants), copy elision of functionalized in-place updates
+// (elide_copies) and the marking of instructions whose tensors can lack storage (mark_storage_checks).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "etnp/program.h"
+#include "etnp/threadpool.h"
+#include "runtime/method_impl.h"
+#include "runtime/use_analysis.h"
+
+namespace etnp {
+
+using runtime::bytes_of;
+using runtime::Instruction;
+using runtime::UseAnalysis;
+
+void Method::Impl::fold_constants() {
+  const UseAnalysis usage(instructions, values, *plan);
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    fold_constant_layout(instructions[i], usage.writes);
+    if (i + 1 < instructions.size()) fold_batch_norm(instructions[i], instructions[i + 1], usage.uses);
+  }
+}
+
+void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes) {
+  // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
+  // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;
+  // the kernels after them see constants they can pre-pack.
+  static constexpr std::string_view kFoldable[] = {"aten::permute_copy.out", "aten::transpose_copy.int_out",
+                                                   "aten::t_copy.out"};
+  if (ins.kind != Instruction::Kind::Kernel ||
+      std::find(std::begin(kFoldable), std::end(kFoldable), *ins.name) == std::end(kFoldable)) {
+    return;
+  }
+  if (ins.args.size() < 2 || !ins.args.front()->is_tensor() || !ins.args.front()->to_tensor().is_constant()) return;
+  EValue* out_value = ins.args.back();
+  const size_t out_index = static_cast<size_t>(out_value - values.data());
+  // Only this instruction writes the output.
+  if (!out_value->is_tensor() || writes[out_index] != 1) return;
+  Tensor& out = out_value->to_tensor();
+  if (out.is_constant() || out.dynamism() != ShapeDynamism::Static || out.data() == nullptr) return;
+  for (size_t k = 1; k + 1 < ins.args.size(); ++k) {
+    if (ins.args[k] != out_value && ins.args[k]->is_tensor()) return;
+  }
+  void* planned = out.data();
+  const size_t folded_bytes = static_cast<size_t>(out.capacity_numel()) * out.element_size();
+  out.set_data(own(folded_bytes, "a folded constant"));
+  try {
+    KernelContext ctx(&ThreadPool::global(), nullptr);  // the foldable kernels keep no state
+    ins.fn(ctx, ins.args);
+  } catch (const Error&) {
+    // Left to run (and fail with its full context) at execution time.
+    out.set_data(planned);
+    owned_buffers.pop_back();
+    owned_bytes -= folded_bytes;
+    return;
+  }
+  out.set_constant(true);
+  ins.kind = Instruction::Kind::Folded;
+}
+
+void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses) {
+  // A convolution followed by an inference batch norm, both on constants, is one convolution with scaled
+  // weights and a shifted bias (what the XNNPACK exporter does before lowering): the batch norm's memory
+  // pass disappears and the convolution writes the batch norm's output directly.
+  constexpr std::string_view kConv = "aten::convolution.out";
+  constexpr std::string_view kBatchNorm = "aten::_native_batch_norm_legit_no_training.out";
+  auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
+  auto constant_f32 = [](const EValue* v, int64_t numel) {
+    if (!v->is_tensor()) return false;
+    const Tensor& t = v->to_tensor();
+    return t.is_constant() && t.dtype() == ScalarType::Float && t.numel() == numel && t.is_contiguous_order();
+  };
+  if (conv.kind != Instruction::Kind::Kernel || bn.kind != Instruction::Kind::Kernel || *conv.name != kConv ||
+      *bn.name != kBatchNorm || conv.args.size() != 11 || bn.args.size() != 11) {
+    return;
+  }
+  // conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out, ret)
+  // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret)
+  const EValue* conv_out = conv.args[9];
+  if (conv.args[10] != conv_out || bn.args[0] != conv_out || !conv_out->is_tensor() ||
+      uses[index_of(conv_out)] != 3) {  // out and ret of the convolution, input of the batch norm
+    return;
+  }
+  if (!conv.args[0]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool() || !conv.args[1]->is_tensor() ||
+      !bn.args[6]->is_double()) {
+    return;
+  }
+  const Tensor& w = conv.args[1]->to_tensor();
+  if (w.dim() < 3 || !constant_f32(conv.args[1], w.numel())) return;
+  const int64_t channels = w.size(0);
+  const bool has_bias = !conv.args[2]->is_none();
+  if (has_bias && !constant_f32(conv.args[2], channels)) return;
+  if ((!bn.args[1]->is_none() && !constant_f32(bn.args[1], channels)) ||
+      (!bn.args[2]->is_none() && !constant_f32(bn.args[2], channels)) || !constant_f32(bn.args[3], channels) ||
+      !constant_f32(bn.args[4], channels)) {
+    return;
+  }
+  // The convolution will write the batch norm's output: same shape and layout. The batch statistics outputs
+  // (empty in inference) must be unused.
+  if (!bn.args[7]->is_tensor() || bn.args[7]->to_tensor().dtype() != ScalarType::Float ||
+      !std::ranges::equal(bn.args[7]->to_tensor().sizes(), conv_out->to_tensor().sizes()) ||
+      !std::ranges::equal(bn.args[7]->to_tensor().dim_order(), conv_out->to_tensor().dim_order()) ||
+      bn.args[7]->to_tensor().dynamism() != conv_out->to_tensor().dynamism() ||
+      uses[index_of(bn.args[8])] != 1 || uses[index_of(bn.args[9])] != 1 ||
+      (bn.args[10] != bn.args[7] && uses[index_of(bn.args[10])] != 1)) {
+    return;
+  }
+
+  // The memory plan may have given the batch norm's output the bytes of the convolution's input (their
+  // lifetimes did not meet before the fusion); then the convolution would overwrite what it still reads.
+  const Tensor& conv_in = conv.args[0]->to_tensor();
+  const Tensor& bn_out = bn.args[7]->to_tensor();
+  if (conv_in.data() == nullptr || bn_out.data() == nullptr || bytes_of(conv_in).overlaps(bytes_of(bn_out))) return;
+
+  const double eps = bn.args[6]->to_double();
+  auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
+  const int64_t per_channel = w.numel() / channels;
+  auto* new_w = own(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
+  auto* new_b = own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
+  auto* wf = reinterpret_cast<float*>(new_w);
+  auto* bf = reinterpret_cast<float*>(new_b);
+  for (int64_t c = 0; c < channels; ++c) {
+    const double gamma = bn.args[1]->is_none() ? 1.0 : at(bn.args[1], c);
+    const double beta = bn.args[2]->is_none() ? 0.0 : at(bn.args[2], c);
+    const double scale = gamma / std::sqrt(at(bn.args[4], c) + eps);
+    const float* src = w.data_as<const float>() + c * per_channel;
+    for (int64_t k = 0; k < per_channel; ++k) wf[c * per_channel + k] = static_cast<float>(src[k] * scale);
+    bf[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn.args[3], c)) * scale + beta);
+  }
+  Tensor& wt = load_time_tensors.emplace_back(ScalarType::Float, w.sizes(), w.dim_order(), new_w);
+  wt.set_constant(true);
+  const int64_t bias_size[1] = {channels};
+  Tensor& bt = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(bias_size, 1),
+                                              std::span<const uint8_t>(), new_b);
+  bt.set_constant(true);
+  EValue* wv = &load_time_values.emplace_back(EValue::from_tensor(&wt));
+  EValue* bv = &load_time_values.emplace_back(EValue::from_tensor(&bt));
+  EValue** conv_args = arg_storage.data() + (conv.args.data() - arg_storage.data());
+  conv_args[1] = wv;
+  conv_args[2] = bv;
+  conv_args[9] = conv_args[10] = bn.args[7];
+  bn.kind = Instruction::Kind::Folded;
+}
+
+namespace {
+
+/// Both tensors planned, static, and laid out alike: one can take the other's bytes.
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.data() != nullptr && b.data() != nullptr && !a.is_constant() && !b.is_constant() &&
+         a.dynamism() == ShapeDynamism::Static && b.dynamism() == ShapeDynamism::Static && a.dtype() == b.dtype() &&
+         std::ranges::equal(a.sizes(), b.sizes()) && std::ranges::equal(a.dim_order(), b.dim_order());
+}
+
+}  // namespace
+
+void Method::Impl::elide_copies(const UseAnalysis& refs) {
+  // Exporters functionalize in-place updates: writing one row of a KV cache becomes `t = index_put(buf,
+  // ...)`, a copy of the whole buffer with the row changed, and at the end `buf.copy_(t)`, a second copy.
+  // Where nothing else touches the buffer in between, `t` can live in the buffer's own bytes: the update
+  // is then made in place and both copies disappear (the kernels skip a copy onto itself). Decided on the
+  // memory plan's addresses, before any run; a program with jumps is left as it is. (A plain copy whose
+  // input looks dead afterwards is not elided: a mutable buffer read once also looks dead yet must keep its
+  // value for the next call, and exporters plan views on a tensor's bytes that later instructions read.)
+  static constexpr std::string_view kScatters[] = {"aten::index_put.out", "aten::slice_scatter.out",
+                                                   "aten::select_scatter.out"};
+  // A malformed argument list is reported with its context when the instruction runs.
+  if (!refs.tensor_lists_well_formed || refs.has_jumps) return;
+  auto index_of = [&](const EValue* v) { return static_cast<uint32_t>(v - values.data()); };
+  auto in_values = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
+  auto movable = [&](uint32_t v) { return !refs.io[v] && !refs.freed_or_moved[v]; };
+
+  for (uint32_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& ins = instructions[i];
+    if (ins.kind != Instruction::Kind::Kernel || ins.args.size() < 3 ||
+        std::ranges::find(kScatters, *ins.name) == std::end(kScatters)) {
+      continue;
+    }
+    // t = scatter(buf, ..., out=t) with the out slot and the returned value one value.
+    const EValue* buf_value = ins.args[0];
+    const EValue* t_value = ins.args.back();
+    if (ins.args[ins.args.size() - 2] != t_value || !in_values(t_value) || !in_values(buf_value) ||
+        !t_value->is_tensor() || !buf_value->is_tensor()) {
+      continue;
+    }
+    const uint32_t buf = index_of(buf_value), t = index_of(t_value);
+    if (buf == t || !movable(buf) || !movable(t)) continue;
+    Tensor& buf_tensor = values[buf].to_tensor();
+    Tensor& t_tensor = values[t].to_tensor();
+    if (!same_layout(buf_tensor, t_tensor)) continue;
+    // The buffer's next and last reference is `buf.copy_(t)`; `t` lives from the scatter to that copy.
+    const std::vector<uint32_t>& buf_refs = refs.by_value[buf];
+    const std::vector<uint32_t>& t_refs = refs.by_value[t];
+    auto next = std::ranges::upper_bound(buf_refs, i);
+    if (next == buf_refs.end() || next + 1 != buf_refs.end()) continue;
+    const uint32_t j = *next;
+    const Instruction& copy = instructions[j];
+    if (copy.kind != Instruction::Kind::Kernel || *copy.name != "aten::copy_" || copy.args.size() != 4 ||
+        copy.args[0] != buf_value || copy.args[1] != t_value || copy.args[3] != buf_value || t_refs.front() != i ||
+        t_refs.back() != j) {
+      continue;
+    }
+    if (!refs.bytes_untouched(values, i, j, bytes_of(buf_tensor), {buf, t})) continue;
+    // Nothing may still read t's own bytes expecting t (a view the exporter planned on them).
+    if (!refs.nothing_reads_after(values, i, bytes_of(t_tensor), t)) continue;
+    t_tensor.set_data(buf_tensor.data());
+  }
+}
+
+void Method::Impl::mark_storage_checks() {
+  // Tensors that can lack storage while the method runs: et_view outputs (until the view runs) and
+  // targets of FreeCall. Well-formed programs never read them then; malformed ones must not crash.
+  std::vector<bool> maybe_null(values.size(), false);
+  for (const auto& ins : instructions) {
+    if (ins.kind == Instruction::Kind::Free && !maybe_null[ins.a]) {
+      maybe_null[ins.a] = true;
+      Tensor& t = values[ins.a].to_tensor();
+      freed_storage.emplace_back(&t, t.data());
+    }
+    if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default" && ins.args.size() >= 3) {
+      maybe_null[ins.args[2] - values.data()] = true;
+    }
+  }
+  for (auto& ins : instructions) {
+    if (ins.kind != Instruction::Kind::Kernel && ins.kind != Instruction::Kind::Delegate) continue;
+    if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default") ins.skip_check_arg = 2;
+    for (size_t k = 0; k < ins.args.size(); ++k) {
+      const EValue* v = ins.args[k];
+      // Arguments outside the value table are constants made at load (fold_batch_norms): never null.
+      const bool in_table = std::less_equal<const EValue*>()(values.data(), v) &&
+                            std::less<const EValue*>()(v, values.data() + values.size());
+      if (in_table && static_cast<int32_t>(k) != ins.skip_check_arg && maybe_null[static_cast<size_t>(v - values.data())]) {
+        ins.check_storage = true;
+      }
+      if (v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor) {
+        ins.check_storage = ins.check_storage || std::any_of(maybe_null.begin(), maybe_null.end(), [](bool b) { return b; });
+      }
+    }
+  }
+}
+
+}  // namespace etnp

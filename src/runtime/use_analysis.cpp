@@ -1,0 +1,131 @@
+#include "runtime/use_analysis.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace etnp::runtime {
+
+ByteRange bytes_of(const Tensor& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.data());
+  return {begin, begin + static_cast<uintptr_t>(t.capacity_numel()) * t.element_size()};
+}
+
+UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
+                         const format::fb::ExecutionPlan& plan)
+    : uses(values.size(), 0), writes(values.size(), 0), io(values.size(), false),
+      freed_or_moved(values.size(), false), moved_into_by(values.size(), -1), by_value(values.size()),
+      by_instr(instructions.size()), produced(values.size(), false) {
+  auto in_table = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
+  auto index = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
+  std::unordered_map<const Tensor*, uint32_t> value_of;
+  for (size_t v = 0; v < values.size(); ++v) {
+    if (values[v].is_tensor()) value_of.emplace(&values[v].to_tensor(), static_cast<uint32_t>(v));
+  }
+  for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
+    const Instruction& ins = instructions[pc];
+    for (const EValue* v : ins.args) {
+      if (in_table(v)) ++uses[index(v)];
+    }
+    switch (ins.kind) {
+      case Instruction::Kind::Kernel:
+        if (!ins.args.empty() && in_table(ins.args.back())) ++writes[index(ins.args.back())];
+        break;
+      case Instruction::Kind::Delegate:
+        for (const EValue* v : ins.args) {
+          if (in_table(v)) ++writes[index(v)];
+        }
+        break;
+      case Instruction::Kind::Move:
+        ++uses[ins.a];
+        ++uses[ins.b];
+        ++writes[ins.b];
+        if (moved_into_by[ins.b] < 0) moved_into_by[ins.b] = static_cast<int32_t>(pc);
+        break;
+      case Instruction::Kind::Free:
+        ++uses[ins.a];
+        ++writes[ins.a];
+        break;
+      case Instruction::Kind::JumpFalse: ++uses[ins.a]; break;
+      case Instruction::Kind::Folded: break;
+    }
+
+    const bool writes_out = ins.kind == Instruction::Kind::Kernel && ins.args.size() >= 2 &&
+                            ins.args[ins.args.size() - 2] == ins.args.back() && ins.args.back()->is_tensor();
+    auto add = [&](const Tensor* t) {
+      auto it = value_of.find(t);
+      if (it == value_of.end()) return;  // a constant made at load
+      auto& list = by_value[it->second];
+      if (list.empty() && writes_out && &ins.args.back()->to_tensor() == t) {
+        produced[it->second] = std::none_of(ins.args.begin(), ins.args.end() - 2, [t](const EValue* v) {
+          return !v->is_tensor() ? v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor
+                                 : &v->to_tensor() == t;
+        });
+      }
+      if (list.empty() || list.back() != pc) list.push_back(pc);
+      by_instr[pc].push_back(it->second);
+    };
+    try {
+      switch (ins.kind) {
+        case Instruction::Kind::Move:
+        case Instruction::Kind::Free:
+          for (int32_t v : {ins.a, ins.kind == Instruction::Kind::Move ? ins.b : ins.a}) {
+            if (values[static_cast<size_t>(v)].is_tensor()) {
+              freed_or_moved[static_cast<size_t>(v)] = true;
+              add(&values[static_cast<size_t>(v)].to_tensor());
+            }
+          }
+          break;
+        case Instruction::Kind::JumpFalse: has_jumps = true; break;
+        default:
+          for (const EValue* v : ins.args) {
+            if (v->is_tensor()) {
+              add(&v->to_tensor());
+            } else if (v->tag() == Tag::ListTensor) {
+              const TensorListRef list = v->to_tensor_list();
+              for (size_t k = 0; k < list.size(); ++k) add(&list[k]);
+            } else if (v->tag() == Tag::ListOptionalTensor) {
+              const OptionalTensorListRef list = v->to_optional_tensor_list();
+              for (size_t k = 0; k < list.size(); ++k) {
+                if (Tensor* t = list[k]) add(t);
+              }
+            }
+          }
+      }
+    } catch (const Error&) {
+      tensor_lists_well_formed = false;  // a list item that is not a tensor
+    }
+  }
+  for (const auto* list : {plan.inputs(), plan.outputs()}) {
+    for (int32_t v : *list) {
+      ++uses[v];
+      ++writes[v];
+      io[static_cast<size_t>(v)] = true;
+    }
+  }
+}
+
+bool UseAnalysis::nothing_reads_after(const std::vector<EValue>& values, uint32_t pc, const ByteRange& range,
+                                      uint32_t except) const {
+  for (uint32_t v = 0; v < by_value.size(); ++v) {
+    if (v == except || by_value[v].empty() || by_value[v].back() <= pc) continue;
+    const Tensor& t = values[v].to_tensor();
+    if (t.data() == nullptr || !bytes_of(t).overlaps(range)) continue;
+    if (by_value[v].front() <= pc || !produced[v]) return false;
+  }
+  return true;
+}
+
+bool UseAnalysis::bytes_untouched(const std::vector<EValue>& values, uint32_t from, uint32_t to,
+                                  const ByteRange& range, std::initializer_list<uint32_t> allowed) const {
+  for (uint32_t pc = from; pc <= to; ++pc) {
+    for (uint32_t v : by_instr[pc]) {
+      if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) continue;
+      const Tensor& t = values[v].to_tensor();
+      if (t.data() == nullptr && t.capacity_numel() > 0) return false;
+      if (bytes_of(t).overlaps(range)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace etnp::runtime

@@ -1,0 +1,58 @@
+// How a method's instructions reference its values: the one analysis the load-time passes (method_passes.cpp)
+// and the output-binding checks (method_bind.cpp) decide on.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "etnp/value.h"
+#include "format/pte_file.h"
+#include "runtime/method_impl.h"
+
+namespace etnp::runtime {
+
+/// The bytes a tensor's storage spans (its capacity, for a dynamic shape).
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(const ByteRange& o) const { return begin < o.end && o.begin < end; }
+};
+
+ByteRange bytes_of(const Tensor& t);
+
+/// A snapshot of the references, taken when it is constructed; passes that change instructions afterwards
+/// (folding) decide on the snapshot. Arguments outside the value table (constants made at load) are ignored.
+struct UseAnalysis {
+  UseAnalysis(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
+              const format::fb::ExecutionPlan& plan);
+
+  // By value slot. Method inputs and outputs count once in both `uses` and `writes`.
+  std::vector<uint32_t> uses;    ///< References in any position: arguments, move, free and jump operands.
+  /// As the out slot of a kernel call (its last argument), a delegate argument, a move target or a free.
+  std::vector<uint32_t> writes;
+  std::vector<bool> io;          ///< A method input or output.
+  std::vector<bool> freed_or_moved;
+  std::vector<int32_t> moved_into_by;  ///< The first move instruction whose target the value is, or -1.
+
+  // By tensor, following tensor-list items too. Complete only when `tensor_lists_well_formed`.
+  std::vector<std::vector<uint32_t>> by_value;  ///< value -> instructions referencing its tensor, ascending
+  std::vector<std::vector<uint32_t>> by_instr;  ///< instruction -> tensor values it references
+  /// The value's first reference is a kernel writing it whole (its out slot, also the returned value, and
+  /// not among the kernel's other arguments): what its bytes held before is never read.
+  std::vector<bool> produced;
+  bool has_jumps = false;
+  /// False when some tensor-list argument holds a non-tensor (a malformed program, reported when it runs).
+  bool tensor_lists_well_formed = true;
+
+  /// Every tensor other than `except` that shares a byte with `range` and is referenced after instruction
+  /// `pc` is first referenced after it, by a kernel that writes it whole: none reads what the range held at
+  /// `pc` (an exporter's view planned on a tensor's bytes would).
+  bool nothing_reads_after(const std::vector<EValue>& values, uint32_t pc, const ByteRange& range,
+                           uint32_t except) const;
+  /// No tensor other than `allowed` referenced by instructions [from, to] may share a byte with `range`, and
+  /// every tensor they reference must have its storage now (a view's is only known when it runs).
+  bool bytes_untouched(const std::vector<EValue>& values, uint32_t from, uint32_t to, const ByteRange& range,
+                       std::initializer_list<uint32_t> allowed) const;
+};
+
+}  // namespace etnp::runtime
