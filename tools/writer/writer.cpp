@@ -9,6 +9,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "compute/memory_planner.h"
 #include "etnp/error.h"
 #include "flat_tensor_generated.h"
 #include "program_generated.h"
@@ -432,49 +433,21 @@ void MethodWriter::plan_memory() {
     }
   }
 
-  struct Placed {
-    uint64_t offset, size;
-    int64_t first, last;
-  };
-  std::map<uint32_t, std::vector<Placed>> arenas;
-  std::map<uint32_t, uint64_t> arena_size;
-  std::vector<size_t> order;
+  // One plan per arena (memory id), over the tensors planned in it.
+  std::map<uint32_t, std::vector<size_t>> members;
   for (size_t v = 0; v < n; ++v) {
     const Value& val = values_[v];
     if (val.kind == Kind::Tensor && (val.storage == Storage::Planned || val.storage == Storage::Mutable)) {
-      order.push_back(v);
-      arena_size.emplace(val.memory_id, 0);
+      members[val.memory_id].push_back(v);
     }
   }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return size[a] > size[b]; });
-  for (size_t v : order) {
-    Value& val = values_[v];
-    auto& placed = arenas[val.memory_id];
-    // Candidate offsets: 0 and the (aligned) end of every overlapping buffer; take the lowest that fits.
-    std::vector<const Placed*> overlapping;
-    for (const auto& p : placed) {
-      if (p.first <= last[v] && first[v] <= p.last) overlapping.push_back(&p);
-    }
-    std::vector<uint64_t> candidates = {0};
-    for (const auto* p : overlapping) candidates.push_back(round_up(p->offset + p->size, 16));
-    std::sort(candidates.begin(), candidates.end());
-    uint64_t chosen = 0;
-    for (uint64_t c : candidates) {
-      bool fits = true;
-      for (const auto* p : overlapping) {
-        if (c < p->offset + p->size && p->offset < c + size[v]) {
-          fits = false;
-          break;
-        }
-      }
-      if (fits) {
-        chosen = c;
-        break;
-      }
-    }
-    val.offset = chosen;
-    placed.push_back({chosen, size[v], first[v], last[v]});
-    arena_size[val.memory_id] = std::max(arena_size[val.memory_id], round_up(chosen + size[v], 16));
+  std::map<uint32_t, uint64_t> arena_size;
+  for (const auto& [memory_id, vs] : members) {
+    std::vector<compute::BufferLifetime> lifetimes;
+    for (size_t v : vs) lifetimes.push_back({size[v], first[v], last[v]});
+    const compute::MemoryPlan plan = compute::plan_memory(lifetimes, 16);
+    for (size_t i = 0; i < vs.size(); ++i) values_[vs[i]].offset = plan.offsets[i];
+    arena_size[memory_id] = plan.total;
   }
   for (size_t v = 0; v < n; ++v) {
     if (values_[v].kind == Kind::Tensor && values_[v].storage == Storage::Alias) {
