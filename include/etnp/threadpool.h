@@ -12,6 +12,27 @@ class ThreadPool {
  public:
   /// The shared pool. Created on first use with one thread per core.
   static ThreadPool& global();
+  /// The pool work started on this thread runs on: the one a ThreadPool::Use on this thread names, else
+  /// global(). Kernels that split work take this one, so a caller can run them on a pool of its own.
+  static ThreadPool& current();
+
+  /// Makes `pool` this thread's current() pool while it lives (the previous one again afterwards).
+  class Use {
+   public:
+    explicit Use(ThreadPool& pool);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    ThreadPool* previous_;
+  };
+
+  /// A pool of its own with `n` threads (n == 0: one per core), e.g. for a delegate loaded with its own
+  /// thread count.
+  explicit ThreadPool(size_t n);
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
 
   /// Threads the pool runs with (including the calling thread).
   size_t num_threads() const;
@@ -27,7 +48,6 @@ class ThreadPool {
   ~ThreadPool();
 
  private:
-  ThreadPool();
   pthreadpool_t pool_ = nullptr;
 };
 

@@ -231,7 +231,7 @@ inline void run_offsets(const CopyPlan& p, int outer_rank, int64_t r, int64_t& d
 template <typename Mover>
 void execute_plan(const CopyPlan& p, const Mover& mover, size_t elem_bytes, bool parallel) {
   if (p.numel == 0) return;
-  ThreadPool& pool = ThreadPool::global();
+  ThreadPool& pool = ThreadPool::current();
   const bool par = parallel && p.numel * static_cast<int64_t>(elem_bytes) >= kParallelMinBytes &&
                    pool.num_threads() > 1;
   const int r = p.rank;
@@ -427,8 +427,8 @@ void fill_with_scalar(Tensor& t, const Scalar& s, const char* op) {
     T* d = t.data_as<T>();
     const int64_t n = t.numel();
     // Every element of a tensor lives in its first numel slots whatever the dim order.
-    if (n * static_cast<int64_t>(sizeof(T)) >= kParallelMinBytes && ThreadPool::global().num_threads() > 1) {
-      ThreadPool::global().parallel_for(static_cast<size_t>(n), static_cast<size_t>(kChunkElems),
+    if (n * static_cast<int64_t>(sizeof(T)) >= kParallelMinBytes && ThreadPool::current().num_threads() > 1) {
+      ThreadPool::current().parallel_for(static_cast<size_t>(n), static_cast<size_t>(kChunkElems),
                                         [&](size_t b, size_t e) { std::fill(d + b, d + e, v); });
     } else {
       std::fill(d, d + n, v);

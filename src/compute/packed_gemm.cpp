@@ -303,7 +303,7 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   if (rows == 0 || n_ == 0) return;
   const size_t tiles = (rows + kMr - 1) / kMr;
   const size_t panels = (n_ + kNr - 1) / kNr;
-  ThreadPool& pool = ThreadPool::global();
+  ThreadPool& pool = ThreadPool::current();
   const size_t threads = pool.num_threads();
   if (threads > 1 && rows * k_ * n_ >= kParallelWork) {
     // Many rows: split row tiles (each thread streams every panel past its own rows). Few rows: whichever of
@@ -364,7 +364,7 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and pads its own input rows,
   // in one parallel region.
   const size_t tiles = (rows_total + kMr - 1) / kMr;
-  ThreadPool& pool = ThreadPool::global();
+  ThreadPool& pool = ThreadPool::current();
   const size_t chunks = rows_total * gemm.k() * n >= kParallelWork ? std::min(pool.num_threads(), tiles) : 1;
   // Pixel blocks whose padded input rows take about 128 KiB: they stay in L2 while every panel passes them.
   const size_t out_rows = std::max<size_t>(1, (128 * 1024 / sizeof(float)) / (row_floats * g.stride_h + 1));
@@ -725,7 +725,7 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
 }
 
 size_t conv_row_chunks(size_t batch, size_t out_h) {
-  return std::min(batch * out_h, std::max<size_t>(1, ThreadPool::global().num_threads()));
+  return std::min(batch * out_h, std::max<size_t>(1, ThreadPool::current().num_threads()));
 }
 
 void for_each_conv_row_chunk(size_t batch, size_t out_h, size_t chunks, size_t work,
@@ -744,7 +744,7 @@ void for_each_conv_row_chunk(size_t batch, size_t out_h, size_t chunks, size_t w
     for (size_t i = 0; i < chunks; ++i) run_chunk(i);
     return;
   }
-  ThreadPool::global().parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
+  ThreadPool::current().parallel_for(chunks, 1, [&](size_t i0, size_t i1) {
     for (size_t i = i0; i < i1; ++i) run_chunk(i);
   });
 }

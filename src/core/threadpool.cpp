@@ -35,14 +35,24 @@ void run_chunk(void* ctx, size_t index) {
   ETNP_TSAN_RELEASE(ctx);
 }
 
+// The pool a ThreadPool::Use made current on this thread; nullptr: the global one. (A pool's worker threads
+// have none: work they run does not start nested parallel regions.)
+thread_local ThreadPool* current_pool = nullptr;
+
 }  // namespace
 
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool;
+  static ThreadPool pool(0);
   return pool;
 }
 
-ThreadPool::ThreadPool() { pool_ = pthreadpool_create(0); }
+ThreadPool& ThreadPool::current() { return current_pool != nullptr ? *current_pool : global(); }
+
+ThreadPool::Use::Use(ThreadPool& pool) : previous_(current_pool) { current_pool = &pool; }
+
+ThreadPool::Use::~Use() { current_pool = previous_; }
+
+ThreadPool::ThreadPool(size_t n) { pool_ = pthreadpool_create(n); }
 
 ThreadPool::~ThreadPool() {
   if (pool_ != nullptr) pthreadpool_destroy(pool_);

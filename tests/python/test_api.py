@@ -191,8 +191,12 @@ def test_backend_option_errors(runtime):
 def test_backend_options_at_load(runtime, fixtures):
     path = fixtures / "nprt" / "add.pte"
     ones = np.ones(3, np.float32)
-    program = runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 1}})
+    program = runtime.load_program(path, backend_options={"XnnpackBackend": {"num_threads": 1}})
     np.testing.assert_array_equal(program.load_method("forward")([ones, ones])[0], 2 * ones)
+    # No workspace to share: only 0 (disabled) is accepted.
+    shared = runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 1}})
+    with pytest.raises(InvalidInputError, match="workspace_sharing_mode"):
+        shared.load_method("forward")
     bad = runtime.load_program(path, backend_options={"XnnpackBackend": {"no_such_option": 1}})
     with pytest.raises(InvalidInputError, match="no_such_option") as info:
         bad.load_method("forward")

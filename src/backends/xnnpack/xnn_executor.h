@@ -9,10 +9,12 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backends/xnnpack/xnn_graph.h"
 #include "etnp/error.h"
+#include "etnp/threadpool.h"
 #include "etnp/value.h"
 
 namespace etnp::xnn {
@@ -26,18 +28,36 @@ struct ExecutorStats {
   size_t fused_clamps = 0;       ///< Clamp nodes folded into their producer.
 };
 
+/// A parsed graph after the checks an executor makes at load: shapes propagated from the serialized input
+/// shapes, clamps fused into their producers, every node's rule (xnn_rules.h) checked.
+struct CheckedGraph {
+  Graph graph;
+  std::vector<Shape> shapes;  ///< Per value, from the serialized input shapes.
+  size_t fused_clamps = 0;
+  /// Why no executor can be built from it, each naming the node ("node 3 (XNNConv2d, debug handle 7) with
+  /// types ... is not supported by this runtime: why"); empty: it builds.
+  std::vector<std::string> reasons;
+};
+
+/// Makes the load-time checks without building anything (no XNNPACK object is created, no weight packed).
+/// A shape error stops the checks at that node; otherwise every unsupported node gives a reason.
+CheckedGraph check_graph(Graph graph);
+
 class Executor {
  public:
   /// Builds the executor (creates XNNPACK operators, copies the constants it needs later). Constant bytes
-  /// in `graph` need only be valid during the call. Throws etnp::Error(ProgramLoadError).
+  /// in `graph` need only be valid during the call. Throws etnp::Error(ProgramLoadError) with the first of
+  /// check_graph's reasons.
   explicit Executor(Graph graph);
+  explicit Executor(CheckedGraph checked);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  /// Runs the graph on the DelegateCall's args (inputs then outputs); resizes the output tensors.
+  /// Runs the graph on the DelegateCall's args (inputs then outputs); resizes the output tensors. XNNPACK's
+  /// operators and the delegate's own kernels all run on `pool` (it is ThreadPool::current() meanwhile).
   /// Throws etnp::Error(ExecutionError) on bad args or shapes. Calls on one executor are serialized.
-  void execute(std::span<EValue* const> args);
+  void execute(std::span<EValue* const> args, ThreadPool& pool = ThreadPool::global());
 
   const ExecutorStats& stats() const { return stats_; }
   /// Bytes of the intermediate-value arena for the current input shapes.
@@ -53,9 +73,8 @@ class Executor {
   using AlignedBytes = std::unique_ptr<uint8_t[], AlignedDeleter>;
   static AlignedBytes allocate(size_t bytes);
 
-  void fuse_clamps();
-  void compile();
-  void propagate_shapes(ErrorKind kind);
+  void build_steps();
+  void propagate_shapes();  ///< For the current input shapes; throws ExecutionError.
   void plan_memory();
 
   Graph graph_;

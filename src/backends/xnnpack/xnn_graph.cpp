@@ -23,6 +23,12 @@ constexpr size_t kMaxNumel = size_t{1} << 40;
   throw Error(ErrorKind::ProgramLoadError, "XNNPACK payload: " + msg);
 }
 
+std::string describe_node(uint32_t index, const char* name, uint32_t debug_handle) {
+  const std::string handle = debug_handle == 0 ? "" : "debug handle " + std::to_string(debug_handle);
+  if (index == kInvalidId) return std::string("implicit ") + name + (handle.empty() ? "" : " (" + handle + ")");
+  return "node " + std::to_string(index) + " (" + name + (handle.empty() ? "" : ", " + handle) + ")";
+}
+
 uint16_t read_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t read_u32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
@@ -77,8 +83,9 @@ DataType convert_datatype(fb_xnnpack::XNNDatatype t) {
 
 class GraphParser {
  public:
-  GraphParser(const PayloadParts& parts, const fb_xnnpack::XNNGraph* fb, const NamedDataMap* named_data)
-      : parts_(parts), fb_(fb), named_data_(named_data) {}
+  GraphParser(const PayloadParts& parts, const fb_xnnpack::XNNGraph* fb, const NamedDataMap* named_data,
+              std::vector<std::string>* missing_data)
+      : parts_(parts), fb_(fb), named_data_(named_data), missing_data_(missing_data) {}
 
   Graph parse() {
     if (fb_->xvalues() == nullptr) fail("the graph has no value list");
@@ -167,7 +174,7 @@ class GraphParser {
       fail(where + " has quantized datatype " + datatype_name(v.dtype) + " but no quantization parameters");
     }
 
-    if (v.is_constant()) {
+    if (v.is_constant() && !v.data_missing) {
       const size_t needed = value_storage_bytes(v, v.dims);
       if (v.data_bytes < needed) {
         fail(where + " " + v.dims.str() + " " + datatype_name(v.dtype) + " needs " + std::to_string(needed) +
@@ -248,7 +255,10 @@ class GraphParser {
           const bool has_ptd = sources.rfind('\'', 0) == 0 || sources.find(", '") != std::string::npos;
           if (!has_ptd) msg += "; no external data (.ptd) was provided";
         }
-        fail(msg);
+        if (missing_data_ == nullptr) fail(msg);
+        missing_data_->push_back(std::move(msg));
+        v.data_missing = true;
+        return;
       }
       v.data = bytes->data();
       v.data_bytes = bytes->size();
@@ -273,6 +283,7 @@ class GraphParser {
     if (buffer_idx != 0) {
       Value tmp;
       resolve_constant(where + " scales", buffer_idx, tmp);
+      if (tmp.data_missing) return std::vector<float>(num_scales, 1.0f);  // placeholder: nothing is built
       if (tmp.data_bytes < size_t{num_scales} * sizeof(float)) {
         fail(where + " scale buffer holds " + std::to_string(tmp.data_bytes) + " bytes for " +
              std::to_string(num_scales) + " scales");
@@ -376,6 +387,10 @@ class GraphParser {
           }
           Value tmp;
           resolve_constant(where + " scales", p->scale_buffer_idx(), tmp);
+          if (tmp.data_missing) {
+            v.block_scales.assign(expected, 1.0f);  // placeholder: nothing is built
+            return;
+          }
           if (tmp.data_bytes < expected * 2) fail(where + " block scale buffer is too small");
           v.block_scales.resize(expected);
           for (size_t i = 0; i < expected; ++i) {
@@ -482,195 +497,162 @@ class GraphParser {
       }
     }
     const U type = xn->xnode_union_type();
-
-    auto binary = [&](NodeKind kind) {
-      n.kind = kind;
-      const auto* t = require(static_cast<const fb_xnnpack::_XNNNode2x1*>(xn->xnode_union()), n);
-      n.inputs = {value_id(n, "input1_id", t->input1_id()), value_id(n, "input2_id", t->input2_id())};
-      n.outputs = {value_id(n, "output_id", t->output_id())};
-      n.flags = t->flags();
-    };
-    auto unary = [&](NodeKind kind) {
-      n.kind = kind;
-      const auto* t = require(static_cast<const fb_xnnpack::_XNNNode1x1*>(xn->xnode_union()), n);
-      n.inputs = {value_id(n, "input_id", t->input_id())};
-      n.outputs = {value_id(n, "output_id", t->output_id())};
-      n.flags = t->flags();
-    };
-    auto conv = [&](NodeKind kind) {
-      n.kind = kind;
-      const auto* t = require(static_cast<const fb_xnnpack::_XNNNodeConv*>(xn->xnode_union()), n);
-      set_window(n, t);
-      n.inputs = {value_id(n, "input1_id", t->input1_id()), value_id(n, "filter_id", t->filter_id()),
-                  value_id(n, "bias_id", t->bias_id(), /*optional=*/true)};
-      n.outputs = {value_id(n, "output_id", t->output_id())};
-      n.flags = t->flags();
-    };
-    auto pooling = [&](NodeKind kind) {
-      n.kind = kind;
-      const auto* t = require(static_cast<const fb_xnnpack::_XNNPooling2D*>(xn->xnode_union()), n);
-      set_window(n, t);
-      n.inputs = {value_id(n, "input_id", t->input_id())};
-      n.outputs = {value_id(n, "output_id", t->output_id())};
-      n.flags = t->flags();
-    };
-    auto concat = [&](int count) {
-      n.kind = NodeKind::Concatenate;
-      const auto* t = require(static_cast<const fb_xnnpack::_XNNCat*>(xn->xnode_union()), n);
-      const uint32_t ids[5] = {t->input1_id(), t->input2_id(), t->input3_id(), t->input4_id(), t->input5_id()};
-      static const char* names[5] = {"input1_id", "input2_id", "input3_id", "input4_id", "input5_id"};
-      for (int i = 0; i < count; ++i) n.inputs.push_back(value_id(n, names[i], ids[i]));
-      n.outputs = {value_id(n, "output_id", t->output_id())};
-      n.axis = t->axis();
-      n.flags = t->flags();
-    };
-
     switch (type) {
-      case U::XNNAdd: binary(NodeKind::Add); break;
-      case U::XNNSubtract: binary(NodeKind::Subtract); break;
-      case U::XNNMultiply: binary(NodeKind::Multiply); break;
-      case U::XNNDiv: binary(NodeKind::Divide); break;
-      case U::XNNMinimum: binary(NodeKind::Minimum); break;
-      case U::XNNMaximum: binary(NodeKind::Maximum); break;
-      case U::XNNPReLU: binary(NodeKind::PReLU); break;
-      case U::XNNBatchMatrixMultiply: binary(NodeKind::BatchMatrixMultiply); break;
-      case U::XNNSoftmax: unary(NodeKind::Softmax); break;
-      case U::XNNSigmoid: unary(NodeKind::Sigmoid); break;
-      case U::XNNClamp: unary(NodeKind::Clamp); break;
-      case U::XNNFloor: unary(NodeKind::Floor); break;
-      case U::XNNCeiling: unary(NodeKind::Ceiling); break;
-      case U::XNNSquareRoot: unary(NodeKind::SquareRoot); break;
-      case U::XNNReciprocalSquareRoot: unary(NodeKind::ReciprocalSquareRoot); break;
-      case U::XNNSquare: unary(NodeKind::Square); break;
-      case U::XNNNegate: unary(NodeKind::Negate); break;
-      case U::XNNAbs: unary(NodeKind::Abs); break;
-      case U::XNNHardswish: unary(NodeKind::Hardswish); break;
-      case U::XNNGelu: unary(NodeKind::Gelu); break;
-      case U::XNNTanh: unary(NodeKind::Tanh); break;
-      case U::XNNExp: unary(NodeKind::Exp); break;
-      case U::XNNLog: unary(NodeKind::Log); break;
-      case U::XNNSin: unary(NodeKind::Sin); break;
-      case U::XNNCos: unary(NodeKind::Cos); break;
-      case U::XNNConvert: unary(NodeKind::Convert); break;
-      case U::XNNCopy: unary(NodeKind::Copy); break;
-      case U::XNNGlobalAvgPooling2d: unary(NodeKind::GlobalAvgPooling2d); break;
-      case U::XNNConv2d: conv(NodeKind::Conv2d); break;
-      case U::XNNDepthwiseConv2d: conv(NodeKind::DepthwiseConv2d); break;
-      case U::XNNConvTranspose2d: conv(NodeKind::ConvTranspose2d); break;
-      case U::XNNAvgPooling2d: pooling(NodeKind::AvgPooling2d); break;
-      case U::XNNMaxPooling2d: pooling(NodeKind::MaxPooling2d); break;
-      case U::XNNConcatenate2: concat(2); break;
-      case U::XNNConcatenate3: concat(3); break;
-      case U::XNNConcatenate4: concat(4); break;
-      case U::XNNConcatenate5: concat(5); break;
-      case U::XNNFullyConnected: {
-        n.kind = NodeKind::FullyConnected;
-        const auto* t = require(xn->xnode_union_as_XNNFullyConnected(), n);
-        n.inputs = {value_id(n, "input1_id", t->input1_id()), value_id(n, "filter_id", t->filter_id()),
-                    value_id(n, "bias_id", t->bias_id(), /*optional=*/true)};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
+#define XNN_NODE_KIND(kind_, name, member, layout, shape, rule, traits) \
+  case U::member:                                                      \
+    n.kind = NodeKind::kind_;                                          \
+    parse_##layout(n, xn);                                             \
+    break;
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
+      case U::XNNConcatenate3:
+      case U::XNNConcatenate4:
+      case U::XNNConcatenate5:
+        n.kind = NodeKind::Concatenate;
+        parse_concatenate(n, xn);
         break;
-      }
-      case U::XNNStaticTranspose: {
-        n.kind = NodeKind::StaticTranspose;
-        const auto* t = require(xn->xnode_union_as_XNNStaticTranspose(), n);
-        if (t->perm() == nullptr) fail(n.describe() + " has no perm");
-        n.list_a = to_sizes(t->perm());
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNStaticReshape: {
-        n.kind = NodeKind::StaticReshape;
-        const auto* t = require(xn->xnode_union_as_XNNStaticReshape(), n);
-        if (t->new_shape() == nullptr) fail(n.describe() + " has no new_shape");
-        n.list_a = to_sizes(t->new_shape());
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNStaticSlice: {
-        n.kind = NodeKind::StaticSlice;
-        const auto* t = require(xn->xnode_union_as_XNNStaticSlice(), n);
-        if (t->offsets() == nullptr || t->sizes() == nullptr) fail(n.describe() + " has no offsets or sizes");
-        n.list_a = to_sizes(t->offsets());
-        n.list_b = to_sizes(t->sizes());
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNStaticConstantPad: {
-        n.kind = NodeKind::StaticConstantPad;
-        const auto* t = require(xn->xnode_union_as_XNNStaticConstantPad(), n);
-        if (t->pre_paddings() == nullptr || t->post_paddings() == nullptr) {
-          fail(n.describe() + " has no paddings");
-        }
-        n.list_a = to_sizes(t->pre_paddings());
-        n.list_b = to_sizes(t->post_paddings());
-        n.scalar = t->padding_value();
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNStaticResizeBilinear2D: {
-        n.kind = NodeKind::StaticResizeBilinear2D;
-        const auto* t = require(xn->xnode_union_as_XNNStaticResizeBilinear2D(), n);
-        n.new_height = t->new_height();
-        n.new_width = t->new_width();
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNArgMaxPooling2d: {
-        n.kind = NodeKind::ArgMaxPooling2d;
-        const auto* t = require(xn->xnode_union_as_XNNArgMaxPooling2d(), n);
-        WindowParams& w = n.window;
-        w.pad_top = t->padding_top();
-        w.pad_right = t->padding_right();
-        w.pad_bottom = t->padding_bottom();
-        w.pad_left = t->padding_left();
-        w.kernel_h = w.stride_h = t->pooling_height();
-        w.kernel_w = w.stride_w = t->pooling_width();
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_value_id", t->output_value_id()),
-                     value_id(n, "output_index_id", t->output_index_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNLeakyReLU: {
-        n.kind = NodeKind::LeakyReLU;
-        const auto* t = require(xn->xnode_union_as_XNNLeakyReLU(), n);
-        n.scalar = t->negative_slope();
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
-      case U::XNNELU: {
-        n.kind = NodeKind::ELU;
-        const auto* t = require(xn->xnode_union_as_XNNELU(), n);
-        n.scalar = t->alpha();
-        n.inputs = {value_id(n, "input_id", t->input_id())};
-        n.outputs = {value_id(n, "output_id", t->output_id())};
-        n.flags = t->flags();
-        break;
-      }
       case U::XNNScaledDotProductAttention:
-        fail("node " + std::to_string(index) + " (XNNScaledDotProductAttention) is not implemented by XNNPACK "
-             "delegates");
+        fail(describe_node(index, "XNNScaledDotProductAttention", n.debug_handle) +
+             " is not implemented by XNNPACK delegates");
       default:
         fail("node " + std::to_string(index) + " has unknown node type " + std::to_string(static_cast<int>(type)));
     }
-    if (!std::isfinite(n.scalar) && (n.kind == NodeKind::LeakyReLU || n.kind == NodeKind::ELU)) {
-      fail(n.describe() + " has a non-finite parameter");
-    }
     graph_.nodes.push_back(std::move(n));
+  }
+
+  // ---- node layouts (the `layout` column of xnn_node_kinds.inc) ----------------------------------------
+
+  void parse_node2x1(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(static_cast<const fb_xnnpack::_XNNNode2x1*>(xn->xnode_union()), n);
+    n.inputs = {value_id(n, "input1_id", t->input1_id()), value_id(n, "input2_id", t->input2_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_node1x1(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(static_cast<const fb_xnnpack::_XNNNode1x1*>(xn->xnode_union()), n);
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_conv(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(static_cast<const fb_xnnpack::_XNNNodeConv*>(xn->xnode_union()), n);
+    set_window(n, t);
+    n.inputs = {value_id(n, "input1_id", t->input1_id()), value_id(n, "filter_id", t->filter_id()),
+                value_id(n, "bias_id", t->bias_id(), /*optional=*/true)};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_pooling(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(static_cast<const fb_xnnpack::_XNNPooling2D*>(xn->xnode_union()), n);
+    set_window(n, t);
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_concatenate(Node& n, const fb_xnnpack::XNode* xn) {
+    using U = fb_xnnpack::XNodeUnion;
+    const U type = xn->xnode_union_type();
+    const int count = type == U::XNNConcatenate2 ? 2 : type == U::XNNConcatenate3 ? 3 : type == U::XNNConcatenate4 ? 4 : 5;
+    const auto* t = require(static_cast<const fb_xnnpack::_XNNCat*>(xn->xnode_union()), n);
+    const uint32_t ids[5] = {t->input1_id(), t->input2_id(), t->input3_id(), t->input4_id(), t->input5_id()};
+    static const char* names[5] = {"input1_id", "input2_id", "input3_id", "input4_id", "input5_id"};
+    for (int i = 0; i < count; ++i) n.inputs.push_back(value_id(n, names[i], ids[i]));
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.axis = t->axis();
+    n.flags = t->flags();
+  }
+
+  void parse_fully_connected(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNFullyConnected(), n);
+    n.inputs = {value_id(n, "input1_id", t->input1_id()), value_id(n, "filter_id", t->filter_id()),
+                value_id(n, "bias_id", t->bias_id(), /*optional=*/true)};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_transpose(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNStaticTranspose(), n);
+    if (t->perm() == nullptr) fail(n.describe() + " has no perm");
+    n.list_a = to_sizes(t->perm());
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_reshape(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNStaticReshape(), n);
+    if (t->new_shape() == nullptr) fail(n.describe() + " has no new_shape");
+    n.list_a = to_sizes(t->new_shape());
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_slice(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNStaticSlice(), n);
+    if (t->offsets() == nullptr || t->sizes() == nullptr) fail(n.describe() + " has no offsets or sizes");
+    n.list_a = to_sizes(t->offsets());
+    n.list_b = to_sizes(t->sizes());
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_pad(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNStaticConstantPad(), n);
+    if (t->pre_paddings() == nullptr || t->post_paddings() == nullptr) fail(n.describe() + " has no paddings");
+    n.list_a = to_sizes(t->pre_paddings());
+    n.list_b = to_sizes(t->post_paddings());
+    n.scalar = t->padding_value();
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_resize(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNStaticResizeBilinear2D(), n);
+    n.new_height = t->new_height();
+    n.new_width = t->new_width();
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_argmax_pooling(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNArgMaxPooling2d(), n);
+    WindowParams& w = n.window;
+    w.pad_top = t->padding_top();
+    w.pad_right = t->padding_right();
+    w.pad_bottom = t->padding_bottom();
+    w.pad_left = t->padding_left();
+    w.kernel_h = w.stride_h = t->pooling_height();
+    w.kernel_w = w.stride_w = t->pooling_width();
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_value_id", t->output_value_id()),
+                 value_id(n, "output_index_id", t->output_index_id())};
+    n.flags = t->flags();
+  }
+
+  void parse_leaky_relu(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNLeakyReLU(), n);
+    n.scalar = t->negative_slope();
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+    if (!std::isfinite(n.scalar)) fail(n.describe() + " has a non-finite parameter");
+  }
+
+  void parse_elu(Node& n, const fb_xnnpack::XNode* xn) {
+    const auto* t = require(xn->xnode_union_as_XNNELU(), n);
+    n.scalar = t->alpha();
+    n.inputs = {value_id(n, "input_id", t->input_id())};
+    n.outputs = {value_id(n, "output_id", t->output_id())};
+    n.flags = t->flags();
+    if (!std::isfinite(n.scalar)) fail(n.describe() + " has a non-finite parameter");
   }
 
   // Every value a node reads must exist by then (a constant, an external input or an earlier node's
@@ -729,6 +711,7 @@ class GraphParser {
   const PayloadParts& parts_;
   const fb_xnnpack::XNNGraph* fb_;
   const NamedDataMap* named_data_;
+  std::vector<std::string>* missing_data_;
   Graph graph_;
   std::unordered_map<uint32_t, uint32_t> id_map_;
   std::vector<Node> pending_converts_;
@@ -792,57 +775,27 @@ std::string Shape::str() const {
 
 const char* node_kind_name(NodeKind kind) {
   switch (kind) {
-    case NodeKind::Add: return "XNNAdd";
-    case NodeKind::Subtract: return "XNNSubtract";
-    case NodeKind::Multiply: return "XNNMultiply";
-    case NodeKind::Divide: return "XNNDiv";
-    case NodeKind::Minimum: return "XNNMinimum";
-    case NodeKind::Maximum: return "XNNMaximum";
-    case NodeKind::PReLU: return "XNNPReLU";
-    case NodeKind::Clamp: return "XNNClamp";
-    case NodeKind::Softmax: return "XNNSoftmax";
-    case NodeKind::Sigmoid: return "XNNSigmoid";
-    case NodeKind::Floor: return "XNNFloor";
-    case NodeKind::Ceiling: return "XNNCeiling";
-    case NodeKind::SquareRoot: return "XNNSquareRoot";
-    case NodeKind::ReciprocalSquareRoot: return "XNNReciprocalSquareRoot";
-    case NodeKind::Square: return "XNNSquare";
-    case NodeKind::Negate: return "XNNNegate";
-    case NodeKind::Abs: return "XNNAbs";
-    case NodeKind::Hardswish: return "XNNHardswish";
-    case NodeKind::LeakyReLU: return "XNNLeakyReLU";
-    case NodeKind::ELU: return "XNNELU";
-    case NodeKind::Gelu: return "XNNGelu";
-    case NodeKind::Tanh: return "XNNTanh";
-    case NodeKind::Exp: return "XNNExp";
-    case NodeKind::Log: return "XNNLog";
-    case NodeKind::Sin: return "XNNSin";
-    case NodeKind::Cos: return "XNNCos";
-    case NodeKind::Convert: return "XNNConvert";
-    case NodeKind::Copy: return "XNNCopy";
-    case NodeKind::FullyConnected: return "XNNFullyConnected";
-    case NodeKind::Conv2d: return "XNNConv2d";
-    case NodeKind::DepthwiseConv2d: return "XNNDepthwiseConv2d";
-    case NodeKind::ConvTranspose2d: return "XNNConvTranspose2d";
-    case NodeKind::AvgPooling2d: return "XNNAvgPooling2d";
-    case NodeKind::MaxPooling2d: return "XNNMaxPooling2d";
-    case NodeKind::ArgMaxPooling2d: return "XNNArgMaxPooling2d";
-    case NodeKind::GlobalAvgPooling2d: return "XNNGlobalAvgPooling2d";
-    case NodeKind::StaticTranspose: return "XNNStaticTranspose";
-    case NodeKind::StaticReshape: return "XNNStaticReshape";
-    case NodeKind::StaticSlice: return "XNNStaticSlice";
-    case NodeKind::StaticConstantPad: return "XNNStaticConstantPad";
-    case NodeKind::StaticResizeBilinear2D: return "XNNStaticResizeBilinear2D";
-    case NodeKind::Concatenate: return "XNNConcatenate";
-    case NodeKind::BatchMatrixMultiply: return "XNNBatchMatrixMultiply";
+#define XNN_NODE_KIND(kind_, name, member, layout, shape, rule, traits) \
+  case NodeKind::kind_:                                                \
+    return name;
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
   }
   return "?";
 }
 
-std::string Node::describe() const {
-  if (index == kInvalidId) return std::string("implicit ") + node_kind_name(kind);
-  return "node " + std::to_string(index) + " (" + node_kind_name(kind) + ")";
+uint32_t node_kind_traits(NodeKind kind) {
+  switch (kind) {
+#define XNN_NODE_KIND(kind_, name, member, layout, shape, rule, traits) \
+  case NodeKind::kind_:                                                \
+    return traits;
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
+  }
+  return 0;
 }
+
+std::string Node::describe() const { return describe_node(index, node_kind_name(kind), debug_handle); }
 
 size_t dynamic_quant_rows(const Value& value, const Shape& shape) {
   size_t rows = 1;
@@ -868,7 +821,8 @@ size_t value_storage_bytes(const Value& value, const Shape& shape) {
   }
 }
 
-Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_data) {
+Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_data,
+                  std::vector<std::string>* missing_data) {
   const PayloadParts parts = split_payload(payload);
   const std::span<const uint8_t> fb = parts.flatbuffer;
   if (fb.size() < 8) fail("flatbuffer is too small (" + std::to_string(fb.size()) + " bytes)");
@@ -891,7 +845,7 @@ Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_da
   flatbuffers::Verifier verifier(base, fb.size(), /*max_depth=*/64, /*max_tables=*/1000000);
   if (!verifier.VerifyBuffer<fb_xnnpack::XNNGraph>(nullptr)) fail("flatbuffer failed verification");
   const auto* graph = flatbuffers::GetRoot<fb_xnnpack::XNNGraph>(base);
-  GraphParser parser(parts, graph, named_data);
+  GraphParser parser(parts, graph, named_data, missing_data);
   Graph result = parser.parse();
   result.flatbuffer_copy = std::move(aligned);  // legacy inline constants point into it
   return result;

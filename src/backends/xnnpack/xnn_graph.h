@@ -86,28 +86,31 @@ struct Value {
   /// needed later must be copied.
   const uint8_t* data = nullptr;
   size_t data_bytes = 0;
+  /// A constant whose named data was not found (parse_graph's `missing_data` mode): it counts as a constant
+  /// for the support checks, but has no bytes, so no executor is ever built from it.
+  bool data_missing = false;
 
   uint32_t external_id = kInvalidId;
   bool external_input = false;
   bool external_output = false;
   uint32_t serialized_id = 0;  ///< id_out, for messages.
 
-  bool is_constant() const { return data != nullptr; }
+  bool is_constant() const { return data != nullptr || data_missing; }
   bool is_external() const { return external_input || external_output; }
 };
 
 enum class NodeKind : uint8_t {
-  Add, Subtract, Multiply, Divide, Minimum, Maximum, PReLU,
-  Clamp, Softmax, Sigmoid, Floor, Ceiling, SquareRoot, ReciprocalSquareRoot, Square, Negate, Abs,
-  Hardswish, LeakyReLU, ELU, Gelu, Tanh, Exp, Log, Sin, Cos,
-  Convert, Copy,
-  FullyConnected, Conv2d, DepthwiseConv2d, ConvTranspose2d,
-  AvgPooling2d, MaxPooling2d, ArgMaxPooling2d, GlobalAvgPooling2d,
-  StaticTranspose, StaticReshape, StaticSlice, StaticConstantPad, StaticResizeBilinear2D,
-  Concatenate, BatchMatrixMultiply,
+#define XNN_NODE_KIND(kind, name, member, layout, shape, rule, traits) kind,
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
 };
 
 const char* node_kind_name(NodeKind kind);
+
+// Node kind traits (the last column of xnn_node_kinds.inc).
+constexpr uint32_t kFusesClamp = 0x1;  ///< A clamp reading only this node's output folds into it.
+constexpr uint32_t kWeighted = 0x2;    ///< A filter input: the node's work is outputs x reduction length.
+uint32_t node_kind_traits(NodeKind kind);
 
 /// Convolution and pooling geometry (pooling reuses kernel_* for the window and stride_* for its step).
 struct WindowParams {
@@ -142,7 +145,7 @@ struct Node {
   uint32_t axis = 0;           ///< Concatenate
   size_t new_height = 0, new_width = 0;  ///< ResizeBilinear
 
-  std::string describe() const;  ///< "node 3 (XNNConv2d)"
+  std::string describe() const;  ///< "node 3 (XNNConv2d)", "node 3 (XNNConv2d, debug handle 12)"
 };
 
 struct Graph {
@@ -155,9 +158,11 @@ struct Graph {
 };
 
 /// Parses and validates a delegate payload. Constants addressed by key are looked up in `named_data`
-/// (may be null). Throws etnp::Error(ProgramLoadError) naming the
-/// problem for anything malformed or unsupported.
-Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_data);
+/// (may be null). Throws etnp::Error(ProgramLoadError) naming the problem for anything malformed or
+/// unsupported. With `missing_data`, a key `named_data` lacks is not an error: its message is appended there,
+/// the value is marked `data_missing` and parsing goes on (to list every missing key at once).
+Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_data,
+                  std::vector<std::string>* missing_data = nullptr);
 
 /// Bytes a value of `shape` occupies in the delegate's buffers (including the per-row parameters that a
 /// dynamically quantized tensor carries after its data). 4-bit values hold two per byte, each row (last

@@ -175,10 +175,10 @@ void transpose_typed(const T* in, T* out, int rank, const size_t* size, const si
     T* dst = out + o * rows * cols;
     if (col_stride == 1) {
       for (size_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * row_stride, cols * sizeof(T));
-    } else if (rows * cols >= compute::kParallelWork && rows >= 64 && ThreadPool::global().num_threads() > 1) {
+    } else if (rows * cols >= compute::kParallelWork && rows >= 64 && ThreadPool::current().num_threads() > 1) {
       // Large planes (image layout changes) split by row bands across the pool.
       constexpr size_t kBand = 64;
-      ThreadPool::global().parallel_for((rows + kBand - 1) / kBand, 1, [&](size_t b0, size_t b1) {
+      ThreadPool::current().parallel_for((rows + kBand - 1) / kBand, 1, [&](size_t b0, size_t b1) {
         const size_t r0 = b0 * kBand, r1 = std::min(rows, b1 * kBand);
         transpose_2d(src + r0 * row_stride, dst + r0 * cols, r1 - r0, cols, row_stride, col_stride);
       });
@@ -329,7 +329,7 @@ void linear_f32(const float* in, size_t rows, size_t k, const float* w, bool w_i
   compute::GemmEpilogue epilogue;
   if (bias != nullptr) epilogue.bias = {bias, 0, 1};
   const compute::GemmMatrix b = w_is_nk ? compute::GemmMatrix{w, 1, kk} : compute::GemmMatrix{w, nn, 1};
-  compute::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, &ThreadPool::global());
+  compute::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, &ThreadPool::current());
   clamp_in_place(out, rows * n, out_min, out_max);
 }
 
@@ -792,7 +792,7 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
   if (rows * n * k >= (size_t{1} << 20) && blocks >= 8) {
     // Whole pairs of blocks per chunk so every chunk but the last uses the two-block tile.
     const size_t pairs_of_blocks = (blocks + 1) / 2;
-    ThreadPool::global().parallel_for(pairs_of_blocks, 2, [&](size_t p0, size_t p1) {
+    ThreadPool::current().parallel_for(pairs_of_blocks, 2, [&](size_t p0, size_t p1) {
       run_blocks(p0 * 2, std::min(blocks, p1 * 2));
     });
   } else {

@@ -93,6 +93,199 @@ std::string infer_pooling(const Node& n, std::span<Shape> shapes) {
   return {};
 }
 
+std::string infer_broadcast(const Node& n, std::span<Shape> shapes) {
+  Shape r;
+  if (!broadcast_shape(shapes[n.inputs[0]], shapes[n.inputs[1]], r)) {
+    return "input shapes " + shapes[n.inputs[0]].str() + " and " + shapes[n.inputs[1]].str() + " do not broadcast";
+  }
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_prelu(const Node& n, std::span<Shape> shapes) {
+  Shape r;
+  if (!broadcast_shape(shapes[n.inputs[0]], shapes[n.inputs[1]], r) || r != shapes[n.inputs[0]]) {
+    return "slope shape " + shapes[n.inputs[1]].str() + " does not broadcast to the input " + shapes[n.inputs[0]].str();
+  }
+  shapes[n.outputs[0]] = shapes[n.inputs[0]];
+  return {};
+}
+
+std::string infer_softmax(const Node& n, std::span<Shape> shapes) {
+  if (shapes[n.inputs[0]].rank == 0) return "softmax needs an input of rank >= 1";
+  shapes[n.outputs[0]] = shapes[n.inputs[0]];
+  return {};
+}
+
+std::string infer_same(const Node& n, std::span<Shape> shapes) {
+  shapes[n.outputs[0]] = shapes[n.inputs[0]];
+  return {};
+}
+
+std::string infer_fully_connected(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  const Shape& f = shapes[n.inputs[1]];
+  if ((n.flags & ~kFlagTransposeWeights) != 0) return "unsupported flags " + std::to_string(n.flags);
+  if (x.rank < 1) return "input must have rank >= 1";
+  if (f.rank != 2) return dims_mismatch("filter", f, "rank 2");
+  const bool transposed = (n.flags & kFlagTransposeWeights) != 0;
+  const size_t k = transposed ? f[0] : f[1];
+  const size_t units = transposed ? f[1] : f[0];
+  if (x[x.rank - 1] != k) return dims_mismatch("input", x, "last dim " + std::to_string(k));
+  if (n.inputs[2] != kInvalidId && shapes[n.inputs[2]].numel() != units) {
+    return dims_mismatch("bias", shapes[n.inputs[2]], "[" + std::to_string(units) + "]");
+  }
+  Shape r = x;
+  r[r.rank - 1] = units;
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_global_avg_pooling(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  if (x.rank != 4) return dims_mismatch("input", x, "rank 4 (NHWC)");
+  if ((n.flags & kFlagKeepDims) != 0) {
+    shapes[n.outputs[0]] = Shape{4, {x[0], 1, 1, x[3]}};
+  } else {
+    shapes[n.outputs[0]] = Shape{2, {x[0], x[3]}};
+  }
+  return {};
+}
+
+std::string infer_transpose(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  if (n.list_a.size() != x.rank) {
+    return "perm has " + std::to_string(n.list_a.size()) + " entries for rank " + std::to_string(x.rank);
+  }
+  bool seen[kMaxDims] = {};
+  Shape r;
+  r.rank = x.rank;
+  for (int i = 0; i < x.rank; ++i) {
+    const size_t p = n.list_a[i];
+    if (p >= x.rank || seen[p]) return "perm is not a permutation";
+    seen[p] = true;
+    r[i] = x[static_cast<int>(p)];
+  }
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_reshape(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  if (n.list_a.size() > static_cast<size_t>(kMaxDims)) return "new_shape has more than 6 dims";
+  Shape r;
+  r.rank = static_cast<uint8_t>(n.list_a.size());
+  int inferred = -1;
+  size_t known = 1;
+  for (int i = 0; i < r.rank; ++i) {
+    r[i] = n.list_a[i];
+    if (r[i] == 0) {
+      if (inferred >= 0) return "new_shape has more than one inferred (0) dim";
+      inferred = i;
+    } else {
+      if (known > (size_t{1} << 40) / r[i]) return "new_shape is too large";
+      known *= r[i];
+    }
+  }
+  const size_t numel = x.numel();
+  if (inferred >= 0) {
+    if (numel % known != 0) return "cannot reshape " + x.str() + " to " + r.str();
+    r[inferred] = numel / known;
+  } else if (known != numel) {
+    return "cannot reshape " + x.str() + " (" + std::to_string(numel) + " elements) to " + r.str();
+  }
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_slice(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  if (n.list_a.size() != x.rank || n.list_b.size() != x.rank) {
+    return "offsets/sizes do not match the input rank " + std::to_string(x.rank);
+  }
+  Shape r;
+  r.rank = x.rank;
+  for (int i = 0; i < x.rank; ++i) {
+    const size_t offset = n.list_a[i];
+    if (offset > x[i]) return "slice offset " + std::to_string(offset) + " exceeds dim " + std::to_string(x[i]);
+    // A size of 0 means "to the end of the dimension".
+    const size_t size = n.list_b[i] == 0 ? x[i] - offset : n.list_b[i];
+    if (size > x[i] - offset) return "slice [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                                     ") exceeds dim " + std::to_string(x[i]);
+    r[i] = size;
+  }
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_pad(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  if (n.list_a.size() != x.rank || n.list_b.size() != x.rank) {
+    return "paddings do not match the input rank " + std::to_string(x.rank);
+  }
+  Shape r;
+  r.rank = x.rank;
+  for (int i = 0; i < x.rank; ++i) {
+    if (n.list_a[i] > (size_t{1} << 30) || n.list_b[i] > (size_t{1} << 30)) return "padding is too large";
+    r[i] = x[i] + n.list_a[i] + n.list_b[i];
+  }
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_resize(const Node& n, std::span<Shape> shapes) {
+  const Shape& x = shapes[n.inputs[0]];
+  if (x.rank != 4) return dims_mismatch("input", x, "rank 4 (NHWC)");
+  // XNNPACK asserts that both sizes stay below 2^24.
+  if (n.new_height == 0 || n.new_width == 0 || n.new_height >= (1u << 24) || n.new_width >= (1u << 24)) {
+    return "invalid output size";
+  }
+  if (x[1] >= (1u << 24) || x[2] >= (1u << 24)) return dims_mismatch("input", x, "height and width below 2^24");
+  if ((n.flags & ~kFlagAlignCorners) != 0) return "unsupported flags " + std::to_string(n.flags);
+  shapes[n.outputs[0]] = Shape{4, {x[0], n.new_height, n.new_width, x[3]}};
+  return {};
+}
+
+std::string infer_concatenate(const Node& n, std::span<Shape> shapes) {
+  const Shape& first = shapes[n.inputs[0]];
+  if (n.axis >= first.rank) return "axis " + std::to_string(n.axis) + " is out of range for rank " +
+                                   std::to_string(first.rank);
+  Shape r = first;
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Shape& s = shapes[n.inputs[i]];
+    if (s.rank != first.rank) return "inputs have different ranks";
+    for (int d = 0; d < s.rank; ++d) {
+      if (d != static_cast<int>(n.axis) && s[d] != first[d]) {
+        return "input shapes " + first.str() + " and " + s.str() + " differ outside the axis";
+      }
+    }
+    r[static_cast<int>(n.axis)] += s[static_cast<int>(n.axis)];
+  }
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
+std::string infer_batch_matmul(const Node& n, std::span<Shape> shapes) {
+  const Shape& a = shapes[n.inputs[0]];
+  const Shape& b = shapes[n.inputs[1]];
+  if ((n.flags & ~kFlagTransposeWeights) != 0) return "unsupported flags " + std::to_string(n.flags);
+  if (a.rank < 2 || b.rank < 2) return "inputs must have rank >= 2";
+  const bool transpose_b = (n.flags & kFlagTransposeWeights) != 0;
+  const size_t m = a[a.rank - 2], k = a[a.rank - 1];
+  const size_t kb = transpose_b ? b[b.rank - 1] : b[b.rank - 2];
+  const size_t nn = transpose_b ? b[b.rank - 2] : b[b.rank - 1];
+  if (k != kb) return "inner dims differ: " + a.str() + " x " + b.str();
+  Shape ba = a, bb = b, batch;
+  ba.rank -= 2;
+  bb.rank -= 2;
+  if (!broadcast_shape(ba, bb, batch)) return "batch dims of " + a.str() + " and " + b.str() + " do not broadcast";
+  Shape r = batch;
+  r[r.rank++] = m;
+  r[r.rank++] = nn;
+  shapes[n.outputs[0]] = r;
+  return {};
+}
+
 }  // namespace
 
 size_t window_output_size(size_t input, uint32_t pad_before, uint32_t pad_after, uint32_t kernel, uint32_t stride,
@@ -117,219 +310,12 @@ bool broadcast_shape(const Shape& a, const Shape& b, Shape& out) {
 }
 
 std::string infer_node_shapes(const Graph& /*graph*/, const Node& n, std::span<Shape> shapes) {
-  auto in = [&](size_t i) -> const Shape& { return shapes[n.inputs[i]]; };
-  auto out = [&](size_t i) -> Shape& { return shapes[n.outputs[i]]; };
   switch (n.kind) {
-    case NodeKind::Add:
-    case NodeKind::Subtract:
-    case NodeKind::Multiply:
-    case NodeKind::Divide:
-    case NodeKind::Minimum:
-    case NodeKind::Maximum: {
-      Shape r;
-      if (!broadcast_shape(in(0), in(1), r)) {
-        return "input shapes " + in(0).str() + " and " + in(1).str() + " do not broadcast";
-      }
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::PReLU: {
-      Shape r;
-      if (!broadcast_shape(in(0), in(1), r) || r != in(0)) {
-        return "slope shape " + in(1).str() + " does not broadcast to the input " + in(0).str();
-      }
-      out(0) = in(0);
-      return {};
-    }
-    case NodeKind::Softmax:
-      if (in(0).rank == 0) return "softmax needs an input of rank >= 1";
-      out(0) = in(0);
-      return {};
-    case NodeKind::Clamp:
-    case NodeKind::Sigmoid:
-    case NodeKind::Floor:
-    case NodeKind::Ceiling:
-    case NodeKind::SquareRoot:
-    case NodeKind::ReciprocalSquareRoot:
-    case NodeKind::Square:
-    case NodeKind::Negate:
-    case NodeKind::Abs:
-    case NodeKind::Hardswish:
-    case NodeKind::LeakyReLU:
-    case NodeKind::ELU:
-    case NodeKind::Gelu:
-    case NodeKind::Tanh:
-    case NodeKind::Exp:
-    case NodeKind::Log:
-    case NodeKind::Sin:
-    case NodeKind::Cos:
-    case NodeKind::Convert:
-    case NodeKind::Copy:
-      out(0) = in(0);
-      return {};
-    case NodeKind::FullyConnected: {
-      const Shape& x = in(0);
-      const Shape& f = in(1);
-      if ((n.flags & ~kFlagTransposeWeights) != 0) return "unsupported flags " + std::to_string(n.flags);
-      if (x.rank < 1) return "input must have rank >= 1";
-      if (f.rank != 2) return dims_mismatch("filter", f, "rank 2");
-      const bool transposed = (n.flags & kFlagTransposeWeights) != 0;
-      const size_t k = transposed ? f[0] : f[1];
-      const size_t units = transposed ? f[1] : f[0];
-      if (x[x.rank - 1] != k) return dims_mismatch("input", x, "last dim " + std::to_string(k));
-      if (n.inputs[2] != kInvalidId && in(2).numel() != units) {
-        return dims_mismatch("bias", in(2), "[" + std::to_string(units) + "]");
-      }
-      Shape r = x;
-      r[r.rank - 1] = units;
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::Conv2d:
-    case NodeKind::DepthwiseConv2d:
-    case NodeKind::ConvTranspose2d:
-      return infer_conv(n, shapes);
-    case NodeKind::AvgPooling2d:
-    case NodeKind::MaxPooling2d:
-    case NodeKind::ArgMaxPooling2d:
-      return infer_pooling(n, shapes);
-    case NodeKind::GlobalAvgPooling2d: {
-      const Shape& x = in(0);
-      if (x.rank != 4) return dims_mismatch("input", x, "rank 4 (NHWC)");
-      if ((n.flags & kFlagKeepDims) != 0) {
-        out(0) = Shape{4, {x[0], 1, 1, x[3]}};
-      } else {
-        out(0) = Shape{2, {x[0], x[3]}};
-      }
-      return {};
-    }
-    case NodeKind::StaticTranspose: {
-      const Shape& x = in(0);
-      if (n.list_a.size() != x.rank) {
-        return "perm has " + std::to_string(n.list_a.size()) + " entries for rank " + std::to_string(x.rank);
-      }
-      bool seen[kMaxDims] = {};
-      Shape r;
-      r.rank = x.rank;
-      for (int i = 0; i < x.rank; ++i) {
-        const size_t p = n.list_a[i];
-        if (p >= x.rank || seen[p]) return "perm is not a permutation";
-        seen[p] = true;
-        r[i] = x[static_cast<int>(p)];
-      }
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::StaticReshape: {
-      const Shape& x = in(0);
-      if (n.list_a.size() > static_cast<size_t>(kMaxDims)) return "new_shape has more than 6 dims";
-      Shape r;
-      r.rank = static_cast<uint8_t>(n.list_a.size());
-      int inferred = -1;
-      size_t known = 1;
-      for (int i = 0; i < r.rank; ++i) {
-        r[i] = n.list_a[i];
-        if (r[i] == 0) {
-          if (inferred >= 0) return "new_shape has more than one inferred (0) dim";
-          inferred = i;
-        } else {
-          if (known > (size_t{1} << 40) / r[i]) return "new_shape is too large";
-          known *= r[i];
-        }
-      }
-      const size_t numel = x.numel();
-      if (inferred >= 0) {
-        if (numel % known != 0) return "cannot reshape " + x.str() + " to " + r.str();
-        r[inferred] = numel / known;
-      } else if (known != numel) {
-        return "cannot reshape " + x.str() + " (" + std::to_string(numel) + " elements) to " + r.str();
-      }
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::StaticSlice: {
-      const Shape& x = in(0);
-      if (n.list_a.size() != x.rank || n.list_b.size() != x.rank) {
-        return "offsets/sizes do not match the input rank " + std::to_string(x.rank);
-      }
-      Shape r;
-      r.rank = x.rank;
-      for (int i = 0; i < x.rank; ++i) {
-        const size_t offset = n.list_a[i];
-        if (offset > x[i]) return "slice offset " + std::to_string(offset) + " exceeds dim " + std::to_string(x[i]);
-        // A size of 0 means "to the end of the dimension".
-        const size_t size = n.list_b[i] == 0 ? x[i] - offset : n.list_b[i];
-        if (size > x[i] - offset) return "slice [" + std::to_string(offset) + ", +" + std::to_string(size) +
-                                         ") exceeds dim " + std::to_string(x[i]);
-        r[i] = size;
-      }
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::StaticConstantPad: {
-      const Shape& x = in(0);
-      if (n.list_a.size() != x.rank || n.list_b.size() != x.rank) {
-        return "paddings do not match the input rank " + std::to_string(x.rank);
-      }
-      Shape r;
-      r.rank = x.rank;
-      for (int i = 0; i < x.rank; ++i) {
-        if (n.list_a[i] > (size_t{1} << 30) || n.list_b[i] > (size_t{1} << 30)) return "padding is too large";
-        r[i] = x[i] + n.list_a[i] + n.list_b[i];
-      }
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::StaticResizeBilinear2D: {
-      const Shape& x = in(0);
-      if (x.rank != 4) return dims_mismatch("input", x, "rank 4 (NHWC)");
-      // XNNPACK asserts that both sizes stay below 2^24.
-      if (n.new_height == 0 || n.new_width == 0 || n.new_height >= (1u << 24) || n.new_width >= (1u << 24)) {
-        return "invalid output size";
-      }
-      if (x[1] >= (1u << 24) || x[2] >= (1u << 24)) return dims_mismatch("input", x, "height and width below 2^24");
-      if ((n.flags & ~kFlagAlignCorners) != 0) return "unsupported flags " + std::to_string(n.flags);
-      out(0) = Shape{4, {x[0], n.new_height, n.new_width, x[3]}};
-      return {};
-    }
-    case NodeKind::Concatenate: {
-      const Shape& first = in(0);
-      if (n.axis >= first.rank) return "axis " + std::to_string(n.axis) + " is out of range for rank " +
-                                       std::to_string(first.rank);
-      Shape r = first;
-      for (size_t i = 1; i < n.inputs.size(); ++i) {
-        const Shape& s = in(i);
-        if (s.rank != first.rank) return "inputs have different ranks";
-        for (int d = 0; d < s.rank; ++d) {
-          if (d != static_cast<int>(n.axis) && s[d] != first[d]) {
-            return "input shapes " + first.str() + " and " + s.str() + " differ outside the axis";
-          }
-        }
-        r[static_cast<int>(n.axis)] += s[static_cast<int>(n.axis)];
-      }
-      out(0) = r;
-      return {};
-    }
-    case NodeKind::BatchMatrixMultiply: {
-      const Shape& a = in(0);
-      const Shape& b = in(1);
-      if ((n.flags & ~kFlagTransposeWeights) != 0) return "unsupported flags " + std::to_string(n.flags);
-      if (a.rank < 2 || b.rank < 2) return "inputs must have rank >= 2";
-      const bool transpose_b = (n.flags & kFlagTransposeWeights) != 0;
-      const size_t m = a[a.rank - 2], k = a[a.rank - 1];
-      const size_t kb = transpose_b ? b[b.rank - 1] : b[b.rank - 2];
-      const size_t nn = transpose_b ? b[b.rank - 2] : b[b.rank - 1];
-      if (k != kb) return "inner dims differ: " + a.str() + " x " + b.str();
-      Shape ba = a, bb = b, batch;
-      ba.rank -= 2;
-      bb.rank -= 2;
-      if (!broadcast_shape(ba, bb, batch)) return "batch dims of " + a.str() + " and " + b.str() + " do not broadcast";
-      Shape r = batch;
-      r[r.rank++] = m;
-      r[r.rank++] = nn;
-      out(0) = r;
-      return {};
-    }
+#define XNN_NODE_KIND(kind, name, member, layout, shape, rule, traits) \
+  case NodeKind::kind:                                                \
+    return infer_##shape(n, shapes);
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
   }
   return "unknown node kind";
 }

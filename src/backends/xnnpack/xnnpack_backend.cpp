@@ -1,9 +1,10 @@
-// "XnnpackBackend": parses the delegate payload (xnn_graph), builds an executor (xnn_executor) per
-// delegate at load and runs it on each DelegateCall.
-#include <atomic>
-#include <mutex>
-
+// "XnnpackBackend": parses the delegate payload (xnn_graph), checks it (xnn_executor's check_graph, the node
+// rules of xnn_rules.h), builds an executor per delegate at load and runs it on each DelegateCall.
 #include "backends/xnnpack/xnnpack_backend.h"
+
+#include <memory>
+#include <optional>
+
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_ops.h"
@@ -15,28 +16,79 @@ namespace {
 
 constexpr const char* kNumThreads = "num_threads";
 constexpr const char* kWorkspaceSharingMode = "workspace_sharing_mode";
+constexpr std::string_view kPayloadPrefix = "XNNPACK payload: ";
+
+int64_t num_threads_from(const BackendOptionValue& value) {
+  const auto* n = std::get_if<int64_t>(&value);
+  if (n == nullptr || *n < 0 || *n > 1024) {
+    throw Error(ErrorKind::InvalidArgument,
+                "XnnpackBackend option 'num_threads' must be an integer in [0, 1024] (0 = one per core)");
+  }
+  return *n;
+}
+
+// Neither XNNPACK release gives the delegate a workspace to share: the 2022 library has none, and with the
+// 2024 one each operator keeps the workspace its reshape asked for. So only "disabled" is true.
+void check_workspace_mode(const BackendOptionValue& value) {
+  const auto* mode = std::get_if<int64_t>(&value);
+  if (mode == nullptr || *mode != 0) {
+    throw Error(ErrorKind::InvalidArgument,
+                "XnnpackBackend option 'workspace_sharing_mode' must be 0 (disabled): this delegate shares no "
+                "workspace between operators (each keeps its own), so per-model (1) and global (2) sharing are "
+                "not available");
+  }
+}
+
+/// What the options given at load ask of one delegate.
+struct LoadSettings {
+  std::optional<size_t> num_threads;  ///< A pool of its own with this many threads; none: the shared pool.
+};
+
+LoadSettings load_settings(const BackendInitContext& ctx) {
+  LoadSettings s;
+  if (ctx.load_options == nullptr) return s;
+  for (const auto& [key, value] : *ctx.load_options) {
+    if (key == kNumThreads) {
+      s.num_threads = static_cast<size_t>(num_threads_from(value));
+    } else if (key == kWorkspaceSharingMode) {
+      check_workspace_mode(value);
+    } else {
+      throw Error(ErrorKind::InvalidArgument, "XnnpackBackend has no load option '" + key + "'");
+    }
+  }
+  return s;
+}
+
+/// A problem that keeps a payload from loading, with the error init() raises for it.
+struct Problem {
+  ErrorKind kind;
+  std::string text;  ///< without the "XNNPACK payload: " prefix
+};
+
+/// Everything init() checks, in its order, before it builds anything.
+struct Checked {
+  std::vector<Problem> problems;
+  LoadSettings settings;
+  std::optional<xnn::CheckedGraph> graph;
+};
+
+std::string without_prefix(std::string message) {
+  if (message.rfind(kPayloadPrefix, 0) == 0) message.erase(0, kPayloadPrefix.size());
+  return message;
+}
 
 class XnnpackHandle final : public DelegateHandle {
  public:
-  XnnpackHandle(std::unique_ptr<xnn::Executor> executor, int64_t workspace_mode)
-      : executor_(std::move(executor)), workspace_mode_(workspace_mode) {}
-  xnn::Executor& executor() { return *executor_; }
-  int64_t workspace_mode() const { return workspace_mode_; }
+  XnnpackHandle(std::unique_ptr<ThreadPool> pool, std::unique_ptr<xnn::Executor> executor)
+      : pool_(std::move(pool)), executor_(std::move(executor)) {}
+  void execute(std::span<EValue* const> args) { executor_->execute(args, pool_ ? *pool_ : ThreadPool::global()); }
+  size_t threads() const { return (pool_ ? *pool_ : ThreadPool::global()).num_threads(); }
   size_t bytes() const override { return executor_->bytes(); }
 
  private:
+  std::unique_ptr<ThreadPool> pool_;  ///< The delegate's own pool (num_threads given at load), or null.
   std::unique_ptr<xnn::Executor> executor_;
-  int64_t workspace_mode_;
 };
-
-int64_t workspace_mode_from(const BackendOptionValue& value) {
-  const auto* mode = std::get_if<int64_t>(&value);
-  if (mode == nullptr || *mode < 0 || *mode > 2) {
-    throw Error(ErrorKind::InvalidArgument,
-                "XnnpackBackend option 'workspace_sharing_mode' must be 0 (disabled), 1 (per model) or 2 (global)");
-  }
-  return *mode;
-}
 
 class XnnpackBackend final : public Backend {
  public:
@@ -49,40 +101,39 @@ class XnnpackBackend final : public Backend {
 
   std::unique_ptr<DelegateHandle> init(const BackendInitContext& ctx, std::span<const uint8_t> payload,
                                        std::span<const CompileSpec> /*compile_specs*/) override {
-    if (!is_available()) throw Error(ErrorKind::BackendNotAvailable, "XNNPACK cannot run on this machine");
-    int64_t workspace_mode = workspace_mode_.load();
-    if (ctx.load_options != nullptr) {
-      for (const auto& [key, value] : *ctx.load_options) {
-        if (key == kWorkspaceSharingMode) {
-          workspace_mode = workspace_mode_from(value);
-        } else if (key != kNumThreads) {
-          throw Error(ErrorKind::InvalidArgument, "XnnpackBackend has no load option '" + key + "'");
-        }
-      }
+    Checked c = check(ctx, payload);
+    if (!c.problems.empty()) {
+      const Problem& first = c.problems[0];
+      const size_t more = c.problems.size() - 1;
+      const std::string suffix = more == 0 ? "" : " (and " + std::to_string(more) + " more)";
+      if (first.kind != ErrorKind::ProgramLoadError) throw Error(first.kind, first.text + suffix);
+      throw Error(first.kind, std::string(kPayloadPrefix) + first.text + suffix);
     }
-    xnn::Graph graph = xnn::parse_graph(payload, ctx.named_data);
-    auto executor = std::make_unique<xnn::Executor>(std::move(graph));
-    return std::make_unique<XnnpackHandle>(std::move(executor), workspace_mode);
+    auto pool = c.settings.num_threads ? std::make_unique<ThreadPool>(*c.settings.num_threads) : nullptr;
+    auto executor = std::make_unique<xnn::Executor>(std::move(*c.graph));
+    return std::make_unique<XnnpackHandle>(std::move(pool), std::move(executor));
+  }
+
+  SupportVerdict supports(const BackendInitContext& ctx, std::span<const uint8_t> payload,
+                          std::span<const CompileSpec> /*compile_specs*/) const override {
+    SupportVerdict verdict;
+    for (Problem& p : check(ctx, payload).problems) verdict.reasons.push_back(std::move(p.text));
+    return verdict;
   }
 
   void execute(DelegateHandle& handle, std::span<EValue* const> args) override {
     auto* h = dynamic_cast<XnnpackHandle*>(&handle);
     if (h == nullptr) throw Error(ErrorKind::ExecutionError, "XnnpackBackend: handle from another backend");
-    h->executor().execute(args);
+    h->execute(args);
   }
 
   void set_option(std::string_view key, const BackendOptionValue& value) override {
     if (key == kNumThreads) {
-      const auto* n = std::get_if<int64_t>(&value);
-      if (n == nullptr || *n < 0 || *n > 1024) {
-        throw Error(ErrorKind::InvalidArgument,
-                    "XnnpackBackend option 'num_threads' must be an integer in [0, 1024] (0 = one per core)");
-      }
-      ThreadPool::global().set_num_threads(static_cast<size_t>(*n));
+      ThreadPool::global().set_num_threads(static_cast<size_t>(num_threads_from(value)));
       return;
     }
     if (key == kWorkspaceSharingMode) {
-      workspace_mode_.store(workspace_mode_from(value));
+      check_workspace_mode(value);
       return;
     }
     Backend::set_option(key, value);
@@ -90,19 +141,50 @@ class XnnpackBackend final : public Backend {
 
   BackendOptionValue get_option(std::string_view key) const override {
     if (key == kNumThreads) return static_cast<int64_t>(ThreadPool::global().num_threads());
-    if (key == kWorkspaceSharingMode) return workspace_mode_.load();
+    if (key == kWorkspaceSharingMode) return int64_t{0};
     return Backend::get_option(key);
   }
 
   std::vector<std::string> option_names() const override { return {kNumThreads, kWorkspaceSharingMode}; }
 
  private:
-  // The 2022 library has no workspaces; the mode is kept so callers can read back what they set.
-  std::atomic<int64_t> workspace_mode_{0};
+  // What init() checks, in its order: availability, load options, the payload (every missing named-data
+  // key, then the first malformed part, or every unsupported node). Builds nothing.
+  Checked check(const BackendInitContext& ctx, std::span<const uint8_t> payload) const {
+    Checked c;
+    if (!is_available()) {
+      c.problems.push_back({ErrorKind::BackendNotAvailable, "XNNPACK cannot run on this machine"});
+      return c;
+    }
+    try {
+      c.settings = load_settings(ctx);
+    } catch (const Error& e) {
+      c.problems.push_back({e.kind(), e.what()});
+    }
+    std::vector<std::string> missing;
+    std::optional<xnn::Graph> graph;
+    try {
+      graph = xnn::parse_graph(payload, ctx.named_data, &missing);
+    } catch (const Error& e) {
+      for (std::string& m : missing) c.problems.push_back({ErrorKind::ProgramLoadError, std::move(m)});
+      c.problems.push_back({e.kind(), without_prefix(e.what())});
+      return c;
+    }
+    for (std::string& m : missing) c.problems.push_back({ErrorKind::ProgramLoadError, std::move(m)});
+    c.graph = xnn::check_graph(std::move(*graph));
+    for (std::string& r : c.graph->reasons) c.problems.push_back({ErrorKind::ProgramLoadError, r});
+    return c;
+  }
 };
 
 }  // namespace
 
 std::shared_ptr<Backend> make_xnnpack_backend() { return std::make_shared<XnnpackBackend>(); }
+
+size_t xnnpack_delegate_threads(const DelegateHandle& handle) {
+  const auto* h = dynamic_cast<const XnnpackHandle*>(&handle);
+  if (h == nullptr) throw Error(ErrorKind::InvalidArgument, "not an XnnpackBackend delegate");
+  return h->threads();
+}
 
 }  // namespace etnp::backends

@@ -9,4 +9,8 @@ namespace etnp::backends {
 
 std::shared_ptr<Backend> make_xnnpack_backend();
 
+/// Threads an XnnpackBackend delegate runs on: its own pool's (num_threads given at load) or the shared one's.
+/// Throws InvalidArgument for another backend's handle.
+size_t xnnpack_delegate_threads(const DelegateHandle& handle);
+
 }  // namespace etnp::backends

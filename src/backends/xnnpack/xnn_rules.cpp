@@ -1,0 +1,80 @@
+// The rule table's dispatch (xnn_node_kinds.inc) and what every rule shares.
+#include "backends/xnnpack/xnn_rules.h"
+
+#include <algorithm>
+
+namespace etnp::xnn {
+
+Refusal check_node(const NodeView& v) {
+  // XNNPACK asserts (rather than reports) on an empty range, so it is checked here.
+  if (!(v.node.output_min < v.node.output_max)) return refuse("the output range is empty");
+  switch (v.node.kind) {
+#define XNN_NODE_KIND(kind, name, member, layout, shape, rule, traits) \
+  case NodeKind::kind:                                                \
+    return check_##rule(v);
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
+  }
+  return refuse("unknown node kind");
+}
+
+void build_node(StepBuilder& b) {
+  switch (b.view.node.kind) {
+#define XNN_NODE_KIND(kind, name, member, layout, shape, rule, traits) \
+  case NodeKind::kind:                                                \
+    build_##rule(b);                                                   \
+    return;
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
+  }
+}
+
+std::string refusal_message(const NodeView& v, const std::string& why) {
+  std::string types;
+  for (uint32_t in : v.node.inputs) {
+    types += (types.empty() ? "" : ", ");
+    types += in == kInvalidId ? "none" : datatype_name(v.values[in].dtype);
+  }
+  types += " -> ";
+  for (size_t i = 0; i < v.node.outputs.size(); ++i) {
+    types += (i ? ", " : "") + std::string(datatype_name(v.out(i).dtype));
+  }
+  return v.node.describe() + " with types (" + types + ") is not supported by this runtime" +
+         (why.empty() ? "" : ": " + why);
+}
+
+Q8Range q8_range(const Node& node, const Value& out) {
+  auto code = [&](float bound) {
+    return static_cast<int8_t>(quantize_bound(bound, out.scale, out.zero_point, -128, 127));
+  };
+  return Q8Range{code(node.output_min), code(node.output_max)};
+}
+
+Refusal check_q8_range(const NodeView& v, const Value& out) {
+  if (q8_range(v.node, out).empty()) return refuse("the output range is empty after quantization");
+  return kSupported;
+}
+
+Refusal check_scale_ratio(double ratio, double lo, double hi, const char* what) {
+  if (!(ratio >= lo && ratio < hi)) {
+    return refuse(std::string(what) + " scale ratio " + std::to_string(ratio) + " is outside XNNPACK's range");
+  }
+  return kSupported;
+}
+
+Refusal check_constant(const NodeView& v, uint32_t id, const char* what) {
+  if (id != kInvalidId && !v.is_constant(id)) return refuse(std::string(what) + " must be constant");
+  return kSupported;
+}
+
+Refusal check_requantization(const Value& x, const Value& w, const Value& out) {
+  if (w.quant == QuantKind::PerTensor) {
+    return check_scale_ratio(double(x.scale) * w.scale / out.scale, 0x1.0p-32, 256.0, "requantization");
+  }
+  for (float ws : w.channel_scales) {
+    if (Refusal r = check_scale_ratio(double(x.scale) * ws / out.scale, 0x1.0p-32, 256.0, "requantization")) return r;
+  }
+  return kSupported;
+}
+
+}  // namespace etnp::xnn

@@ -1,0 +1,113 @@
+// The rules that decide, per node kind (the `rule` column of xnn_node_kinds.inc), whether the delegate runs a
+// node and with what. Each rule is two functions over the node after shape propagation and clamp fusion:
+//   check_<rule>: whether it is supported (no XNNPACK object is created, no weight is packed);
+//   build_<rule>: the node's step, called only for nodes their check accepted.
+// Both take their decisions from the same predicates, so a check that passes means the build succeeds (short
+// of XNNPACK refusing to create an operator). Units: xnn_rules_elementwise.cpp (binary, unary, softmax,
+// PReLU), xnn_rules_quant.cpp (conversions, 8-bit tables), xnn_rules_shape.cpp (copies, transposes, slices,
+// pads, concatenation), xnn_rules_matmul.cpp (fully-connected, batch matmul), xnn_rules_conv.cpp
+// (convolutions, pooling, resize).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_kernels.h"
+#include "backends/xnnpack/xnn_ops.h"
+#include "backends/xnnpack/xnn_steps.h"
+
+namespace etnp::xnn {
+
+/// A node with its graph's values and the load-time shapes.
+struct NodeView {
+  const Node& node;
+  const std::vector<Value>& values;
+  const Shape* shapes;
+
+  const Value& in(size_t i) const { return values[node.inputs[i]]; }
+  const Value& out(size_t i = 0) const { return values[node.outputs[i]]; }
+  /// An optional input (a bias): nullptr when absent.
+  const Value* optional_in(size_t i) const {
+    return node.inputs[i] == kInvalidId ? nullptr : &values[node.inputs[i]];
+  }
+  uint32_t in_id(size_t i) const { return node.inputs[i]; }
+  uint32_t out_id(size_t i = 0) const { return node.outputs[i]; }
+  bool is_constant(uint32_t id) const { return id != kInvalidId && values[id].is_constant(); }
+};
+
+/// A check's answer: std::nullopt when the node is supported; otherwise why not ("" when its types are the
+/// reason: the message lists them).
+using Refusal = std::optional<std::string>;
+inline const Refusal kSupported = std::nullopt;
+inline Refusal refuse(std::string why = {}) { return Refusal(std::move(why)); }
+
+/// Where a rule's build puts what it makes; the executor owns all of it.
+struct StepBuilder {
+  const NodeView& view;
+  std::vector<std::unique_ptr<Step>>& steps;
+  size_t& xnnpack_operators;
+  size_t& own_kernels;
+  size_t& packed_bytes;  ///< weights the own kernels packed
+  /// Copies a constant the step reads at run time into storage the executor owns (no-op for other values).
+  std::function<void(uint32_t id)> keep;
+
+  void add_xnn(const char* what, XnnStep::Create create, XnnStep::Setup setup, XnnStep::Key key = nullptr);
+  void add_own(OwnStep::Run run, OwnStep::Reshape reshape = nullptr);
+};
+
+#define XNN_NODE_KIND(kind, name, member, layout, shape, rule, traits) \
+  Refusal check_##rule(const NodeView& v);                             \
+  void build_##rule(StepBuilder& b);
+#include "backends/xnnpack/xnn_node_kinds.inc"
+#undef XNN_NODE_KIND
+
+/// Every node's common check, then its rule's.
+Refusal check_node(const NodeView& v);
+void build_node(StepBuilder& b);
+/// "node 3 (XNNConv2d) with types (qint8, qint8, none -> qint8) is not supported by this runtime: why"
+std::string refusal_message(const NodeView& v, const std::string& why);
+
+// ---- shared by the rules -----------------------------------------------------------------------------
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+inline bool is_f32(const Value& v) { return v.dtype == DataType::fp32; }
+inline bool is_qs8(const Value& v) { return v.dtype == DataType::qint8 && v.quant == QuantKind::PerTensor; }
+inline bool is_q8(const Value& v) {
+  return (v.dtype == DataType::qint8 || v.dtype == DataType::quint8) && v.quant == QuantKind::PerTensor;
+}
+inline Quant8 quant8(const Value& v) { return Quant8{v.dtype == DataType::quint8, v.scale, v.zero_point}; }
+inline bool same_quant(const Value& a, const Value& b) {
+  return a.dtype == b.dtype && a.scale == b.scale && a.zero_point == b.zero_point;
+}
+inline ops::QParams qparams(const Value& v) { return ops::QParams{v.scale, static_cast<int8_t>(v.zero_point)}; }
+
+/// The node's output range in the int8 codes of `out`.
+struct Q8Range {
+  int8_t lo, hi;
+  bool empty() const { return lo >= hi; }
+};
+Q8Range q8_range(const Node& node, const Value& out);
+/// Refuses a node whose output range is empty once quantized to `out`'s codes.
+Refusal check_q8_range(const NodeView& v, const Value& out);
+/// Refuses a requantization scale ratio outside XNNPACK's [lo, hi).
+Refusal check_scale_ratio(double ratio, double lo, double hi, const char* what);
+
+/// Refuses `id` (an optional input: kInvalidId passes) unless it is a constant: "<what> must be constant".
+Refusal check_constant(const NodeView& v, uint32_t id, const char* what);
+/// Refuses int8 weights `w` whose requantization ratio x.scale * w.scale / out.scale XNNPACK cannot take.
+Refusal check_requantization(const Value& x, const Value& w, const Value& out);
+
+/// 8-bit unary nodes (other than a clamp XNNPACK runs on int8) become a 256-entry table built through the fp32
+/// function: exact for every input code. The unary rules take this path first.
+bool q8_table_applies(const NodeView& v);
+void build_q8_table(StepBuilder& b);
+
+}  // namespace etnp::xnn

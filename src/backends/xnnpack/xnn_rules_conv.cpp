@@ -1,0 +1,418 @@
+// Rules for windowed nodes: convolutions (regular, depthwise, transposed), pooling (average, max, argmax,
+// global average) and bilinear resize.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backends/xnnpack/xnn_rules.h"
+#include "compute/conv_indirect.h"
+#include "compute/depthwise.h"
+#include "compute/packed_gemm.h"
+
+namespace etnp::xnn {
+namespace {
+
+/// The payload's window as the adapter takes it (convolutions: as serialized).
+ops::PoolParams window_params(const WindowParams& w) {
+  ops::PoolParams p;
+  p.pad_top = w.pad_top;
+  p.pad_right = w.pad_right;
+  p.pad_bottom = w.pad_bottom;
+  p.pad_left = w.pad_left;
+  p.kernel_h = w.kernel_h;
+  p.kernel_w = w.kernel_w;
+  p.stride_h = w.stride_h;
+  p.stride_w = w.stride_w;
+  p.dilation_h = w.dilation_h;
+  p.dilation_w = w.dilation_w;
+  return p;
+}
+
+/// Pooling windows: an unset (0) dilation means none.
+ops::PoolParams pool_params(const WindowParams& w) {
+  ops::PoolParams p = window_params(w);
+  p.dilation_h = std::max<uint32_t>(p.dilation_h, 1);
+  p.dilation_w = std::max<uint32_t>(p.dilation_w, 1);
+  return p;
+}
+
+/// Channels of input 0 (NHWC), at least 1: the create-time parameter of poolings and resizes.
+XnnStep::Key channels_key(uint32_t in0) {
+  return [in0](const Shape* s) { return std::max<size_t>(s[in0][3], 1); };
+}
+
+/// The setup of a pooling over input 0 (NHWC).
+XnnStep::Setup pooling_setup(uint32_t in0, uint32_t out0) {
+  return [=](ops::Operator& op, const RunContext& c) {
+    const Shape& s = c.shapes[in0];
+    return ops::setup_pooling(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
+  };
+}
+
+// ---- convolutions ---------------------------------------------------------------------------------------
+
+struct Conv {
+  WindowParams w;
+  bool depthwise = false, deconv = false;
+  ops::ConvParams params;  ///< as XNNPACK takes them (depthwise: one group per input channel, HWGo filter)
+  size_t gout = 0, cin = 0, cout = 0;
+};
+
+Conv conv_of(const Node& node) {
+  Conv c;
+  c.w = node.window;
+  c.depthwise = node.kind == NodeKind::DepthwiseConv2d;
+  c.deconv = node.kind == NodeKind::ConvTranspose2d;
+  const size_t gin = c.depthwise ? 1 : c.w.group_input_channels;
+  c.gout = c.depthwise ? c.w.group_output_channels / c.w.group_input_channels : c.w.group_output_channels;
+  static_cast<ops::PoolParams&>(c.params) = window_params(c.w);
+  c.params.groups = c.w.groups;
+  c.params.group_input_channels = gin;
+  c.params.group_output_channels = c.gout;
+  c.params.depthwise = c.depthwise;
+  c.cin = c.w.groups * gin;
+  c.cout = c.w.groups * c.gout;
+  return c;
+}
+
+bool conv_is_f32(const NodeView& v) {
+  const Value* b = v.optional_in(2);
+  return is_f32(v.in(0)) && is_f32(v.in(1)) && is_f32(v.out()) && (b == nullptr || is_f32(*b));
+}
+
+bool conv_is_qs8(const NodeView& v, const Conv& c) {
+  const Value& f = v.in(1);
+  const Value* b = v.optional_in(2);
+  return !c.deconv && is_qs8(v.in(0)) && is_qs8(v.out()) &&
+         (f.dtype == DataType::qint8 || f.dtype == DataType::qcint8) &&
+         (b == nullptr || b->dtype == DataType::qint32 || b->dtype == DataType::qcint32);
+}
+
+/// int8 depthwise convolutions the delegate's kernel runs (channels a multiple of 8 on AVX2).
+bool own_depthwise_qs8(const Conv& c) {
+  return c.depthwise && c.gout == 1 && c.w.dilation_h == 1 && c.w.dilation_w == 1 &&
+         DepthwiseConvQS8::supported(c.cin, c.w.kernel_h);
+}
+
+void build_conv_f32(StepBuilder& b, const Conv& cv) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
+  const float out_min = v.node.output_min, out_max = v.node.output_max;
+  const WindowParams w = cv.w;
+  const size_t cin = cv.cin, cout = cv.cout;
+  const auto* kernel = reinterpret_cast<const float*>(v.in(1).data);
+  const Value* bv = v.optional_in(2);
+  const auto* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data);
+  const bool pointwise = !cv.depthwise && !cv.deconv && w.groups == 1 && w.kernel_h == 1 && w.kernel_w == 1 &&
+                         w.stride_h == 1 && w.stride_w == 1 && w.pad_top == 0 && w.pad_right == 0 &&
+                         w.pad_bottom == 0 && w.pad_left == 0;
+  if (pointwise) {
+    // A 1x1 convolution over NHWC is a GEMM [N*H*W, Cin] x [Cout, Cin]^T.
+    auto gemm = std::make_shared<const compute::PackedGemm>(kernel, true, cin, cout, bias_data);
+    b.packed_bytes += gemm->bytes();
+    b.add_own([=](const RunContext& c) {
+      const Shape& s = c.shapes[in0];
+      gemm->run(static_cast<const float*>(c.data[in0]), s[0] * s[1] * s[2], cin, out_min, out_max,
+                static_cast<float*>(c.data[out0]));
+    });
+    return;
+  }
+  if (cv.depthwise && w.dilation_h == 1 && w.dilation_w == 1 && cv.gout == 1 &&
+      compute::DepthwiseConv::supported(cin, w.kernel_h, w.stride_h, w.stride_w)) {
+    auto conv = std::make_shared<const compute::DepthwiseConv>(kernel, bias_data, cin, w.kernel_h, w.kernel_w,
+                                                               w.stride_h, w.stride_w, w.pad_top, w.pad_left);
+    b.packed_bytes += conv->bytes();
+    b.add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+      const Shape& s = c.shapes[in0];
+      const Shape& o = c.shapes[out0];
+      conv->run(static_cast<const float*>(c.data[in0]), s[0], s[1], s[2], o[1], o[2], out_min, out_max,
+                static_cast<float*>(c.data[out0]), scratch);
+    });
+    return;
+  }
+  if (!cv.depthwise && !cv.deconv && w.groups == 1) {
+    // Other single-group convolutions: the same GEMM reading patches in place (indirect).
+    auto gemm = std::make_shared<const compute::PackedGemm>(kernel, true, size_t{w.kernel_h} * w.kernel_w * cin, cout,
+                                                            bias_data);
+    b.packed_bytes += gemm->bytes();
+    b.add_own([=, scratch = compute::Conv2dScratch()](const RunContext& c) mutable {
+      const Shape& s = c.shapes[in0];
+      const Shape& o = c.shapes[out0];
+      compute::Conv2dGeometry g;
+      g.in_h = s[1];
+      g.in_w = s[2];
+      g.channels = cin;
+      g.kernel_h = w.kernel_h;
+      g.kernel_w = w.kernel_w;
+      g.stride_h = w.stride_h;
+      g.stride_w = w.stride_w;
+      g.dilation_h = w.dilation_h;
+      g.dilation_w = w.dilation_w;
+      g.pad_top = w.pad_top;
+      g.pad_left = w.pad_left;
+      g.out_h = o[1];
+      g.out_w = o[2];
+      compute::conv2d_indirect(*gemm, g, s[0], static_cast<const float*>(c.data[in0]), out_min, out_max,
+                               static_cast<float*>(c.data[out0]), scratch);
+    });
+    return;
+  }
+  const ops::ConvParams cp = cv.params;
+  if (cv.deconv) {
+    b.add_xnn(
+        "deconvolution f32",
+        [=](const Shape*, ops::Operator& op) {
+          return ops::create_deconvolution_f32(cp, kernel, bias_data, out_min, out_max, op);
+        },
+        [=](ops::Operator& op, const RunContext& c) {
+          const Shape& s = c.shapes[in0];
+          return ops::setup_deconvolution_f32(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w,
+                                              static_cast<const float*>(c.data[in0]),
+                                              static_cast<float*>(c.data[out0]), c.pool);
+        });
+    return;
+  }
+  b.add_xnn(
+      cv.depthwise ? "depthwise convolution f32" : "convolution f32",
+      [=](const Shape*, ops::Operator& op) {
+        return ops::create_convolution_f32(cp, kernel, bias_data, out_min, out_max, op);
+      },
+      [=](ops::Operator& op, const RunContext& c) {
+        const Shape& s = c.shapes[in0];
+        return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
+      });
+}
+
+void build_conv_qs8(StepBuilder& b, const Conv& cv) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
+  const Value& x = v.in(0);
+  const Value& f = v.in(1);
+  const Value* bv = v.optional_in(2);
+  const Value o = v.out();
+  const ops::QParams in_q = qparams(x);
+  const Q8Range r = q8_range(v.node, o);
+  const auto* kernel = reinterpret_cast<const int8_t*>(f.data);
+  const auto* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const int32_t*>(bv->data);
+  const ops::ConvParams cp = cv.params;
+  auto setup = [=](ops::Operator& op, const RunContext& c) {
+    const Shape& s = c.shapes[in0];
+    return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
+  };
+  if (own_depthwise_qs8(cv)) {
+    // The requantization scale of each channel, computed as XNNPACK computes it (in float).
+    std::vector<float> scales(cv.cin);
+    for (size_t ch = 0; ch < cv.cin; ++ch) {
+      const float ks = f.quant == QuantKind::PerChannel ? f.channel_scales[ch] : f.scale;
+      scales[ch] = x.scale * ks / o.scale;
+    }
+    DepthwiseConvQS8::Params p;
+    p.channels = cv.cin;
+    p.kernel_h = cv.w.kernel_h;
+    p.kernel_w = cv.w.kernel_w;
+    p.stride_h = cv.w.stride_h;
+    p.stride_w = cv.w.stride_w;
+    p.pad_top = cv.w.pad_top;
+    p.pad_left = cv.w.pad_left;
+    p.in_zero_point = in_q.zero_point;
+    p.out_zero_point = static_cast<int8_t>(o.zero_point);
+    p.out_min = r.lo;
+    p.out_max = r.hi;
+    auto conv = std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p);
+    b.packed_bytes += conv->bytes();
+    b.add_own([=, scratch = std::vector<int8_t>()](const RunContext& c) mutable {
+      const Shape& s = c.shapes[in0];
+      const Shape& os = c.shapes[out0];
+      conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
+                static_cast<int8_t*>(c.data[out0]), scratch);
+    });
+    return;
+  }
+  if (f.quant == QuantKind::PerChannel) {
+    const std::vector<float> scales = f.channel_scales;
+    b.add_xnn(
+        cv.depthwise ? "depthwise convolution qc8" : "convolution qc8",
+        [=](const Shape*, ops::Operator& op) {
+          return ops::create_convolution_qc8(cp, in_q, scales.data(), kernel, bias_data, qparams(o), r.lo, r.hi, op);
+        },
+        setup);
+    return;
+  }
+  const float k_scale = f.scale;
+  b.add_xnn(
+      cv.depthwise ? "depthwise convolution qs8" : "convolution qs8",
+      [=](const Shape*, ops::Operator& op) {
+        return ops::create_convolution_qs8(cp, in_q, k_scale, kernel, bias_data, qparams(o), r.lo, r.hi, op);
+      },
+      setup);
+}
+
+}  // namespace
+
+Refusal check_conv(const NodeView& v) {
+  if (Refusal r = check_constant(v, v.in_id(1), "the filter")) return r;
+  if (Refusal r = check_constant(v, v.in_id(2), "the bias")) return r;
+  if (v.node.flags != 0) return refuse("unsupported flags " + std::to_string(v.node.flags));
+  if (conv_is_f32(v)) return kSupported;
+  const Conv c = conv_of(v.node);
+  if (!conv_is_qs8(v, c)) return refuse();  // quantized transposed convolutions among them
+  const Value& f = v.in(1);
+  if (Refusal r = check_q8_range(v, v.out())) return r;
+  if (Refusal r = check_requantization(v.in(0), f, v.out())) return r;
+  if (f.quant == QuantKind::PerChannel && f.channel_dim != (c.depthwise ? 3u : 0u)) {
+    return refuse("per-channel scales must follow the outputs");
+  }
+  if (!own_depthwise_qs8(c) && f.quant != QuantKind::PerChannel && f.zero_point != 0) {
+    return refuse("per-tensor int8 weights need zero point 0");
+  }
+  return kSupported;
+}
+
+void build_conv(StepBuilder& b) {
+  const Conv c = conv_of(b.view.node);
+  if (conv_is_f32(b.view)) return build_conv_f32(b, c);
+  build_conv_qs8(b, c);
+}
+
+// ---- global average pooling: XNNPACK on fp32, the own kernel on int8 -----------------------------------
+
+Refusal check_global_avg_pooling(const NodeView& v) {
+  if (is_f32(v.in(0)) && is_f32(v.out())) return kSupported;
+  if (is_qs8(v.in(0)) && is_qs8(v.out())) return check_q8_range(v, v.out());
+  return refuse();
+}
+
+void build_global_avg_pooling(StepBuilder& b) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
+  const float out_min = v.node.output_min, out_max = v.node.output_max;
+  b.keep(in0);
+  if (is_f32(v.in(0))) {
+    const XnnStep::Key channels_of = channels_key(in0);
+    b.add_xnn(
+        "global average pooling f32",
+        [=](const Shape* s, ops::Operator& op) {
+          return ops::create_global_average_pooling_f32(channels_of(s), out_min, out_max, op);
+        },
+        [=](ops::Operator& op, const RunContext& c) {
+          return ops::setup_global_average_pooling(op, c.shapes[in0][0], c.shapes[in0][1] * c.shapes[in0][2],
+                                                   c.data[in0], c.data[out0], c.pool);
+        },
+        channels_of);
+    return;
+  }
+  // Own kernel: the int32 sum of each channel, scaled in fp32, the output zero point added, then rounded
+  // half to even, as the official runtime's XNNPACK computes a quantized mean. The 2022 library rounds
+  // before adding the zero point, so ties go the other way for an odd zero point; on a 2x2 map (an int8
+  // MobileNetV2 at 64x64) a quarter of the outputs are ties.
+  const Value x = v.in(0), o = v.out();
+  const Q8Range r = q8_range(v.node, o);
+  const int32_t in_zero = x.zero_point, out_zero = o.zero_point;
+  b.add_own([=, sums = std::vector<int32_t>()](const RunContext& c) mutable {
+    const Shape& sh = c.shapes[in0];
+    const size_t batch = sh[0], pixels = sh[1] * sh[2], channels = std::max<size_t>(sh[3], 1);
+    const float scale = x.scale / (o.scale * static_cast<float>(std::max<size_t>(pixels, 1)));
+    const float zero = static_cast<float>(out_zero);
+    const auto* in = static_cast<const int8_t*>(c.data[in0]);
+    auto* out = static_cast<int8_t*>(c.data[out0]);
+    sums.resize(channels);
+    for (size_t bi = 0; bi < batch; ++bi, out += channels) {
+      std::fill(sums.begin(), sums.end(), -in_zero * static_cast<int32_t>(pixels));
+      for (size_t p = 0; p < pixels; ++p, in += channels) {
+        for (size_t ch = 0; ch < channels; ++ch) sums[ch] += in[ch];
+      }
+      for (size_t ch = 0; ch < channels; ++ch) {
+        const float q = std::nearbyint(static_cast<float>(sums[ch]) * scale + zero);
+        out[ch] = static_cast<int8_t>(std::clamp(q, float(r.lo), float(r.hi)));
+      }
+    }
+  });
+}
+
+// ---- average and max pooling ----------------------------------------------------------------------------
+
+Refusal check_pooling(const NodeView& v) {
+  if (is_f32(v.in(0)) && is_f32(v.out())) return kSupported;
+  if (v.node.kind == NodeKind::MaxPooling2d && is_qs8(v.in(0)) && is_qs8(v.out()) && same_quant(v.in(0), v.out())) {
+    return check_q8_range(v, v.out());
+  }
+  return refuse();
+}
+
+void build_pooling(StepBuilder& b) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
+  const float out_min = v.node.output_min, out_max = v.node.output_max;
+  b.keep(in0);
+  const bool is_max = v.node.kind == NodeKind::MaxPooling2d;
+  const ops::PoolParams pp = pool_params(v.node.window);
+  const XnnStep::Key channels_of = channels_key(in0);
+  if (is_f32(v.in(0))) {
+    b.add_xnn(
+        is_max ? "max pooling f32" : "average pooling f32",
+        [=](const Shape* s, ops::Operator& op) {
+          if (is_max) return ops::create_max_pooling_f32(pp, channels_of(s), out_min, out_max, op);
+          return ops::create_average_pooling_f32(pp, channels_of(s), out_min, out_max, op);
+        },
+        pooling_setup(in0, out0), channels_of);
+    return;
+  }
+  const Q8Range r = q8_range(v.node, v.out());
+  b.add_xnn(
+      "max pooling s8",
+      [=](const Shape* s, ops::Operator& op) { return ops::create_max_pooling_s8(pp, channels_of(s), r.lo, r.hi, op); },
+      pooling_setup(in0, out0), channels_of);
+}
+
+// ---- argmax pooling: values and their window indices (widened to int64 when the output is) --------------
+
+Refusal check_argmax_pooling(const NodeView& v) {
+  const Value& index = v.out(1);
+  if (!is_f32(v.in(0)) || !is_f32(v.out(0)) || datatype_size(index.dtype) != 4 || is_f32(index)) return refuse();
+  return kSupported;
+}
+
+void build_argmax_pooling(StepBuilder& b) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id(0), index_out = v.out_id(1);
+  b.keep(in0);
+  const ops::PoolParams pp = pool_params(v.node.window);
+  const XnnStep::Key channels_of = channels_key(in0);
+  b.add_xnn(
+      "argmax pooling f32",
+      [=](const Shape* s, ops::Operator& op) { return ops::create_argmax_pooling_f32(pp, channels_of(s), op); },
+      [=](ops::Operator& op, const RunContext& c) {
+        const Shape& s = c.shapes[in0];
+        return ops::setup_argmax_pooling_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
+                                             static_cast<float*>(c.data[out0]),
+                                             static_cast<uint32_t*>(c.data[index_out]), c.pool);
+      },
+      channels_of);
+}
+
+// ---- bilinear resize ------------------------------------------------------------------------------------
+
+Refusal check_resize(const NodeView& v) { return is_f32(v.in(0)) && is_f32(v.out()) ? kSupported : refuse(); }
+
+void build_resize(StepBuilder& b) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
+  b.keep(in0);
+  const uint32_t flags = v.node.flags;
+  const size_t new_h = v.node.new_height, new_w = v.node.new_width;
+  const XnnStep::Key channels_of = channels_key(in0);
+  b.add_xnn(
+      "resize bilinear f32",
+      [=](const Shape* s, ops::Operator& op) {
+        return ops::create_resize_bilinear_f32(channels_of(s), new_h, new_w, flags, op);
+      },
+      [=](ops::Operator& op, const RunContext& c) {
+        const Shape& s = c.shapes[in0];
+        return ops::setup_resize_bilinear_f32(op, s[0], s[1], s[2], static_cast<const float*>(c.data[in0]),
+                                              static_cast<float*>(c.data[out0]), c.pool);
+      },
+      channels_of);
+}
+
+}  // namespace etnp::xnn

@@ -1,0 +1,82 @@
+// What the executor runs: one step per node, built at load by the node's rule (xnn_rules.h). A step is either
+// an XNNPACK operator (xnn_ops.h) or one of the delegate's own kernels.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_ops.h"
+
+namespace etnp::xnn {
+
+/// What a step reads during a run: per value, its data and current shape; the pool to run on.
+struct RunContext {
+  void* const* data;
+  const Shape* shapes;
+  pthreadpool_t pool;
+};
+
+class Step {
+ public:
+  /// `runner`: what runs the node, for profiles ("XNNPACK", "own kernel").
+  Step(const Node& node, const char* runner);
+  virtual ~Step() = default;
+  /// Called after the shapes changed, before run.
+  virtual void reshape(const Shape* /*shapes*/) {}
+  virtual void run(const RunContext& ctx) = 0;
+  const Node& node() const { return node_; }
+  /// "XNNConv2d (own kernel)": the name of the step's profile events.
+  const std::string& label() const { return label_; }
+
+ protected:
+  /// Multiply-adds for weighted nodes (outputs x reduction length), elements read and written otherwise.
+  size_t work_estimate(const Shape* shapes) const;
+  Node node_;
+  std::string label_;
+};
+
+/// A node run by one XNNPACK operator. Operators whose create-time parameters depend on shapes (the channel
+/// count of a pooling, say) name that parameter with `key` and are recreated when it changes.
+class XnnStep final : public Step {
+ public:
+  using Create = std::function<xnn_status(const Shape* shapes, ops::Operator& op)>;
+  using Setup = std::function<xnn_status(ops::Operator& op, const RunContext& ctx)>;
+  using Key = std::function<size_t(const Shape* shapes)>;
+
+  XnnStep(const Node& node, const char* what, Create create, Setup setup, Key key, const Shape* shapes);
+  void reshape(const Shape* shapes) override;
+  void run(const RunContext& ctx) override;
+
+ private:
+  std::string what_;
+  Create create_;
+  Setup setup_;
+  Key key_;
+  size_t key_value_ = 0;
+  ops::Operator op_;
+  bool serial_ = false;
+};
+
+/// A node run by the delegate's own kernels.
+class OwnStep final : public Step {
+ public:
+  using Run = std::function<void(const RunContext& ctx)>;
+  using Reshape = std::function<void(const Shape* shapes)>;
+  OwnStep(const Node& node, Run run, Reshape reshape = nullptr)
+      : Step(node, "own kernel"), run_(std::move(run)), reshape_(std::move(reshape)) {}
+  void reshape(const Shape* shapes) override {
+    if (reshape_) reshape_(shapes);
+  }
+  void run(const RunContext& ctx) override { run_(ctx); }
+
+ private:
+  Run run_;
+  Reshape reshape_;
+};
+
+[[noreturn]] void run_fail(const std::string& msg);
+
+}  // namespace etnp::xnn
