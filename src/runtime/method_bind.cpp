@@ -87,24 +87,22 @@ void Method::Impl::set_input(size_t index, const Value& value) {
   const ValueInfo& info = meta.inputs[index];
   EValue& slot = values[plan->inputs()->Get(index)];
   auto mismatch = [&](const std::string& what) { throw Error(ErrorKind::InvalidArgument, what, where); };
+  auto only_exported_value = [&](const Value& given) {
+    mismatch("the program was exported with the value " + value_string(info.value) +
+             " for this input and only accepts it; got " + value_string(given));
+  };
   switch (info.tag) {
     case Tag::None:
       if (!std::holds_alternative<std::monostate>(value)) mismatch(std::string("expected None, got ") + value_kind(value));
       break;
     case Tag::Int: {
       if (!std::holds_alternative<int64_t>(value)) mismatch(std::string("expected an Int, got ") + value_kind(value));
-      if (std::get<int64_t>(value) != std::get<int64_t>(info.value)) {
-        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
-                 value_string(value));
-      }
+      if (std::get<int64_t>(value) != std::get<int64_t>(info.value)) only_exported_value(value);
       break;
     }
     case Tag::Bool: {
       if (!std::holds_alternative<bool>(value)) mismatch(std::string("expected a Bool, got ") + value_kind(value));
-      if (std::get<bool>(value) != std::get<bool>(info.value)) {
-        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
-                 value_string(value));
-      }
+      if (std::get<bool>(value) != std::get<bool>(info.value)) only_exported_value(value);
       break;
     }
     case Tag::Double: {
@@ -112,10 +110,7 @@ void Method::Impl::set_input(size_t index, const Value& value) {
       if (std::holds_alternative<double>(value)) given = std::get<double>(value);
       else if (std::holds_alternative<int64_t>(value)) given = static_cast<double>(std::get<int64_t>(value));
       else mismatch(std::string("expected a Double, got ") + value_kind(value));
-      if (!doubles_match(std::get<double>(info.value), given)) {
-        mismatch("the program was exported with the value " + value_string(info.value) + " for this input and only accepts it; got " +
-                 value_string(Value(given)));
-      }
+      if (!doubles_match(std::get<double>(info.value), given)) only_exported_value(Value(given));
       break;
     }
     case Tag::String:
