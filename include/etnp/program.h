@@ -80,11 +80,29 @@ struct MethodMeta {
   size_t num_values = 0;
 };
 
-/// Operators and backends a program needs that this build lacks.
-struct MissingDependencies {
-  std::vector<std::string> operators;
-  std::vector<std::string> backends;
-  bool empty() const { return operators.empty() && backends.empty(); }
+/// One reason a method would not load here.
+struct LoadProblem {
+  enum class Kind : uint8_t {
+    MissingBackend,      ///< A delegate's backend is not registered or not available on this machine.
+    MissingOperator,     ///< An instruction calls an operator this build lacks (uncalled ones do not count).
+    ExternalData,        ///< A tensor stored in external data that the given .ptd files lack or hold wrongly.
+    UnsupportedPayload,  ///< A delegate's backend rejects its payload (Backend::supports).
+  };
+  Kind kind = Kind::MissingBackend;
+  /// What is missing or rejected: the backend id, the operator name, the data key; the backend id for a payload.
+  std::string name;
+  /// The reason in words, naming the delegate and node for a rejected payload.
+  std::string message;
+};
+
+const char* load_problem_kind_name(LoadProblem::Kind kind);  // "missing_backend", "missing_operator", ...
+
+/// Whether Program::load_method(method) succeeds here, and every reason it would not. load_method checks
+/// the same things (the dependencies before it builds anything, each payload before its backend's init()).
+struct LoadVerdict {
+  std::string method;
+  std::vector<LoadProblem> problems;
+  bool loads() const { return problems.empty(); }
 };
 
 class Method;
@@ -108,7 +126,9 @@ class Program {
   std::unique_ptr<Method> load_method(std::string_view name) const;
 
   ProgramInfo info() const;
-  MissingDependencies missing_dependencies() const;
+  /// Every reason load_method(method) would fail here (empty when it loads), without building the method.
+  /// Throws InvalidArgument like method_meta() for an unknown method.
+  LoadVerdict load_verdict(std::string_view method) const;
   /// The pytree spec strings of a method (empty when absent).
   std::string input_spec(std::string_view method) const;
   std::string output_spec(std::string_view method) const;

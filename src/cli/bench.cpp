@@ -7,7 +7,7 @@
 #include <map>
 
 #include "cli/cli.h"
-#include "cli/json_writer.h"
+#include "cli/json_output.h"
 #include "etnp/threadpool.h"
 
 namespace etnp::cli {
@@ -134,24 +134,35 @@ int run_bench(Args& args) {
     double mean = 0;
     for (double t : times) mean += t;
     mean /= static_cast<double>(times.size());
-    std::string out = "{\"file\": " + json_string(files[0]) + ", \"method\": " + json_string(method_name);
-    out += ", \"min_ms\": " + json_number(sorted.front()) + ", \"median_ms\": " + json_number(median);
-    out += ", \"p90_ms\": " + json_number(percentile(sorted, 0.9)) + ", \"p99_ms\": " + json_number(percentile(sorted, 0.99));
-    out += ", \"max_ms\": " + json_number(sorted.back()) + ", \"mean_ms\": " + json_number(mean);
-    out += ", \"throughput_per_s\": " + json_number(1000.0 / median);
-    out += ", \"iters\": " + std::to_string(iters) + ", \"warmup\": " + std::to_string(warmup);
-    out += ", \"threads\": " + std::to_string(nthreads);
-    out += ", \"load_ms\": " + json_number(load_ms) + ", \"peak_rss_mb\": " + json_number(peak_rss_mb());
-    out += ", \"planned_mb\": " + json_number(planned_mb) + ", \"load_time_mb\": " + json_number(load_time_mb);
+    Json out;
+    out["file"] = files[0];
+    out["method"] = method_name;
+    out["min_ms"] = sorted.front();
+    out["median_ms"] = median;
+    out["p90_ms"] = percentile(sorted, 0.9);
+    out["p99_ms"] = percentile(sorted, 0.99);
+    out["max_ms"] = sorted.back();
+    out["mean_ms"] = mean;
+    out["throughput_per_s"] = 1000.0 / median;
+    out["iters"] = iters;
+    out["warmup"] = warmup;
+    out["threads"] = nthreads;
+    out["load_ms"] = load_ms;
+    out["peak_rss_mb"] = peak_rss_mb();
+    out["planned_mb"] = planned_mb;
+    out["load_time_mb"] = load_time_mb;
     if (profile) {
-      auto entry = [](const auto& p) {
-        return "{\"name\": " + json_string(p.first) + ", \"ms_per_run\": " + json_number(p.second.first) +
-               ", \"calls_per_run\": " + std::to_string(p.second.second) + "}";
+      auto rows = [](const Totals& totals) {
+        Json list = Json::array();
+        for (const auto& [name, t] : totals) {
+          list.push_back({{"name", name}, {"ms_per_run", t.first}, {"calls_per_run", t.second}});
+        }
+        return list;
       };
-      out += ", \"profile\": " + json_array(per_op, entry);
-      out += ", \"delegate_profile\": " + json_array(per_part, entry);
+      out["profile"] = rows(per_op);
+      out["delegate_profile"] = rows(per_part);
     }
-    std::printf("%s}\n", out.c_str());
+    print_json(out);
     return 0;
   }
   std::printf("%s (%s), %d iterations after %d warm-up, %zu threads\n", files[0].c_str(), method_name.c_str(), iters,

@@ -1,9 +1,9 @@
+#include <algorithm>
 #include <cstdio>
 #include <map>
-#include <sstream>
 
 #include "cli/cli.h"
-#include "cli/json_writer.h"
+#include "cli/json_output.h"
 
 namespace etnp::cli {
 namespace {
@@ -14,12 +14,12 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-std::string scalar_text(const Value& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&v)) return json_number(*d);
-  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
-  if (const auto* s = std::get_if<std::string>(&v)) return json_string(*s);
-  return "null";
+Json scalar_json(const Value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* b = std::get_if<bool>(&v)) return *b;
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  return nullptr;
 }
 
 std::string value_text(const ValueInfo& v) {
@@ -37,23 +37,51 @@ std::string value_text(const ValueInfo& v) {
     return s;
   }
   std::string s = tag_name(v.tag);
-  if (v.tag == Tag::Int || v.tag == Tag::Double || v.tag == Tag::Bool || v.tag == Tag::String) s += " = " + scalar_text(v.value);
+  if (v.tag == Tag::Int || v.tag == Tag::Double || v.tag == Tag::Bool || v.tag == Tag::String) {
+    s += " = " + scalar_json(v.value).dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
   return s;
 }
 
-std::string value_json(const ValueInfo& v) {
-  std::string s = "{\"type\": " + json_string(tag_name(v.tag));
+Json value_json(const ValueInfo& v) {
+  Json j;
+  j["type"] = tag_name(v.tag);
   if (v.tag == Tag::Tensor) {
-    s += ", \"dtype\": " + json_string(std::string(scalar_type_name(v.tensor.dtype)));
-    s += ", \"sizes\": " + json_array(v.tensor.sizes, [](int64_t x) { return std::to_string(x); });
-    s += ", \"dim_order\": " + json_array(v.tensor.dim_order, [](uint8_t x) { return std::to_string(x); });
-    s += std::string(", \"dynamic\": ") + (v.tensor.dynamism != ShapeDynamism::Static ? "true" : "false");
-    s += std::string(", \"memory_planned\": ") + (v.tensor.memory_planned ? "true" : "false");
-    s += ", \"nbytes\": " + std::to_string(v.tensor.nbytes);
+    j["dtype"] = scalar_type_name(v.tensor.dtype);
+    j["sizes"] = v.tensor.sizes;
+    j["dim_order"] = v.tensor.dim_order;
+    j["dynamic"] = v.tensor.dynamism != ShapeDynamism::Static;
+    j["memory_planned"] = v.tensor.memory_planned;
+    j["nbytes"] = v.tensor.nbytes;
   } else if (v.tag == Tag::Int || v.tag == Tag::Double || v.tag == Tag::Bool || v.tag == Tag::String) {
-    s += ", \"value\": " + scalar_text(v.value);
+    j["value"] = scalar_json(v.value);
   }
-  return s + "}";
+  return j;
+}
+
+Json values_json(const std::vector<ValueInfo>& values) {
+  Json list = Json::array();
+  for (const auto& v : values) list.push_back(value_json(v));
+  return list;
+}
+
+Json problems_json(const LoadVerdict& verdict) {
+  Json list = Json::array();
+  for (const auto& p : verdict.problems) {
+    list.push_back({{"kind", load_problem_kind_name(p.kind)}, {"name", p.name}, {"message", p.message}});
+  }
+  return list;
+}
+
+// The names of one kind of problem over all methods, each once, in the order first met.
+std::vector<std::string> problem_names(const std::vector<LoadVerdict>& verdicts, LoadProblem::Kind kind) {
+  std::vector<std::string> names;
+  for (const auto& v : verdicts) {
+    for (const auto& p : v.problems) {
+      if (p.kind == kind && std::find(names.begin(), names.end(), p.name) == names.end()) names.push_back(p.name);
+    }
+  }
+  return names;
 }
 
 }  // namespace
@@ -65,51 +93,60 @@ int run_inspect(Args& args) {
   if (files.size() != 1) usage_error("inspect takes one .pte file");
   Program program = Program::load_file(files[0], options);
   const ProgramInfo info = program.info();
-  const MissingDependencies missing = program.missing_dependencies();
-  std::string verdict = "runs here";
-  if (!missing.empty()) {
-    verdict = "missing:";
-    bool first = true;
-    for (const auto& op : missing.operators) verdict += std::string(first ? " " : ", ") + "operator " + op, first = false;
-    for (const auto& b : missing.backends) verdict += std::string(first ? " " : ", ") + "backend " + b, first = false;
-  }
   std::vector<MethodMeta> metas;
-  for (const auto& name : program.method_names()) metas.push_back(program.method_meta(name));
+  std::vector<LoadVerdict> verdicts;
+  for (const auto& name : program.method_names()) {
+    metas.push_back(program.method_meta(name));
+    verdicts.push_back(program.load_verdict(name));
+  }
+  // "runs here" exactly when load_method succeeds for every method; otherwise every reason, per method.
+  const bool runs_here = std::all_of(verdicts.begin(), verdicts.end(), [](const LoadVerdict& v) { return v.loads(); });
+  std::vector<std::string> reasons;
+  for (const auto& v : verdicts) {
+    for (const auto& p : v.problems) reasons.push_back(v.method + ": " + p.message);
+  }
+  const std::string verdict = runs_here ? "runs here" : "does not run here";
 
   if (json) {
-    std::string out = "{";
-    out += "\"file\": " + json_string(files[0]);
-    out += ", \"file_size\": " + std::to_string(info.file_size);
-    out += ", \"schema\": " + json_string(info.identifier);
-    out += ", \"version\": " + std::to_string(info.version);
-    out += std::string(", \"extended_header\": ") + (info.has_extended_header ? "true" : "false");
-    out += ", \"program_size\": " + std::to_string(info.program_size);
-    out += ", \"segment_base_offset\": " + std::to_string(info.segment_base_offset);
-    out += ", \"segment_data_size\": " + std::to_string(info.segment_data_size);
-    out += ", \"segments\": " + json_array(info.segments, [](const SegmentInfo& s) {
-      return "{\"offset\": " + std::to_string(s.offset) + ", \"size\": " + std::to_string(s.size) + "}";
-    });
-    out += ", \"constant_bytes\": " + std::to_string(info.constant_bytes);
-    out += std::string(", \"legacy_constant_buffer\": ") + (info.legacy_constant_buffer ? "true" : "false");
-    out += ", \"named_data\": " + std::to_string(info.num_named_data);
-    out += ", \"methods\": " + json_array(metas, [](const MethodMeta& m) {
+    Json out;
+    out["file"] = files[0];
+    out["file_size"] = info.file_size;
+    out["schema"] = info.identifier;
+    out["version"] = info.version;
+    out["extended_header"] = info.has_extended_header;
+    out["program_size"] = info.program_size;
+    out["segment_base_offset"] = info.segment_base_offset;
+    out["segment_data_size"] = info.segment_data_size;
+    out["segments"] = Json::array();
+    for (const auto& seg : info.segments) out["segments"].push_back({{"offset", seg.offset}, {"size", seg.size}});
+    out["constant_bytes"] = info.constant_bytes;
+    out["legacy_constant_buffer"] = info.legacy_constant_buffer;
+    out["named_data"] = info.num_named_data;
+    out["methods"] = Json::array();
+    for (size_t i = 0; i < metas.size(); ++i) {
+      const MethodMeta& m = metas[i];
       int64_t planned = 0;
       for (int64_t s : m.planned_buffer_sizes) planned += s;
-      std::string s = "{\"name\": " + json_string(m.name);
-      s += ", \"inputs\": " + json_array(m.inputs, value_json);
-      s += ", \"outputs\": " + json_array(m.outputs, value_json);
-      s += ", \"instructions\": " + std::to_string(m.num_instructions);
-      s += ", \"planned_buffers\": " + json_array(m.planned_buffer_sizes, [](int64_t x) { return std::to_string(x); });
-      s += ", \"planned_bytes\": " + std::to_string(planned);
-      s += ", \"operators\": " + json_array(m.operators, json_string);
-      s += ", \"delegates\": " + json_array(m.backends, json_string);
-      return s + "}";
-    });
-    out += std::string(", \"runs_here\": ") + (missing.empty() ? "true" : "false");
-    out += ", \"missing_operators\": " + json_array(missing.operators, json_string);
-    out += ", \"missing_backends\": " + json_array(missing.backends, json_string);
-    out += ", \"verdict\": " + json_string(verdict) + "}\n";
-    std::fputs(out.c_str(), stdout);
+      Json method;
+      method["name"] = m.name;
+      method["inputs"] = values_json(m.inputs);
+      method["outputs"] = values_json(m.outputs);
+      method["instructions"] = m.num_instructions;
+      method["planned_buffers"] = m.planned_buffer_sizes;
+      method["planned_bytes"] = planned;
+      method["operators"] = m.operators;
+      method["delegates"] = m.backends;
+      method["loads"] = verdicts[i].loads();
+      method["problems"] = problems_json(verdicts[i]);
+      out["methods"].push_back(std::move(method));
+    }
+    out["runs_here"] = runs_here;
+    out["missing_operators"] = problem_names(verdicts, LoadProblem::Kind::MissingOperator);
+    out["missing_backends"] = problem_names(verdicts, LoadProblem::Kind::MissingBackend);
+    std::string verdict_line = verdict;
+    for (size_t i = 0; i < reasons.size(); ++i) verdict_line += (i == 0 ? ": " : "; ") + reasons[i];
+    out["verdict"] = verdict_line;
+    print_json(out);
     return 0;
   }
 
@@ -154,6 +191,7 @@ int run_inspect(Args& args) {
     }
   }
   std::printf("verdict: %s\n", verdict.c_str());
+  for (const auto& r : reasons) std::printf("  %s\n", r.c_str());
   return 0;
 }
 

@@ -11,7 +11,9 @@ constexpr const char* kUsage = R"(usage: etnp <command> [options]
 
 commands:
   inspect FILE [--data F.ptd]... [--json]
-      Show the container, methods, operators, delegates and memory of a .pte, and whether it runs here.
+      Show the container, methods, operators, delegates and memory of a .pte, and whether it runs here:
+      "runs here" when every method loads, otherwise every reason (missing backends, operators, .ptd data,
+      payload nodes a backend rejects).
   run FILE [--data F.ptd]... [--method NAME] [--input PATH.npy | --input LITERAL]...
            [--fill ones|zeros|random] [--seed S] [--output-dir DIR] [--print none|summary|all] [--top K]
       Run a method. Inputs in order: a .npy file, or a literal (2.0, 3, true) for a non-tensor input.

@@ -11,6 +11,7 @@
 #include "runtime/method_impl.h"
 #include "runtime/registry.h"
 #include "runtime/use_analysis.h"
+#include "runtime/verdict.h"
 
 namespace etnp {
 
@@ -394,22 +395,12 @@ void Method::Impl::build_delegates() {
                       (available.empty() ? "none" : available) + ")",
                   where);
     }
-    std::vector<CompileSpec> specs;
-    if (const auto* fs = d->compile_specs()) {
-      for (const auto* s : *fs) {
-        specs.push_back({s->key()->string_view(),
-                         s->value() ? std::span<const uint8_t>(s->value()->data(), s->value()->size())
-                                    : std::span<const uint8_t>()});
-      }
-    }
-    BackendInitContext ctx;
-    ctx.method_name = meta.name;
-    ctx.delegate_index = static_cast<int>(i);
-    ctx.named_data = program->delegate_data.get();
-    auto opts = program->options.backend_options.find(id);
-    if (opts != program->options.backend_options.end()) ctx.load_options = &opts->second;
+    // The same context, specs and supports() question as Program::load_verdict (runtime/verdict.h).
+    const std::vector<CompileSpec> specs = runtime::delegate_compile_specs(*d);
+    const BackendInitContext ctx = runtime::delegate_init_context(meta.name, static_cast<int>(i), id,
+                                                                  program->delegate_data.get(), program->options);
     try {
-      delegates.push_back(backend->init(ctx, program->file->delegate_payload(*d), specs));
+      delegates.push_back(runtime::init_delegate(*backend, ctx, program->file->delegate_payload(*d), specs));
     } catch (const Error& e) {
       throw Error(e.kind(), "delegate " + std::to_string(i) + ": " + e.detail(), e.context()).with_context(where);
     } catch (const std::bad_alloc&) {

@@ -1,11 +1,9 @@
-#include <algorithm>
-#include <set>
-
 #include "etnp/program.h"
 #include "format/bundled_program.h"
 #include "runtime/registry.h"
 #include "runtime/method_impl.h"
 #include "runtime/program_impl.h"
+#include "runtime/verdict.h"
 
 namespace etnp {
 
@@ -158,33 +156,23 @@ std::unique_ptr<Method> Program::load_method(std::string_view name) const {
   m->plan = &impl_->file->plan(index);
   m->meta = impl_->meta(index);
   m->profiling = impl_->options.enable_profiling;
+  runtime::throw_dependency_problems(runtime::dependency_problems(*m->plan, impl_->external_data.get()), m->meta.name);
   m->load();
   return std::unique_ptr<Method>(new Method(std::move(m)));
 }
 
 ProgramInfo Program::info() const { return impl_->file->info(); }
 
-MissingDependencies Program::missing_dependencies() const {
-  std::set<std::string> ops, backends;
-  const auto& registry = runtime::kernel_registry();
-  for (size_t i = 0; i < impl_->file->num_plans(); ++i) {
-    const auto& plan = impl_->file->plan(i);
-    if (const auto* list = plan.operators()) {
-      for (const auto* op : *list) {
-        if (op == nullptr || op->name() == nullptr) continue;
-        std::string n = runtime::operator_name(*op);
-        if (registry.find(n) == nullptr) ops.insert(n);
-      }
-    }
-    if (const auto* list = plan.delegates()) {
-      for (const auto* d : *list) {
-        if (d == nullptr || d->id() == nullptr) continue;
-        auto b = find_backend(d->id()->string_view());
-        if (!b || !b->is_available()) backends.insert(d->id()->str());
-      }
-    }
-  }
-  return {{ops.begin(), ops.end()}, {backends.begin(), backends.end()}};
+LoadVerdict Program::load_verdict(std::string_view method) const {
+  const size_t index = impl_->plan_index(method);
+  LoadVerdict verdict;
+  verdict.method = impl_->meta(index).name;  // meta() validates the plan first, as load_method does
+  const auto& plan = impl_->file->plan(index);
+  verdict.problems = runtime::dependency_problems(plan, impl_->external_data.get());
+  auto rejected = runtime::payload_problems(*impl_->file, plan, verdict.method, impl_->delegate_data.get(),
+                                            impl_->options);
+  verdict.problems.insert(verdict.problems.end(), rejected.begin(), rejected.end());
+  return verdict;
 }
 
 std::string Program::input_spec(std::string_view method) const {

@@ -632,7 +632,10 @@ TEST(BadInputProgram, MissingOperator) {
   m.set_inputs({x});
   m.set_outputs({y});
   Program p = load_bytes(w.serialize());
-  EXPECT_EQ(p.missing_dependencies().operators, (std::vector<std::string>{"my_ops::frobnicate.out"}));
+  const LoadVerdict verdict = p.load_verdict("forward");
+  ASSERT_EQ(verdict.problems.size(), 1u);
+  EXPECT_EQ(verdict.problems[0].kind, LoadProblem::Kind::MissingOperator);
+  EXPECT_EQ(verdict.problems[0].name, "my_ops::frobnicate.out");
   try {
     p.load_method("forward");
     FAIL();
@@ -651,7 +654,10 @@ TEST(BadInputProgram, MissingBackend) {
   m.set_inputs({x});
   m.set_outputs({y});
   Program p = load_bytes(w.serialize());
-  EXPECT_EQ(p.missing_dependencies().backends, (std::vector<std::string>{"CoreMLBackend"}));
+  const LoadVerdict verdict = p.load_verdict("forward");
+  ASSERT_EQ(verdict.problems.size(), 1u);
+  EXPECT_EQ(verdict.problems[0].kind, LoadProblem::Kind::MissingBackend);
+  EXPECT_EQ(verdict.problems[0].name, "CoreMLBackend");
   try {
     p.load_method("forward");
     FAIL();

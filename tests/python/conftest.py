@@ -55,3 +55,12 @@ def runtime():
     from executorch_numpy_runtime import Runtime
 
     return Runtime.get()
+
+
+@pytest.fixture(scope="session")
+def etnp():
+    """The built `etnp` tool: $ETNP_BUILD_DIR/etnp (default build/etnp), or a skip."""
+    path = pathlib.Path(os.environ.get("ETNP_BUILD_DIR", REPO / "build")) / "etnp"
+    if not os.access(path, os.X_OK):
+        pytest.skip("etnp not built in %s (set ETNP_BUILD_DIR)" % path.parent)
+    return str(path)

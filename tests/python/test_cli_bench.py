@@ -1,20 +1,6 @@
 """`etnp bench --json --profile`: the per-operator times and, inside the delegate calls, the per-node times."""
 import json
-import os
-import pathlib
 import subprocess
-
-import pytest
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def etnp():
-    path = pathlib.Path(os.environ.get("ETNP_BUILD_DIR", REPO / "build")) / "etnp"
-    if not os.access(path, os.X_OK):
-        pytest.skip("etnp not built in %s (set ETNP_BUILD_DIR)" % path.parent)
-    return str(path)
 
 
 def bench(etnp, pte, *extra):

@@ -1,0 +1,95 @@
+"""`etnp inspect`: its verdict is "runs here" exactly when every method loads, and otherwise names every reason,
+in text and in `--json`; on every public fixture it agrees with what the manifest expects of a load."""
+import json
+import subprocess
+
+
+def inspect(etnp, fixtures, entry_file, *extra, check=True):
+    proc = subprocess.run([etnp, "inspect", str(fixtures / entry_file), *extra], capture_output=True, text=True)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def inspect_json(etnp, fixtures, entry_file, *extra):
+    return json.loads(inspect(etnp, fixtures, entry_file, "--json", *extra).stdout)
+
+
+def test_json_fields_of_a_program_that_runs(etnp, fixtures):
+    record = inspect_json(etnp, fixtures, "nprt/add.pte")
+    assert list(record) == ["file", "file_size", "schema", "version", "extended_header", "program_size",
+                            "segment_base_offset", "segment_data_size", "segments", "constant_bytes",
+                            "legacy_constant_buffer", "named_data", "methods", "runs_here", "missing_operators",
+                            "missing_backends", "verdict"]
+    assert record["schema"] == "ET12" and record["file_size"] == (fixtures / "nprt/add.pte").stat().st_size
+    assert len(record["segments"]) == 2 and set(record["segments"][0]) == {"offset", "size"}
+    (method,) = record["methods"]
+    assert list(method) == ["name", "inputs", "outputs", "instructions", "planned_buffers", "planned_bytes",
+                            "operators", "delegates", "loads", "problems"]
+    assert method["name"] == "forward" and method["delegates"] == ["XnnpackBackend"]
+    assert method["inputs"][0] == {"type": "Tensor", "dtype": "float32", "sizes": [3], "dim_order": [0],
+                                   "dynamic": False, "memory_planned": True, "nbytes": 12}
+    assert method["loads"] is True and method["problems"] == []
+    assert record["runs_here"] is True and record["verdict"] == "runs here"
+    assert record["missing_operators"] == [] and record["missing_backends"] == []
+
+
+def test_non_tensor_values_keep_their_json_types(etnp, fixtures):
+    methods = {m["name"]: m for m in inspect_json(etnp, fixtures, "nprt/const_methods.pte")["methods"]}
+    assert methods["get_scalar"]["outputs"] == [{"type": "Int", "value": 128}]
+    assert methods["get_double"]["outputs"] == [{"type": "Double", "value": 2.5}]
+    assert methods["get_bool"]["outputs"] == [{"type": "Bool", "value": True}]
+
+
+def test_a_missing_backend_in_text_and_json(etnp, fixtures):
+    text = inspect(etnp, fixtures, "backends/ethos_u_minimal.pte").stdout.splitlines()
+    at = text.index("verdict: does not run here")
+    assert text[at + 1].startswith("  forward: backend 'EthosUBackend' is not available in this runtime (available: ")
+    record = inspect_json(etnp, fixtures, "backends/ethos_u_minimal.pte")
+    assert record["runs_here"] is False and record["missing_backends"] == ["EthosUBackend"]
+    problem = record["methods"][0]["problems"][0]
+    assert problem["kind"] == "missing_backend" and problem["name"] == "EthosUBackend"
+    assert record["verdict"].startswith("does not run here: forward: backend 'EthosUBackend' is not available")
+
+
+def test_missing_operators_are_those_the_official_runtime_reported(etnp, fixtures, manifest):
+    entry = next(e for e in manifest if e["id"] == "upstream/keyword_spotting")
+    record = inspect_json(etnp, fixtures, entry["file"])
+    assert record["missing_operators"] == entry["official_error"]["missing_operators"]
+    assert [p["kind"] for p in record["methods"][0]["problems"]] == ["missing_operator"] * 7
+
+
+def test_a_program_without_its_ptd_does_not_run(etnp, fixtures, manifest):
+    entry = next(e for e in manifest if e["id"] == "exported/mobilenet_v2_xnnpack_fp32_ptd__missing_data")
+    record = inspect_json(etnp, fixtures, entry["file"])
+    assert record["runs_here"] is False and not record["methods"][0]["loads"]
+    assert entry["expect"]["names"] in record["verdict"]
+    data = fixtures / "exported/mobilenet_v2_xnnpack_fp32_ptd.ptd"
+    assert inspect_json(etnp, fixtures, entry["file"], "--data", str(data))["runs_here"] is True
+
+
+def test_every_fixture_gets_the_verdict_the_manifest_expects(etnp, fixtures, manifest):
+    checked = 0
+    for entry in manifest:
+        if entry["kind"] not in ("program", "bundled_program", "not_a_program"):
+            continue
+        extra = [arg for f in entry["data_files"] for arg in ("--data", str(fixtures / f))]
+        expect = entry["expect"]
+        if entry["kind"] == "not_a_program":
+            proc = inspect(etnp, fixtures, entry["file"], "--json", *extra, check=False)
+            assert proc.returncode == 1 and proc.stderr.startswith("error: ProgramLoadError: "), entry["id"]
+            continue
+        record = inspect_json(etnp, fixtures, entry["file"], *extra)
+        checked += 1
+        if expect == "ok":
+            assert record["runs_here"] is True, (entry["id"], record["verdict"])
+            assert all(m["loads"] for m in record["methods"]), entry["id"]
+            continue
+        assert record["runs_here"] is False, entry["id"]
+        if expect["error"] == "BackendNotAvailable":
+            assert expect["names"] in record["missing_backends"], entry["id"]
+        elif expect["error"] == "OperatorNotFound":
+            assert expect["names"] in record["missing_operators"], entry["id"]
+        else:
+            assert expect["names"] in record["verdict"], entry["id"]
+    assert checked > 150
