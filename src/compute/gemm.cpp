@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "compute/gemm_kernel.h"
+#include "core/cpu_features.h"
 #include "etnp/threadpool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -14,10 +16,10 @@
 namespace etnp::compute {
 namespace {
 
-// Register tile (rows of A x columns of B) and cache blocks. A packed MC x KC block (144 KiB) stays in L2,
-// a packed KC x NR micro-panel of B (16 KiB) in L1.
-constexpr int64_t kMR = 6;
-constexpr int64_t kNR = 16;
+// Register tile (rows of A x columns of B, the micro-kernel's) and cache blocks. A packed MC x KC block
+// (144 KiB) stays in L2, a packed KC x NR micro-panel of B (16 KiB) in L1.
+constexpr int64_t kMR = static_cast<int64_t>(kGemmTileRows);
+constexpr int64_t kNR = static_cast<int64_t>(kGemmPanel);
 constexpr int64_t kKC = 256;
 constexpr int64_t kMCMax = 144;   // multiple of kMR
 constexpr int64_t kNCMax = 1024;  // multiple of kNR
@@ -25,122 +27,15 @@ constexpr int64_t kNCMax = 1024;  // multiple of kNR
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// Computes the kMR x kNR tile sum_p A(i, p) * bp[p][j] over `kc` steps and stores it at c (row stride ldc,
-/// column stride 1), added to what c holds when `accumulate`. A(i, p) = a[i * a_rs + p * a_step]: a packed
-/// panel (a_rs 1, a_step kMR) or kMR rows of a row-major A read in place (a_rs = its row stride, a_step 1).
-using MicroKernel = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_step, const float* bp, float* c,
-                             int64_t ldc, bool accumulate);
-
-void micro_kernel_generic(int64_t kc, const float* a, int64_t a_rs, int64_t a_step, const float* bp, float* c,
-                          int64_t ldc, bool accumulate) {
-  float acc[kMR][kNR] = {};
-  for (int64_t p = 0; p < kc; ++p) {
-    for (int64_t i = 0; i < kMR; ++i) {
-      const float av = a[i * a_rs + p * a_step];
-      for (int64_t j = 0; j < kNR; ++j) acc[i][j] += av * bp[j];
-    }
-    bp += kNR;
-  }
-  for (int64_t i = 0; i < kMR; ++i) {
-    float* row = c + i * ldc;
-    for (int64_t j = 0; j < kNR; ++j) row[j] = accumulate ? row[j] + acc[i][j] : acc[i][j];
-  }
-}
-
-#if ETNP_GEMM_X86
-__attribute__((target("avx2,fma"), always_inline)) inline void store_row_avx2(float* row, __m256 lo, __m256 hi,
-                                                                              bool accumulate) {
-  if (accumulate) {
-    lo = _mm256_add_ps(_mm256_loadu_ps(row), lo);
-    hi = _mm256_add_ps(_mm256_loadu_ps(row + 8), hi);
-  }
-  _mm256_storeu_ps(row, lo);
-  _mm256_storeu_ps(row + 8, hi);
-}
-
-__attribute__((target("avx2,fma"))) void micro_kernel_avx2(int64_t kc, const float* a, int64_t a_rs, int64_t a_step,
-                                                           const float* bp, float* c, int64_t ldc, bool accumulate) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  const float* a0 = a;
-  const float* a1 = a + a_rs;
-  const float* a2 = a + 2 * a_rs;
-  const float* a3 = a + 3 * a_rs;
-  const float* a4 = a + 4 * a_rs;
-  const float* a5 = a + 5 * a_rs;
-  for (int64_t p = 0, off = 0; p < kc; ++p, off += a_step) {
-    const __m256 b0 = _mm256_loadu_ps(bp);
-    const __m256 b1 = _mm256_loadu_ps(bp + 8);
-    __m256 av = _mm256_broadcast_ss(a0 + off);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a1 + off);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a2 + off);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a3 + off);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a4 + off);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a5 + off);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-    bp += kNR;
-  }
-  store_row_avx2(c + 0 * ldc, c00, c01, accumulate);
-  store_row_avx2(c + 1 * ldc, c10, c11, accumulate);
-  store_row_avx2(c + 2 * ldc, c20, c21, accumulate);
-  store_row_avx2(c + 3 * ldc, c30, c31, accumulate);
-  store_row_avx2(c + 4 * ldc, c40, c41, accumulate);
-  store_row_avx2(c + 5 * ldc, c50, c51, accumulate);
-}
-#endif
-
-struct KernelChoice {
-  MicroKernel fn;
-  bool avx2;
-};
-
-KernelChoice choose_kernel() {
-#if ETNP_GEMM_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {micro_kernel_avx2, true};
-#endif
-  return {micro_kernel_generic, false};
-}
-
-const KernelChoice& kernel_choice() {
-  static const KernelChoice choice = choose_kernel();
-  return choice;
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// Packing. A block (mc x kc) -> panels of kMR rows, each kc x kMR (row index fastest); B block (kc x nc) ->
-// panels of kNR columns, each kc x kNR. Edges are zero-padded so the micro-kernel always runs full tiles.
+// Packing. A block (mc x kc) -> mc contiguous rows of kc floats (the micro-kernel reads A by rows); B block
+// (kc x nc) -> panels of kNR columns, each kc x kNR, zero-padded past nc.
 
 void pack_a(const GemmMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
-  for (int64_t ir = 0; ir < mc; ir += kMR) {
-    float* panel = dst + ir * kc;
-    const int64_t rows = std::min(kMR, mc - ir);
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* src = a.data + (i0 + ir + i) * a.row_stride + p0 * a.col_stride;
-      if (a.col_stride == 1) {
-        for (int64_t p = 0; p < kc; ++p) panel[p * kMR + i] = src[p];
-      } else {
-        for (int64_t p = 0; p < kc; ++p) panel[p * kMR + i] = src[p * a.col_stride];
-      }
-    }
-    for (int64_t i = rows; i < kMR; ++i) {
-      for (int64_t p = 0; p < kc; ++p) panel[p * kMR + i] = 0.0f;
-    }
+  for (int64_t i = 0; i < mc; ++i) {
+    const float* src = a.data + (i0 + i) * a.row_stride + p0 * a.col_stride;
+    float* row = dst + i * kc;
+    for (int64_t p = 0; p < kc; ++p) row[p] = src[p * a.col_stride];
   }
 }
 
@@ -217,7 +112,7 @@ void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
     float* panel = dst + jr * kc;
     const int64_t cols = std::min(kNR, nc - jr);
 #if ETNP_GEMM_X86
-    if (b.row_stride == 1 && cols == kNR && kernel_choice().avx2) {
+    if (b.row_stride == 1 && cols == kNR && has_avx2_fma()) {
       // Columns of B contiguous (a transposed weight, as in linear): 8x8 transposes.
       pack_b_panel_transposed_avx2(b.data + p0 + (j0 + jr) * b.col_stride, b.col_stride, kc, panel);
       continue;
@@ -236,6 +131,7 @@ void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 struct PackBuffers {
   std::vector<float> a;
   std::vector<float> b;
+  std::vector<float> tile;  ///< mc x kNR sums for an output with non-unit column stride
 };
 
 // Pool threads live as long as the process, so each keeps its packing buffers between calls.
@@ -290,62 +186,61 @@ void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64
 
 /// One mc x nc output tile, all of k.
 void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
-  const MicroKernel micro = kernel_choice().fn;
   PackBuffers& buf = pack_buffers();
-  const int64_t mc_padded = round_up(mc, kMR), nc_padded = round_up(nc, kNR);
+  const int64_t nc_padded = round_up(nc, kNR);
   const int64_t kc_max = std::min(kKC, pr.k);
-  if (buf.a.size() < static_cast<size_t>(mc_padded * kc_max)) buf.a.resize(static_cast<size_t>(mc_padded * kc_max));
+  // A row-major A is read in place (its rows are streams the prefetcher follows); other layouts are packed.
+  const bool a_in_place = pr.a.col_stride == 1;
+  if (!a_in_place && buf.a.size() < static_cast<size_t>(mc * kc_max)) buf.a.resize(static_cast<size_t>(mc * kc_max));
   if (buf.b.size() < static_cast<size_t>(nc_padded * kc_max)) buf.b.resize(static_cast<size_t>(nc_padded * kc_max));
-  alignas(32) float tile[kMR * kNR];
+  // Output columns not contiguous: each panel's sums go through a contiguous tile and are added from there.
+  const bool direct = pr.c_cs == 1;
+  if (!direct && buf.tile.size() < static_cast<size_t>(mc * kNR)) buf.tile.resize(static_cast<size_t>(mc * kNR));
 
   const bool epilogue = needs_epilogue(pr.ep);
-  // A row-major A is read in place (its rows are streams the prefetcher follows); only a last panel of
-  // fewer than kMR rows is packed, zero-padded. Other layouts are packed whole.
-  const bool a_in_place = pr.a.col_stride == 1;
   for (int64_t p0 = 0; p0 < pr.k; p0 += kKC) {
     const int64_t kc = std::min(kKC, pr.k - p0);
     const bool accumulate = p0 > 0, last = p0 + kc >= pr.k;
-    const int64_t full_rows = mc / kMR * kMR;
-    if (!a_in_place) {
+    const float* a = buf.a.data();
+    size_t a_stride = static_cast<size_t>(kc);
+    if (a_in_place) {
+      a = pr.a.data + i0 * pr.a.row_stride + p0;
+      a_stride = static_cast<size_t>(pr.a.row_stride);
+    } else {
       pack_a(pr.a, i0, mc, p0, kc, buf.a.data());
-    } else if (full_rows < mc) {
-      pack_a(pr.a, i0 + full_rows, mc - full_rows, p0, kc, buf.a.data() + full_rows * kc);
     }
     pack_b(pr.b, p0, kc, j0, nc, buf.b.data());
     for (int64_t jr = 0; jr < nc; jr += kNR) {
       const int64_t cols = std::min(kNR, nc - jr);
-      const float* bp = buf.b.data() + jr * kc;
-      for (int64_t ir = 0; ir < mc; ir += kMR) {
-        const int64_t rows = std::min(kMR, mc - ir);
-        const float* ap = buf.a.data() + ir * kc;
-        int64_t a_rs = 1, a_step = kMR;
-        if (a_in_place && ir < full_rows) {
-          ap = pr.a.data + (i0 + ir) * pr.a.row_stride + p0;
-          a_rs = pr.a.row_stride;
-          a_step = 1;
-        }
-        float* cp = pr.c + (i0 + ir) * pr.c_rs + (j0 + jr) * pr.c_cs;
-        if (rows == kMR && cols == kNR && pr.c_cs == 1) {
-          micro(kc, ap, a_rs, a_step, bp, cp, pr.c_rs, accumulate);
-        } else {
-          micro(kc, ap, a_rs, a_step, bp, tile, kNR, false);
-          for (int64_t i = 0; i < rows; ++i) {
-            for (int64_t j = 0; j < cols; ++j) {
-              float& dst = cp[i * pr.c_rs + j * pr.c_cs];
-              dst = accumulate ? dst + tile[i * kNR + j] : tile[i * kNR + j];
-            }
+      float* cp = pr.c + i0 * pr.c_rs + (j0 + jr) * pr.c_cs;
+      GemmPanelOut out;
+      out.cols = static_cast<size_t>(cols);
+      if (direct) {
+        out.c = cp;
+        out.ldc = static_cast<size_t>(pr.c_rs);
+        out.accumulate = accumulate;
+      } else {
+        out.c = buf.tile.data();
+        out.ldc = kGemmPanel;
+      }
+      gemm_panel_f32(a, a_stride, static_cast<size_t>(mc), static_cast<size_t>(kc), buf.b.data() + jr * kc, out);
+      if (!direct) {
+        for (int64_t i = 0; i < mc; ++i) {
+          for (int64_t j = 0; j < cols; ++j) {
+            float& dst = cp[i * pr.c_rs + j * pr.c_cs];
+            dst = accumulate ? dst + buf.tile[i * kNR + j] : buf.tile[i * kNR + j];
           }
         }
-        // Bias and scaling while the tile is still in L1.
-        if (last && epilogue) apply_epilogue(pr, i0 + ir, rows, j0 + jr, cols);
       }
+      // Bias and scaling while the panel's columns are still in L1.
+      if (last && epilogue) apply_epilogue(pr, i0, mc, j0 + jr, cols);
     }
   }
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Matrix-vector products (m == 1): memory bound, so no packing. The loops are written once and compiled
-// twice, the second time with AVX2 enabled, chosen with the micro-kernel.
+// twice, the second time with AVX2 enabled, chosen by has_avx2_fma().
 
 /// c[j] = sum_p a[p] * b[p][j] for j in [j0, j1), b rows contiguous in j (axpy form, k sequential).
 [[gnu::always_inline]] inline void gemv_rows_body(const Problem& pr, int64_t j0, int64_t j1) {
@@ -396,7 +291,7 @@ void run_gemv(const Problem& pr, ThreadPool* pool) {
   const bool rows_form = pr.b.col_stride == 1;
   Fn fn = rows_form ? gemv_rows_generic : gemv_cols_generic;
 #if ETNP_GEMM_X86
-  if (kernel_choice().avx2) fn = rows_form ? gemv_rows_avx2 : gemv_cols_avx2;
+  if (has_avx2_fma()) fn = rows_form ? gemv_rows_avx2 : gemv_cols_avx2;
 #endif
   auto body = [&](size_t begin, size_t end) {
     fn(pr, static_cast<int64_t>(begin), static_cast<int64_t>(end));
@@ -415,7 +310,7 @@ void run_gemv(const Problem& pr, ThreadPool* pool) {
 
 }  // namespace
 
-const char* gemm_f32_kernel_name() { return kernel_choice().avx2 ? "avx2-fma" : "generic"; }
+const char* gemm_f32_kernel_name() { return has_avx2_fma() ? "avx2-fma" : "generic"; }
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float* c, int64_t c_row_stride,
               int64_t c_col_stride, const GemmEpilogue& epilogue, ThreadPool* pool) {

@@ -1,6 +1,6 @@
 // The float32 matrix multiply shared by mm/bmm/addmm/linear and convolution: cache-blocked, with packed
-// panels, an AVX2/FMA micro-kernel chosen at run time (a portable one otherwise) and the output tiles split
-// across the thread pool. Accumulates in float32, like ATen's CPU kernels.
+// panels, the micro-kernel of gemm_kernel.h and the output tiles split across the thread pool. Accumulates in
+// float32, like ATen's CPU kernels.
 #pragma once
 
 #include <cstdint>

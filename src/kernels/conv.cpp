@@ -9,6 +9,7 @@
 
 #include "etnp/threadpool.h"
 #include "compute/gemm.h"
+#include "core/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -362,14 +363,6 @@ __attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape&
     }
   }
 }
-
-bool have_avx2() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-}
 #endif
 
 void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, const float* bias, float* out,
@@ -380,7 +373,7 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
   const size_t grain = std::max<size_t>(1, (1u << 17) / per_channel);
   const size_t channels = static_cast<size_t>(s.n * s.c_in);
 #if defined(__x86_64__) || defined(__i386__)
-  if (have_avx2()) {
+  if (has_avx2_fma()) {
     const DepthwiseLayout layout = depthwise_layout(s);
     pool->parallel_for(channels, grain, [&](size_t b, size_t e) {
       thread_local std::vector<float> scratch;

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
+#include "compute/conv_indirect.h"
+#include "compute/depthwise.h"
 #include "compute/packed_gemm.h"
 #include "compute/vector_math.h"
 #include "backends/xnnpack/xnn_kernels.h"

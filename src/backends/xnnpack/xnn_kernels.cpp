@@ -7,7 +7,9 @@
 
 #include "etnp/threadpool.h"
 #include "compute/gemm.h"
-#include "compute/packed_gemm.h"
+#include "compute/conv_rows.h"
+#include "core/cpu_features.h"
+#include "compute/parallel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -95,11 +97,6 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const uint32_t* src, siz
   }
   return r;
 }
-
-bool cpu_has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
 #endif
 
 // dst[r][c] = src[r * row_stride + c * col_stride] over [rows, cols], in cache-sized tiles.
@@ -110,7 +107,7 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
     // Three planes interleaved (an RGB image from NCHW to NHWC, as floats or already quantized bytes).
     size_t done = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (sizeof(T) == 4 && cpu_has_avx2()) {
+    if (sizeof(T) == 4 && has_avx2_fma()) {
       done = interleave3_avx2(reinterpret_cast<const uint32_t*>(src), col_stride, reinterpret_cast<uint32_t*>(dst),
                               rows);
     }
@@ -127,7 +124,7 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
   }
 #if defined(__x86_64__) && defined(__GNUC__)
   // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
-  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && cpu_has_avx2();
+  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && has_avx2_fma();
 #else
   const bool simd = false;
 #endif
@@ -605,7 +602,7 @@ __attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in,
 
 void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx2")) {
+  if (has_avx2_fma()) {
     quantize_dynamic_rows_avx2(in, rows, cols, out, params);
     return;
   }
@@ -702,17 +699,12 @@ __attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t 
     for (int b = 0; b < NB; ++b) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + (r * NB + b) * 8), rows[r][b]);
   }
 }
-
-bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
 #endif
 
 template <int MR, int NB>
 void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* const* w, int32_t* acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (have_avx2()) return qd8_tile_avx2<MR, NB>(pairs, stride, kp, w, acc);
+  if (has_avx2_fma()) return qd8_tile_avx2<MR, NB>(pairs, stride, kp, w, acc);
 #endif
   qd8_tile_scalar<MR, NB>(pairs, stride, kp, w, acc);
 }
@@ -894,7 +886,7 @@ DepthwiseConvQS8::DepthwiseConvQS8(const int8_t* filter, const int32_t* bias, co
 
 bool DepthwiseConvQS8::supported(size_t channels, size_t kernel_h) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  return have_avx2() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
+  return has_avx2_fma() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
 #else
   (void)channels;
   (void)kernel_h;

@@ -1,0 +1,33 @@
+// fp32 convolution with one group as an indirect GEMM over packed weights (packed_gemm.h).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "compute/packed_gemm.h"
+
+namespace etnp::compute {
+
+/// Geometry of a 2-D convolution over NHWC images.
+struct Conv2dGeometry {
+  size_t in_h = 0, in_w = 0, channels = 0;
+  size_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  size_t pad_top = 0, pad_left = 0;
+  size_t out_h = 0, out_w = 0;
+  size_t patch() const { return kernel_h * kernel_w * channels; }
+};
+
+/// What conv2d_indirect keeps between calls: padded input rows and the patch pointers into them.
+struct Conv2dScratch {
+  std::vector<float> rows;
+  std::vector<const float*> patches;
+};
+
+/// A convolution with one group through the packed GEMM, reading each output pixel's patch where it lies in
+/// zero-padded copies of the input rows (an indirect GEMM: no im2col copy): in [batch, H, W, C] -> out [batch,
+/// OH, OW, gemm.n()], where `gemm` holds the [Cout, KH, KW, C] filter as [n, k] weights. Each thread of the
+/// shared pool pads its rows and multiplies its own share of the output pixels.
+void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
+                     float out_max, float* out, Conv2dScratch& scratch);
+
+}  // namespace etnp::compute

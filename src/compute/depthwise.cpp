@@ -1,0 +1,329 @@
+#include "compute/depthwise.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "compute/conv_rows.h"
+#include "core/cpu_features.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ETNP_DEPTHWISE_AVX2 1
+#endif
+
+namespace etnp::compute {
+namespace {
+
+constexpr size_t kMaxPeriod = 4096;
+constexpr size_t kMaxKernel = 16;  // kernel rows (padded input rows kept at once)
+
+size_t weight_period(size_t channels) {
+  size_t period = channels;
+  while (period % 8 != 0) period += channels;  // lcm(C, 8)
+  return period;
+}
+
+#ifdef ETNP_DEPTHWISE_AVX2
+// out[j] = clamp(bias[j % P] + sum_taps rows[ky][j + kx*C] * w[ky][kx][j % P]) for j < n, 8 at a time.
+__attribute__((target("avx2,fma"))) void depthwise_row_avx2(const float* const* rows, size_t kh, size_t kw, size_t c,
+                                                            const float* weights, const float* bias, size_t period,
+                                                            size_t n, float lo, float hi, float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  size_t phase = 0;
+  for (size_t j = 0; j < n; j += 8) {
+    __m256 acc = _mm256_loadu_ps(bias + phase);
+    for (size_t ky = 0; ky < kh; ++ky) {
+      const float* src = rows[ky] + j;
+      const float* wk = weights + ky * kw * period + phase;
+      for (size_t kx = 0; kx < kw; ++kx) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(src + kx * c), _mm256_loadu_ps(wk + kx * period), acc);
+      }
+    }
+    acc = _mm256_min_ps(_mm256_max_ps(acc, vlo), vhi);
+    if (j + 8 <= n) {
+      _mm256_storeu_ps(out + j, acc);
+    } else {
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - j)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      _mm256_maskstore_ps(out + j, mask, acc);
+    }
+    phase += 8;
+    if (phase == period) phase = 0;
+  }
+}
+// Channels a multiple of 8, any stride: blocks of P output pixels x 8 channels with the taps outermost, so
+// that P independent accumulators hide the FMA latency and each weight vector is loaded once per block (a
+// row-at-a-time loop chains all kh * kw FMAs of an output vector and runs at a fraction of the FMA rate).
+template <int P>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block_avx2(
+    const float* const* rows, size_t kh, size_t kw, size_t c, size_t step, size_t in_off, const float* weights,
+    __m256 bias, __m256 lo, __m256 hi, float* out) {
+  __m256 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * kw * c;
+    for (size_t kx = 0; kx < kw; ++kx) {
+      const __m256 w = _mm256_loadu_ps(wk + kx * c);
+      const float* src = row + kx * c;
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(src + p * step), w, acc[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(_mm256_max_ps(acc[p], lo), hi));
+}
+
+// The same for kernels 3 wide at stride 1, walking each kernel row's inputs once: an input feeds three
+// neighbouring outputs, so a row of P outputs loads P + 2 input vectors instead of 3 * P (the loads, not the
+// multiply-adds, bound the general form; at stride 2 the saving measured nothing).
+template <int P>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block3_avx2(
+    const float* const* rows, size_t kh, size_t c, size_t in_off, const float* weights, __m256 bias, __m256 lo,
+    __m256 hi, float* out) {
+  __m256 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * 3 * c;
+    const __m256 w[3] = {_mm256_loadu_ps(wk), _mm256_loadu_ps(wk + c), _mm256_loadu_ps(wk + 2 * c)};
+#pragma GCC unroll 32
+    for (int i = 0; i < P + 2; ++i) {
+      const __m256 x = _mm256_loadu_ps(row + i * c);
+#pragma GCC unroll 3
+      for (int kx = 0; kx < 3; ++kx) {
+        const int d = i - kx;  // input i is tap kx of output d
+        if (d >= 0 && d < P) acc[d] = _mm256_fmadd_ps(x, w[kx], acc[d]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(_mm256_max_ps(acc[p], lo), hi));
+}
+
+// Output pixels [x, x + P * blocks) of a row, P at a time; advances x.
+template <int P>
+__attribute__((target("avx2,fma"), always_inline)) inline void depthwise_blocks_avx2(
+    const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride, const float* weights, const float* bias,
+    size_t out_w, __m256 lo, __m256 hi, float* out, size_t& x) {
+  const size_t step = stride * c;  // floats between the inputs of neighbouring output pixels
+  for (; x + P <= out_w; x += P) {
+    for (size_t ch = 0; ch < c; ch += 8) {
+      const __m256 b = _mm256_loadu_ps(bias + ch);
+      float* o = out + x * c + ch;
+      if (kw == 3 && stride == 1) {
+        depthwise_block3_avx2<P>(rows, kh, c, x * step + ch, weights + ch, b, lo, hi, o);
+      } else {
+        depthwise_block_avx2<P>(rows, kh, kw, c, step, x * step + ch, weights + ch, b, lo, hi, o);
+      }
+    }
+  }
+}
+
+// One output whose taps reach past the left or right edge of the image: only its `taps` columns inside are
+// summed (the others would multiply padding zeros), read in place; rows[ky] is null for a row above or below.
+__attribute__((target("avx2,fma"))) void depthwise_edge_pixel_c8_avx2(const float* const* rows, size_t kh,
+                                                                     size_t taps, size_t c, const float* weights,
+                                                                     size_t weight_row, const float* bias, float lo,
+                                                                     float hi, float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (size_t ch = 0; ch < c; ch += 8) {
+    __m256 acc = _mm256_loadu_ps(bias + ch);
+    for (size_t ky = 0; ky < kh; ++ky) {
+      if (rows[ky] == nullptr) continue;
+      for (size_t t = 0; t < taps; ++t) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[ky] + t * c + ch),
+                              _mm256_loadu_ps(weights + ky * weight_row + t * c + ch), acc);
+      }
+    }
+    _mm256_storeu_ps(out + ch, _mm256_min_ps(_mm256_max_ps(acc, vlo), vhi));
+  }
+}
+
+__attribute__((target("avx2,fma"))) void depthwise_row_c8_avx2(const float* const* rows, size_t kh, size_t kw,
+                                                              size_t c, size_t stride, const float* weights,
+                                                              const float* bias, size_t out_w, float lo, float hi,
+                                                              float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  size_t x = 0;
+  depthwise_blocks_avx2<8>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_avx2<4>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_avx2<2>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_avx2<1>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+}
+#endif
+
+// Any channel count and stride, one output at a time (no AVX2).
+void depthwise_row_strided_generic(const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride,
+                                   const float* weights, const float* bias, size_t out_w, float lo, float hi,
+                                   float* out) {
+  for (size_t x = 0; x < out_w; ++x) {
+    for (size_t ch = 0; ch < c; ++ch) {
+      float acc = bias[ch];
+      for (size_t ky = 0; ky < kh; ++ky) {
+        for (size_t kx = 0; kx < kw; ++kx) acc += rows[ky][(x * stride + kx) * c + ch] * weights[(ky * kw + kx) * c + ch];
+      }
+      out[x * c + ch] = std::min(std::max(acc, lo), hi);
+    }
+  }
+}
+
+void depthwise_row_generic(const float* const* rows, size_t kh, size_t kw, size_t c, const float* weights,
+                           const float* bias, size_t period, size_t n, float lo, float hi, float* out) {
+  for (size_t j = 0; j < n; ++j) {
+    const size_t phase = j % period;
+    float acc = bias[phase];
+    for (size_t ky = 0; ky < kh; ++ky) {
+      for (size_t kx = 0; kx < kw; ++kx) acc += rows[ky][j + kx * c] * weights[(ky * kw + kx) * period + phase];
+    }
+    out[j] = std::min(std::max(acc, lo), hi);
+  }
+}
+
+}  // namespace
+
+bool DepthwiseConv::supported(size_t channels, size_t kernel_h, size_t stride_h, size_t stride_w) {
+  if (channels == 0 || kernel_h > kMaxKernel || stride_h == 0 || stride_w == 0) return false;
+  return channels % 8 == 0 || (stride_w == 1 && weight_period(channels) <= kMaxPeriod);
+}
+
+DepthwiseConv::DepthwiseConv(const float* filter, const float* bias, size_t channels, size_t kernel_h,
+                             size_t kernel_w, size_t stride_h, size_t stride_w, size_t pad_top, size_t pad_left)
+    : c_(channels), kh_(kernel_h), kw_(kernel_w), sh_(stride_h), sw_(stride_w), pad_top_(pad_top),
+      pad_left_(pad_left), period_(weight_period(channels)) {
+  // 8 extra floats so that the vector loads at the end of a period stay inside.
+  weights_.assign(kh_ * kw_ * period_ + 8, 0.0f);
+  bias_.assign(period_ + 8, 0.0f);
+  for (size_t t = 0; t < kh_ * kw_; ++t) {
+    for (size_t j = 0; j < period_; ++j) weights_[t * period_ + j] = filter[t * c_ + j % c_];
+  }
+  if (bias != nullptr) {
+    for (size_t j = 0; j < period_; ++j) bias_[j] = bias[j % c_];
+  }
+}
+
+DepthwiseConv::Edges DepthwiseConv::edges(size_t w, size_t out_w) const {
+  Edges e;
+  e.left = std::min(out_w, (pad_left_ + sw_ - 1) / sw_);  // outputs whose first tap is left of the image
+  e.right = w + pad_left_ >= kw_ ? std::min(out_w, (w + pad_left_ - kw_) / sw_ + 1) : 0;  // first past the right edge
+  e.right = std::max(e.right, e.left);
+  return e;
+}
+
+bool DepthwiseConv::reads_in_place(size_t w, size_t out_w) const {
+#ifdef ETNP_DEPTHWISE_AVX2
+  const Edges e = edges(w, out_w);
+  return has_avx2_fma() && c_ % 8 == 0 && e.right > e.left;
+#else
+  (void)w;
+  (void)out_w;
+  return false;
+#endif
+}
+
+size_t DepthwiseConv::scratch_floats(size_t w, size_t out_w) const {
+  if (reads_in_place(w, out_w)) return w * c_;  // one row of zeros
+  return kh_ * (((out_w - 1) * sw_ + kw_) * c_ + 8);  // the ring of padded rows
+}
+
+// Output rows [y0, y1) of one image; `rows` is scratch_floats(w, out_w) floats.
+void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
+                             float out_min, float out_max, float* out, float* rows) const {
+  const float* taps[kMaxKernel];
+#ifdef ETNP_DEPTHWISE_AVX2
+  if (reads_in_place(w, out_w)) {
+    // The pixel-block kernel reads exactly the taps it needs, so the outputs whose taps lie inside the image
+    // read the input rows in place, and a row of zeros stands for the rows above and below the image; the few
+    // outputs at each edge sum only their taps inside (a full padded copy of every input row cost ~7% of
+    // MobileNetV2, and padded copies of the edge columns as much as the edge outputs themselves).
+    const Edges e = edges(w, out_w);
+    float* zero = rows;
+    std::fill(zero, zero + w * c_, 0.0f);
+    const size_t first_col = e.left * sw_ - pad_left_;  // input column of the first inside output's first tap
+    for (size_t y = y0; y < y1; ++y) {
+      const float* src[kMaxKernel];
+      for (size_t ky = 0; ky < kh_; ++ky) {
+        const size_t iy = y * sh_ + ky - pad_top_;  // unsigned wrap-around: a padding row
+        src[ky] = iy < h ? in + iy * w * c_ : nullptr;
+      }
+      float* out_row = out + y * out_w * c_;
+      for (size_t ky = 0; ky < kh_; ++ky) taps[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c_;
+      depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), e.right - e.left, out_min,
+                            out_max, out_row + e.left * c_);
+      auto edge_output = [&](size_t x) {
+        // Taps [kx0, kx1) of this output fall inside the image.
+        const auto ix0 = static_cast<ptrdiff_t>(x * sw_) - static_cast<ptrdiff_t>(pad_left_);
+        const size_t kx0 = ix0 < 0 ? static_cast<size_t>(-ix0) : 0;
+        const auto inside = static_cast<ptrdiff_t>(w) - ix0;
+        const size_t kx1 = std::min<size_t>(kw_, inside > 0 ? static_cast<size_t>(inside) : 0);
+        const float* edge_rows[kMaxKernel];
+        for (size_t ky = 0; ky < kh_; ++ky) {
+          edge_rows[ky] = src[ky] != nullptr && kx1 > kx0 ? src[ky] + (static_cast<size_t>(ix0) + kx0) * c_ : nullptr;
+        }
+        depthwise_edge_pixel_c8_avx2(edge_rows, kh_, kx1 > kx0 ? kx1 - kx0 : 0, c_, weights_.data() + kx0 * c_,
+                                     kw_ * c_, bias_.data(), out_min, out_max, out_row + x * c_);
+      };
+      for (size_t x = 0; x < e.left; ++x) edge_output(x);
+      for (size_t x = e.right; x < out_w; ++x) edge_output(x);
+    }
+    return;
+  }
+#endif
+  const size_t span = (out_w - 1) * sw_ + kw_;  // padded columns the taps reach
+  const size_t padded = span * c_ + 8;          // plus vector slack
+  const size_t n = out_w * c_;
+  // Slot s holds input row iy with iy mod kh == s (iy is -1 for the padding row above the image, so "not
+  // loaded" needs a value no row can have).
+  ptrdiff_t loaded[kMaxKernel];
+  std::fill(loaded, loaded + kh_, std::numeric_limits<ptrdiff_t>::min());
+  for (size_t y = y0; y < y1; ++y) {
+    for (size_t ky = 0; ky < kh_; ++ky) {
+      const ptrdiff_t iy = static_cast<ptrdiff_t>(y * sh_ + ky) - static_cast<ptrdiff_t>(pad_top_);
+      const size_t slot = static_cast<size_t>((iy % static_cast<ptrdiff_t>(kh_) + static_cast<ptrdiff_t>(kh_)) %
+                                              static_cast<ptrdiff_t>(kh_));
+      float* buf = rows + slot * padded;
+      if (loaded[slot] != iy) {
+        const bool inside = iy >= 0 && static_cast<size_t>(iy) < h;
+        load_padded_row(buf, padded, inside ? in + static_cast<size_t>(iy) * w * c_ : nullptr, w, c_, span, pad_left_,
+                        0.0f);
+        loaded[slot] = iy;
+      }
+      taps[ky] = buf;
+    }
+    float* out_row = out + y * n;
+#ifdef ETNP_DEPTHWISE_AVX2
+    if (has_avx2_fma() && c_ % 8 == 0) {
+      depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max, out_row);
+      continue;
+    }
+    if (has_avx2_fma() && sw_ == 1) {
+      depthwise_row_avx2(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max, out_row);
+      continue;
+    }
+#endif
+    if (sw_ == 1) {
+      depthwise_row_generic(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max, out_row);
+    } else {
+      depthwise_row_strided_generic(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max,
+                                    out_row);
+    }
+  }
+}
+
+void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
+                        float out_min, float out_max, float* out, std::vector<float>& scratch) const {
+  if (batch == 0 || out_h == 0 || out_w == 0) return;
+  const size_t per_chunk = scratch_floats(w, out_w);
+  const size_t chunks = conv_row_chunks(batch, out_h);
+  scratch.resize(chunks * per_chunk);
+  for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c_ * kh_ * kw_,
+                          [&](size_t chunk, size_t b, size_t y0, size_t y1) {
+                            run_rows(in + b * h * w * c_, h, w, out_w, y0, y1, out_min, out_max,
+                                     out + b * out_h * out_w * c_, scratch.data() + chunk * per_chunk);
+                          });
+}
+
+}  // namespace etnp::compute

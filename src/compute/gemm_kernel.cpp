@@ -1,0 +1,263 @@
+#include "compute/gemm_kernel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/cpu_features.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ETNP_GEMM_AVX2 1
+#endif
+
+namespace etnp::compute {
+namespace {
+
+constexpr size_t kMr = kGemmTileRows;
+constexpr size_t kNr = kGemmPanel;
+constexpr size_t kMrNarrow = 8;  // rows of the tile for a last panel of 8 columns or fewer
+
+// c[MR x nr] = clamp(a[MR x k] * panel[k x 16] + bias, lo, hi), c rows ldc apart. Direct: `a` is a matrix,
+// rows a_stride floats apart (segs == 1). Indirect: `a` holds row pointers, row i in `segs` segments of seg_k
+// floats, segment s at ((const float* const*)a)[i * a_stride + s] (a convolution: one per kernel row, pointing
+// into the input image); the weights of the segments follow one another in the panel. With `accumulate` the
+// sums continue from c (an earlier K block) instead of starting at the bias; the clamp applies only to the
+// last K block (`clamp`).
+template <bool Indirect, int MR>
+inline const float* row_segment(const void* a, size_t a_stride, int i, size_t s) {
+  if constexpr (Indirect) {
+    return static_cast<const float* const*>(a)[static_cast<size_t>(i) * a_stride + s];
+  } else {
+    return static_cast<const float*>(a) + static_cast<size_t>(i) * a_stride;
+  }
+}
+
+template <bool Indirect, int MR>
+void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
+                    float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+  float acc[MR][kNr] = {};
+  for (int i = 0; i < MR; ++i) {
+    if (accumulate) {
+      std::memcpy(acc[i], c + i * ldc, nr * sizeof(float));
+    } else {
+      std::memcpy(acc[i], bias, sizeof(acc[i]));
+    }
+  }
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    for (size_t p = 0; p < seg_k; ++p) {
+      const float* w = panel + p * kNr;
+      for (int i = 0; i < MR; ++i) {
+        const float x = row_segment<Indirect, MR>(a, a_stride, i, s)[p];
+        for (size_t j = 0; j < kNr; ++j) acc[i][j] += x * w[j];
+      }
+    }
+    panel += seg_k * kNr;
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = clamp ? std::min(std::max(acc[i][j], lo), hi) : acc[i][j];
+  }
+}
+
+#ifdef ETNP_GEMM_AVX2
+__attribute__((target("avx2,fma"), always_inline)) inline void load_row(const float* row, __m256& v0, __m256& v1,
+                                                                         size_t nr, __m256i mask0, __m256i mask1) {
+  if (nr == kNr) {
+    v0 = _mm256_loadu_ps(row);
+    v1 = _mm256_loadu_ps(row + 8);
+  } else {
+    v0 = _mm256_maskload_ps(row, mask0);
+    v1 = _mm256_maskload_ps(row + 8, mask1);
+  }
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* row, __m256 v0, __m256 v1, __m256 lo,
+                                                                          __m256 hi, bool clamp, size_t nr,
+                                                                          __m256i mask0, __m256i mask1) {
+  if (clamp) {
+    v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
+    v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
+  }
+  if (nr == kNr) {
+    _mm256_storeu_ps(row, v0);
+    _mm256_storeu_ps(row + 8, v1);
+  } else {
+    _mm256_maskstore_ps(row, mask0, v0);
+    _mm256_maskstore_ps(row + 8, mask1, v1);
+  }
+}
+
+// Accumulators are named variables (not arrays) so that GCC keeps all twelve in registers.
+template <bool Indirect, int MR>
+__attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a, size_t a_stride, size_t seg_k,
+                                                     const float* panel, const float* bias, float lo, float hi,
+                                                     float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // The last panel's columns past n are padding: only the first nr are loaded and stored.
+  const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lane);
+  const __m256i mask1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr) - 8), lane);
+  const __m256 bias0 = _mm256_loadu_ps(bias), bias1 = _mm256_loadu_ps(bias + 8);
+  __m256 c00 = bias0, c01 = bias1, c10 = bias0, c11 = bias1, c20 = bias0, c21 = bias1;
+  __m256 c30 = bias0, c31 = bias1, c40 = bias0, c41 = bias1, c50 = bias0, c51 = bias1;
+  if (accumulate) {
+    load_row(c, c00, c01, nr, mask0, mask1);
+    if constexpr (MR > 1) load_row(c + ldc, c10, c11, nr, mask0, mask1);
+    if constexpr (MR > 2) load_row(c + 2 * ldc, c20, c21, nr, mask0, mask1);
+    if constexpr (MR > 3) load_row(c + 3 * ldc, c30, c31, nr, mask0, mask1);
+    if constexpr (MR > 4) load_row(c + 4 * ldc, c40, c41, nr, mask0, mask1);
+    if constexpr (MR > 5) load_row(c + 5 * ldc, c50, c51, nr, mask0, mask1);
+  }
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    const float* a0 = row_segment<Indirect, MR>(a, a_stride, 0, s);
+    const float* a1 = MR > 1 ? row_segment<Indirect, MR>(a, a_stride, 1, s) : a0;
+    const float* a2 = MR > 2 ? row_segment<Indirect, MR>(a, a_stride, 2, s) : a0;
+    const float* a3 = MR > 3 ? row_segment<Indirect, MR>(a, a_stride, 3, s) : a0;
+    const float* a4 = MR > 4 ? row_segment<Indirect, MR>(a, a_stride, 4, s) : a0;
+    const float* a5 = MR > 5 ? row_segment<Indirect, MR>(a, a_stride, 5, s) : a0;
+    for (size_t p = 0; p < seg_k; ++p) {
+      const __m256 w0 = _mm256_loadu_ps(panel);
+      const __m256 w1 = _mm256_loadu_ps(panel + 8);
+      panel += kNr;
+      __m256 x = _mm256_broadcast_ss(a0 + p);
+      c00 = _mm256_fmadd_ps(x, w0, c00);
+      c01 = _mm256_fmadd_ps(x, w1, c01);
+      if constexpr (MR > 1) {
+        x = _mm256_broadcast_ss(a1 + p);
+        c10 = _mm256_fmadd_ps(x, w0, c10);
+        c11 = _mm256_fmadd_ps(x, w1, c11);
+      }
+      if constexpr (MR > 2) {
+        x = _mm256_broadcast_ss(a2 + p);
+        c20 = _mm256_fmadd_ps(x, w0, c20);
+        c21 = _mm256_fmadd_ps(x, w1, c21);
+      }
+      if constexpr (MR > 3) {
+        x = _mm256_broadcast_ss(a3 + p);
+        c30 = _mm256_fmadd_ps(x, w0, c30);
+        c31 = _mm256_fmadd_ps(x, w1, c31);
+      }
+      if constexpr (MR > 4) {
+        x = _mm256_broadcast_ss(a4 + p);
+        c40 = _mm256_fmadd_ps(x, w0, c40);
+        c41 = _mm256_fmadd_ps(x, w1, c41);
+      }
+      if constexpr (MR > 5) {
+        x = _mm256_broadcast_ss(a5 + p);
+        c50 = _mm256_fmadd_ps(x, w0, c50);
+        c51 = _mm256_fmadd_ps(x, w1, c51);
+      }
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  store_row(c, c00, c01, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 1) store_row(c + ldc, c10, c11, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 2) store_row(c + 2 * ldc, c20, c21, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 3) store_row(c + 3 * ldc, c30, c31, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 4) store_row(c + 4 * ldc, c40, c41, vlo, vhi, clamp, nr, mask0, mask1);
+  if constexpr (MR > 5) store_row(c + 5 * ldc, c50, c51, vlo, vhi, clamp, nr, mask0, mask1);
+}
+
+// The last panel when n % 16 leaves it 8 columns or fewer (n = 24, 40, ...): 8 rows x 8 columns, the same eight
+// independent sums per k step as the 6x16 tile, without multiplying the panel's padding half.
+template <bool Indirect, int MR>
+__attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const void* a, size_t a_stride,
+                                                            size_t seg_k, const float* panel, const float* bias,
+                                                            float lo, float hi, float* c, size_t ldc, size_t nr,
+                                                            bool accumulate, bool clamp) {
+  const __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 b = _mm256_loadu_ps(bias);
+  __m256 acc[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i] = accumulate ? _mm256_maskload_ps(c + i * ldc, mask) : b;
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    const float* rows[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) rows[i] = row_segment<Indirect, MR>(a, a_stride, i, s);
+    for (size_t p = 0; p < seg_k; ++p) {
+      const __m256 w = _mm256_loadu_ps(panel);
+      panel += kNr;
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(rows[i] + p), w, acc[i]);
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m256 v = clamp ? _mm256_min_ps(_mm256_max_ps(acc[i], vlo), vhi) : acc[i];
+    _mm256_maskstore_ps(c + i * ldc, mask, v);
+  }
+}
+#endif
+
+using Kernel = void (*)(size_t, const void*, size_t, size_t, const float*, const float*, float, float, float*, size_t,
+                        size_t, bool, bool);
+
+template <bool Indirect>
+Kernel kernel_for(size_t mr) {
+#ifdef ETNP_GEMM_AVX2
+  if (has_avx2_fma()) {
+    static constexpr Kernel kAvx2[] = {nullptr,
+                                       kernel_avx2<Indirect, 1>,
+                                       kernel_avx2<Indirect, 2>,
+                                       kernel_avx2<Indirect, 3>,
+                                       kernel_avx2<Indirect, 4>,
+                                       kernel_avx2<Indirect, 5>,
+                                       kernel_avx2<Indirect, 6>};
+    return kAvx2[mr];
+  }
+#endif
+  static constexpr Kernel kGeneric[] = {nullptr,
+                                        kernel_generic<Indirect, 1>,
+                                        kernel_generic<Indirect, 2>,
+                                        kernel_generic<Indirect, 3>,
+                                        kernel_generic<Indirect, 4>,
+                                        kernel_generic<Indirect, 5>,
+                                        kernel_generic<Indirect, 6>};
+  return kGeneric[mr];
+}
+
+// One panel's tiles over `rows` rows: 6x16 tiles, or 8x8 ones for a last panel of 8 columns or fewer. `a` is
+// the matrix (direct) or the row pointers (indirect); row r's tile starts at a + r * a_stride either way.
+template <bool Indirect, typename A>
+void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k, const float* panel,
+               const GemmPanelOut& out) {
+  alignas(32) static constexpr float kZero[kNr] = {};
+  const float* bias = out.bias != nullptr ? out.bias : kZero;
+  const size_t nr = out.cols;
+#ifdef ETNP_GEMM_AVX2
+  if (nr <= 8 && has_avx2_fma()) {
+    static constexpr Kernel kNarrow[] = {nullptr,
+                                         kernel_narrow_avx2<Indirect, 1>,
+                                         kernel_narrow_avx2<Indirect, 2>,
+                                         kernel_narrow_avx2<Indirect, 3>,
+                                         kernel_narrow_avx2<Indirect, 4>,
+                                         kernel_narrow_avx2<Indirect, 5>,
+                                         kernel_narrow_avx2<Indirect, 6>,
+                                         kernel_narrow_avx2<Indirect, 7>,
+                                         kernel_narrow_avx2<Indirect, 8>};
+    for (size_t r = 0; r < rows; r += kMrNarrow) {
+      kNarrow[std::min(kMrNarrow, rows - r)](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi,
+                                             out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp);
+    }
+    return;
+  }
+#endif
+  for (size_t r = 0; r < rows; r += kMr) {
+    kernel_for<Indirect>(std::min(kMr, rows - r))(segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo,
+                                                  out.hi, out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp);
+  }
+}
+
+}  // namespace
+
+void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
+                    const GemmPanelOut& out) {
+  run_panel<false>(a, a_stride, rows, 1, k, panel, out);
+}
+
+void gemm_panel_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,
+                             const float* panel, const GemmPanelOut& out) {
+  run_panel<true>(a, a_stride, rows, segs, seg_k, panel, out);
+}
+
+}  // namespace etnp::compute

@@ -1,0 +1,38 @@
+// The fp32 GEMM micro-kernels, shared by the blocked GEMM for operands that change per call (gemm.h) and the
+// one with weights packed at load (packed_gemm.h): rows of A times one panel of 16 columns of B, in 6x16 tiles
+// of twelve AVX2/FMA accumulators (8x8 ones for a last panel of 8 columns or fewer), or portable loops on CPUs
+// without AVX2 and FMA (core/cpu_features.h).
+#pragma once
+
+#include <cstddef>
+
+namespace etnp::compute {
+
+/// Columns of a panel of B, stored [k][16] (row p of the panel is 16 consecutive floats).
+inline constexpr size_t kGemmPanel = 16;
+/// Rows of A in one register tile: the unit callers split rows in.
+inline constexpr size_t kGemmTileRows = 6;
+
+/// Where a panel's results go: c[r * ldc + j] for j < cols (at most 16; the panel's columns past them are
+/// padding, never read back). The sums start at c's values when `accumulate` (an earlier K block),
+/// else at bias[j] (16 floats; nullptr for zeros). With `clamp` each result is clamped to [lo, hi].
+struct GemmPanelOut {
+  float* c = nullptr;
+  size_t ldc = 0;
+  size_t cols = kGemmPanel;
+  const float* bias = nullptr;
+  bool accumulate = false;
+  bool clamp = false;
+  float lo = 0.0f, hi = 0.0f;
+};
+
+/// C[rows x cols] (+)= A[rows x k] * panel[k x 16], row r of A being the k floats at a + r * a_stride.
+void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
+                    const GemmPanelOut& out);
+
+/// The same with indirect rows: row r of A is `segs` runs of seg_k floats, run s starting at a[r * a_stride + s]
+/// (a convolution points them into its input); the panel holds the runs' weights one after another.
+void gemm_panel_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,
+                             const float* panel, const GemmPanelOut& out);
+
+}  // namespace etnp::compute

@@ -1,0 +1,10 @@
+// The instruction set the vector kernels may use on this CPU, decided once (by cpuinfo) for the whole process.
+#pragma once
+
+namespace etnp {
+
+/// True on x86-64 CPUs with both AVX2 and FMA3, the one vector level the hand-written kernels target (their
+/// AVX2 code is compiled with target("avx2,fma")); false elsewhere, where the portable loops run.
+bool has_avx2_fma();
+
+}  // namespace etnp
