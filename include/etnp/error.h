@@ -7,13 +7,20 @@
 
 namespace etnp {
 
+/// Every kind of failure, X(Name): the one list that ErrorKind, error_kind_name() (the name is the
+/// enumerator's) and the Python binding's exception classes (one per name) are expanded from.
+#define ETNP_ERROR_KINDS(X)                                                                                    \
+  X(ProgramLoadError)    /* The file (or its .ptd data) is not a valid program, or a payload is malformed. */  \
+  X(BackendNotAvailable) /* The program delegates to a backend this build does not have. */                    \
+  X(OperatorNotFound)    /* The program calls operators this build does not have. */                           \
+  X(ExecutionError)      /* A kernel or delegate failed while running. */                                      \
+  X(InvalidArgument)     /* The caller passed a bad input, method name or option. */
+
 /// The category of a failure; the CLI prints it and the Python package maps it to an exception class.
 enum class ErrorKind : uint8_t {
-  ProgramLoadError,     ///< The file (or its .ptd data) is not a valid program, or a payload is malformed.
-  BackendNotAvailable,  ///< The program delegates to a backend this build does not have.
-  OperatorNotFound,     ///< The program calls operators this build does not have.
-  ExecutionError,       ///< A kernel or delegate failed while running.
-  InvalidArgument,      ///< The caller passed a bad input, method name or option.
+#define ETNP_ERROR_KIND_ENUMERATOR(name) name,
+  ETNP_ERROR_KINDS(ETNP_ERROR_KIND_ENUMERATOR)
+#undef ETNP_ERROR_KIND_ENUMERATOR
 };
 
 const char* error_kind_name(ErrorKind kind);

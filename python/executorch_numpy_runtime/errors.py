@@ -21,8 +21,8 @@ class ExecuTorchError(Exception):
     """Base class of every error the runtime raises.
 
     Attributes:
-        kind: the runtime's error kind: ``"ProgramLoadError"``, ``"BackendNotAvailable"``, ``"OperatorNotFound"``,
-            ``"ExecutionError"`` or ``"InvalidArgument"``.
+        kind: the runtime's error kind, the name of the C++ ``etnp::ErrorKind`` (a key of :data:`ERROR_CLASSES`;
+            a :class:`MethodNotFoundError` has kind ``"InvalidArgument"``).
         detail: the message without the context prefix.
         method: name of the method involved.
         instruction: index of the failing instruction.
@@ -85,7 +85,9 @@ class MethodNotFoundError(ExecuTorchError, KeyError):
         return self.message
 
 
-#: Which class each runtime error kind raises (the extension looks the classes up here).
+#: Which class each runtime error kind raises: one per C++ ``etnp::ErrorKind`` (``_C._error_kinds()``) and one for
+#: ``"MethodNotFound"``. The classes are defined here, not made by the extension, so that they exist (and document
+#: themselves) before it loads; the extension rejects this table at import when a kind has no class.
 ERROR_CLASSES = {
     "ProgramLoadError": ProgramLoadError,
     "BackendNotAvailable": BackendNotAvailable,

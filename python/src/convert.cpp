@@ -46,7 +46,6 @@ void set_error_classes(const py::dict& classes) {
 }
 
 void raise_error(const Error& error) {
-  const char* key = error.kind() == ErrorKind::InvalidArgument ? "InvalidArgument" : error_kind_name(error.kind());
   const ErrorContext& c = error.context();
   py::dict attributes;
   attributes["kind"] = error_kind_name(error.kind());
@@ -56,7 +55,7 @@ void raise_error(const Error& error) {
   attributes["operator"] = optional_str(c.op);
   attributes["backend"] = optional_str(c.backend);
   attributes["input_index"] = optional_int(c.input_index);
-  set_python_error(error_class(key), error.what(), attributes);
+  set_python_error(error_class(error_kind_name(error.kind())), error.what(), attributes);
 }
 
 void raise_method_not_found(const MethodNotFound& error) {
@@ -76,65 +75,44 @@ void set_bfloat16_dtype(py::object dtype) {
 
 bool bfloat16_is_native() { return g_bfloat16_dtype != nullptr && *g_bfloat16_dtype; }
 
+namespace {
+
+// The element types numpy has, under the names of the scalar-type table (etnp/scalar_type.h): bfloat16 is
+// ml_dtypes' dtype of that name where it is installed, raw uint16 bits otherwise.
+constexpr ScalarType kNumpyTypes[] = {
+    ScalarType::Float, ScalarType::Double, ScalarType::Half,   ScalarType::BFloat16, ScalarType::Long,
+    ScalarType::Int,   ScalarType::Short,  ScalarType::Char,   ScalarType::Byte,     ScalarType::UInt16,
+    ScalarType::UInt32, ScalarType::UInt64, ScalarType::Bool};
+
+bool has_numpy_dtype(ScalarType type) {
+  return std::find(std::begin(kNumpyTypes), std::end(kNumpyTypes), type) != std::end(kNumpyTypes);
+}
+
+}  // namespace
+
 std::optional<ScalarType> scalar_type_of(const py::dtype& dtype) {
-  const char kind = dtype.kind();
-  const py::ssize_t size = dtype.itemsize();
-  switch (kind) {
-    case 'b': return ScalarType::Bool;
-    case 'f':
-      if (size == 2) return ScalarType::Half;
-      if (size == 4) return ScalarType::Float;
-      if (size == 8) return ScalarType::Double;
-      return std::nullopt;
-    case 'i':
-      if (size == 1) return ScalarType::Char;
-      if (size == 2) return ScalarType::Short;
-      if (size == 4) return ScalarType::Int;
-      if (size == 8) return ScalarType::Long;
-      return std::nullopt;
-    case 'u':
-      if (size == 1) return ScalarType::Byte;
-      if (size == 2) return ScalarType::UInt16;
-      if (size == 4) return ScalarType::UInt32;
-      if (size == 8) return ScalarType::UInt64;
-      return std::nullopt;
-    case 'V':
-      // ml_dtypes registers bfloat16 as a user-defined (void-kind) dtype.
-      if (size == 2 && py::str(dtype.attr("name")).cast<std::string>() == "bfloat16") return ScalarType::BFloat16;
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
+  // numpy's names are the table's ("float32", "int64", "bool", ml_dtypes' "bfloat16"), whatever the byte order.
+  const std::optional<ScalarType> type = scalar_type_from_name(py::str(dtype.attr("name")).cast<std::string>());
+  if (!type || !has_numpy_dtype(*type)) return std::nullopt;
+  return type;
 }
 
 py::dtype numpy_dtype_of(ScalarType type, ErrorKind kind) {
-  switch (type) {
-    case ScalarType::Bool: return py::dtype("bool");
-    case ScalarType::Byte: return py::dtype("uint8");
-    case ScalarType::Char: return py::dtype("int8");
-    case ScalarType::Short: return py::dtype("int16");
-    case ScalarType::Int: return py::dtype("int32");
-    case ScalarType::Long: return py::dtype("int64");
-    case ScalarType::Half: return py::dtype("float16");
-    case ScalarType::Float: return py::dtype("float32");
-    case ScalarType::Double: return py::dtype("float64");
-    case ScalarType::UInt16: return py::dtype("uint16");
-    case ScalarType::UInt32: return py::dtype("uint32");
-    case ScalarType::UInt64: return py::dtype("uint64");
-    case ScalarType::BFloat16:
-      if (bfloat16_is_native()) return py::reinterpret_borrow<py::dtype>(*g_bfloat16_dtype);
-      return py::dtype("uint16");
-    default:
-      break;
+  if (type == ScalarType::BFloat16) {
+    if (bfloat16_is_native()) return py::reinterpret_borrow<py::dtype>(*g_bfloat16_dtype);
+    return py::dtype("uint16");
   }
-  throw Error(kind, "dtype " + std::string(scalar_type_name(type)) +
-                        " has no numpy equivalent (supported: float32, float64, float16, bfloat16, int64, int32, "
-                        "int16, int8, uint8, uint16, uint32, uint64, bool)");
+  if (has_numpy_dtype(type)) return py::dtype(std::string(scalar_type_name(type)));
+  std::string supported;
+  for (const std::string& name : supported_dtype_names()) supported += (supported.empty() ? "" : ", ") + name;
+  throw Error(kind, "dtype " + std::string(scalar_type_name(type)) + " has no numpy equivalent (supported: " +
+                        supported + ")");
 }
 
 std::vector<std::string> supported_dtype_names() {
-  return {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-          "uint8",   "uint16",  "uint32",  "uint64",   "bool"};
+  std::vector<std::string> names;
+  for (ScalarType type : kNumpyTypes) names.emplace_back(scalar_type_name(type));
+  return names;
 }
 
 // --- Inputs ---------------------------------------------------------------------------------------------------

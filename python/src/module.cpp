@@ -405,13 +405,10 @@ PYBIND11_MODULE(_C, m) {
 
   // ScalarType is a Python IntEnum (made by __init__.py from these names) so that it compares equal to ints.
   m.def("_scalar_type_names", [] {
-    static const char* const kNames[kNumScalarTypes] = {
-        "Byte",    "Char",    "Short",   "Int",     "Long",          "Half",          "Float",           "Double",
-        "ComplexHalf", "ComplexFloat", "ComplexDouble", "Bool",  "QInt8", "QUInt8", "QInt32", "BFloat16",
-        "QUInt4x2", "QUInt2x4", "Bits1x8", "Bits2x4", "Bits4x2", "Bits8", "Bits16", "Float8_e5m2", "Float8_e4m3fn",
-        "Float8_e5m2fnuz", "Float8_e4m3fnuz", "UInt16", "UInt32", "UInt64"};
     py::list names;
-    for (int i = 0; i < kNumScalarTypes; ++i) names.append(py::make_tuple(kNames[i], i));
+    for (int i = 0; i < kNumScalarTypes; ++i) {
+      names.append(py::make_tuple(std::string(scalar_type_enumerator_name(static_cast<ScalarType>(i))), i));
+    }
     return names;
   });
   m.def("_set_scalar_type_class", [](py::object cls) { set_scalar_type_class(std::move(cls)); });
@@ -512,7 +509,32 @@ PYBIND11_MODULE(_C, m) {
   m.def("_load_program_buffer", &load_program_buffer, py::arg("buffer"), py::arg("verification"),
         py::arg("enable_etdump"), py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"));
 
-  m.def("_set_error_classes", &set_error_classes);
+  // One exception class per etnp::ErrorKind (ETNP_ERROR_KINDS) and one for MethodNotFound: errors.py's
+  // ERROR_CLASSES, checked here so that a kind added to the C++ list without a class fails the import.
+  m.def("_error_kinds", [] {
+    py::list kinds;
+#define ETNP_ERROR_KIND_APPEND(name) kinds.append(#name);
+    ETNP_ERROR_KINDS(ETNP_ERROR_KIND_APPEND)
+#undef ETNP_ERROR_KIND_APPEND
+    return kinds;
+  }, "The names of the C++ error kinds, in declaration order.");
+  m.def("_set_error_classes", [](const py::dict& classes) {
+    for (const char* key : {
+#define ETNP_ERROR_KIND_KEY(name) #name,
+             ETNP_ERROR_KINDS(ETNP_ERROR_KIND_KEY)
+#undef ETNP_ERROR_KIND_KEY
+                 "MethodNotFound"}) {
+      if (!classes.contains(key)) throw py::key_error(std::string("no exception class for error kind ") + key);
+    }
+    set_error_classes(classes);
+  });
+  m.def("_raise_error_of_kind", [](const std::string& kind, const std::string& detail) {
+#define ETNP_ERROR_KIND_THROW(name) \
+  if (kind == #name) throw Error(ErrorKind::name, detail);
+    ETNP_ERROR_KINDS(ETNP_ERROR_KIND_THROW)
+#undef ETNP_ERROR_KIND_THROW
+    throw py::value_error("no error kind '" + kind + "'");
+  }, py::arg("kind"), py::arg("detail"), "Throws an etnp::Error of `kind` (the tests of the translation use it).");
   m.def("_set_bfloat16_dtype", &set_bfloat16_dtype);
   m.def("_supported_dtypes", &supported_dtype_names);
 

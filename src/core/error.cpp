@@ -4,11 +4,10 @@ namespace etnp {
 
 const char* error_kind_name(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::ProgramLoadError: return "ProgramLoadError";
-    case ErrorKind::BackendNotAvailable: return "BackendNotAvailable";
-    case ErrorKind::OperatorNotFound: return "OperatorNotFound";
-    case ErrorKind::ExecutionError: return "ExecutionError";
-    case ErrorKind::InvalidArgument: return "InvalidArgument";
+#define ETNP_ERROR_KIND_CASE(name) \
+  case ErrorKind::name: return #name;
+    ETNP_ERROR_KINDS(ETNP_ERROR_KIND_CASE)
+#undef ETNP_ERROR_KIND_CASE
   }
   return "Error";
 }

@@ -5,64 +5,71 @@
 namespace etnp {
 namespace {
 
+enum class Category : uint8_t { Integral, Floating, Bool, Other };
+
 struct TypeRow {
+  int code;
+  std::string_view enumerator;
   std::string_view name;
   size_t size;
+  Category category;
 };
 
-// Indexed by the ScalarType value.
+// ETNP_SCALAR_TYPES, indexed by the ScalarType value.
 constexpr std::array<TypeRow, kNumScalarTypes> kTypes = {{
-    {"uint8", 1},         {"int8", 1},           {"int16", 2},         {"int32", 4},
-    {"int64", 8},         {"float16", 2},        {"float32", 4},       {"float64", 8},
-    {"complex32", 4},     {"complex64", 8},      {"complex128", 16},   {"bool", 1},
-    {"qint8", 1},         {"quint8", 1},         {"qint32", 4},        {"bfloat16", 2},
-    {"quint4x2", 1},      {"quint2x4", 1},       {"bits1x8", 1},       {"bits2x4", 1},
-    {"bits4x2", 1},       {"bits8", 1},          {"bits16", 2},        {"float8_e5m2", 1},
-    {"float8_e4m3fn", 1}, {"float8_e5m2fnuz", 1}, {"float8_e4m3fnuz", 1}, {"uint16", 2},
-    {"uint32", 4},        {"uint64", 8},
+#define ETNP_SCALAR_TYPE_ROW(enumerator, code, name, bytes, category) \
+  {code, #enumerator, name, bytes, Category::category},
+    ETNP_SCALAR_TYPES(ETNP_SCALAR_TYPE_ROW)
+#undef ETNP_SCALAR_TYPE_ROW
 }};
+
+constexpr bool numbered_in_order() {
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    if (kTypes[i].code != i) return false;
+  }
+  return true;
+}
+static_assert(numbered_in_order(), "ETNP_SCALAR_TYPES must list the codes 0, 1, 2, ... in order");
+
+const TypeRow* row_of(ScalarType type) {
+  const int v = static_cast<int>(type);
+  return is_valid_scalar_type(v) ? &kTypes[v] : nullptr;
+}
 
 }  // namespace
 
 bool is_valid_scalar_type(int value) { return value >= 0 && value < kNumScalarTypes; }
 
 size_t element_size(ScalarType type) {
-  int v = static_cast<int>(type);
-  return is_valid_scalar_type(v) ? kTypes[v].size : 0;
+  const TypeRow* row = row_of(type);
+  return row != nullptr ? row->size : 0;
 }
 
 std::string_view scalar_type_name(ScalarType type) {
-  int v = static_cast<int>(type);
-  return is_valid_scalar_type(v) ? kTypes[v].name : std::string_view("invalid");
+  const TypeRow* row = row_of(type);
+  return row != nullptr ? row->name : std::string_view("invalid");
+}
+
+std::string_view scalar_type_enumerator_name(ScalarType type) {
+  const TypeRow* row = row_of(type);
+  return row != nullptr ? row->enumerator : std::string_view("invalid");
 }
 
 std::optional<ScalarType> scalar_type_from_name(std::string_view name) {
-  for (int i = 0; i < kNumScalarTypes; ++i) {
-    if (kTypes[i].name == name) return static_cast<ScalarType>(i);
+  for (const TypeRow& row : kTypes) {
+    if (row.name == name) return static_cast<ScalarType>(row.code);
   }
   return std::nullopt;
 }
 
 bool is_floating_type(ScalarType t) {
-  return t == ScalarType::Half || t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::BFloat16;
+  const TypeRow* row = row_of(t);
+  return row != nullptr && row->category == Category::Floating;
 }
 
 bool is_integral_type(ScalarType t, bool include_bool) {
-  switch (t) {
-    case ScalarType::Byte:
-    case ScalarType::Char:
-    case ScalarType::Short:
-    case ScalarType::Int:
-    case ScalarType::Long:
-    case ScalarType::UInt16:
-    case ScalarType::UInt32:
-    case ScalarType::UInt64:
-      return true;
-    case ScalarType::Bool:
-      return include_bool;
-    default:
-      return false;
-  }
+  const TypeRow* row = row_of(t);
+  return row != nullptr && (row->category == Category::Integral || (include_bool && row->category == Category::Bool));
 }
 
 }  // namespace etnp

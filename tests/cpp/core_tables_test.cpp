@@ -1,0 +1,101 @@
+// The process-wide facts of src/core that every layer reads: the CPU's vector level, the scalar-type table and
+// the list of error kinds.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "core/cpu_features.h"
+#include "etnp/error.h"
+#include "etnp/scalar_type.h"
+
+namespace etnp {
+namespace {
+
+// The flags of the first processor in /proc/cpuinfo; empty where there is no such file.
+std::set<std::string> proc_cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+TEST(CpuFeatures, AgreesWithProcCpuinfo) {
+#if defined(__x86_64__) || defined(__i386__)
+  const std::set<std::string> flags = proc_cpu_flags();
+  if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+  EXPECT_EQ(has_avx2_fma(), flags.count("avx2") == 1 && flags.count("fma") == 1);
+#else
+  EXPECT_FALSE(has_avx2_fma());  // the base level off x86
+#endif
+  EXPECT_EQ(has_avx2_fma(), has_avx2_fma());  // decided once
+}
+
+TEST(ScalarTypeTable, EveryTypeRoundTripsThroughItsNames) {
+  std::set<std::string_view> names, enumerators;
+  for (int code = 0; code < kNumScalarTypes; ++code) {
+    const auto type = static_cast<ScalarType>(code);
+    ASSERT_TRUE(is_valid_scalar_type(code));
+    const std::string_view name = scalar_type_name(type);
+    EXPECT_EQ(scalar_type_from_name(name), type) << name;
+    EXPECT_TRUE(names.insert(name).second) << "duplicate name " << name;
+    EXPECT_TRUE(enumerators.insert(scalar_type_enumerator_name(type)).second);
+    EXPECT_GT(element_size(type), 0u) << name;
+  }
+  EXPECT_EQ(kNumScalarTypes, 30);  // the .pte format's codes 0..29
+  EXPECT_FALSE(is_valid_scalar_type(kNumScalarTypes));
+  EXPECT_FALSE(is_valid_scalar_type(-1));
+  EXPECT_EQ(scalar_type_name(static_cast<ScalarType>(kNumScalarTypes)), "invalid");
+  EXPECT_EQ(element_size(static_cast<ScalarType>(kNumScalarTypes)), 0u);
+  EXPECT_EQ(scalar_type_from_name("Float"), std::nullopt);  // enumerator names are not dtype names
+}
+
+TEST(ScalarTypeTable, RowsMatchTheFormat) {
+  // Spot checks against c10's numbering and sizes (the format's): a shifted or mistyped row shows here.
+  EXPECT_EQ(scalar_type_name(ScalarType::Float), "float32");
+  EXPECT_EQ(scalar_type_enumerator_name(ScalarType::Float), "Float");
+  EXPECT_EQ(static_cast<int>(ScalarType::Bool), 11);
+  EXPECT_EQ(static_cast<int>(ScalarType::BFloat16), 15);
+  EXPECT_EQ(static_cast<int>(ScalarType::UInt64), 29);
+  EXPECT_EQ(element_size(ScalarType::ComplexDouble), 16u);
+  EXPECT_EQ(element_size(ScalarType::Half), 2u);
+  EXPECT_EQ(element_size(ScalarType::Long), 8u);
+  EXPECT_EQ(scalar_type_name(ScalarType::Float8_e4m3fnuz), "float8_e4m3fnuz");
+  for (ScalarType t : {ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::BFloat16}) {
+    EXPECT_TRUE(is_floating_type(t)) << scalar_type_name(t);
+    EXPECT_FALSE(is_integral_type(t, true)) << scalar_type_name(t);
+  }
+  for (ScalarType t : {ScalarType::Byte, ScalarType::Char, ScalarType::Short, ScalarType::Int, ScalarType::Long,
+                       ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64}) {
+    EXPECT_TRUE(is_integral_type(t, false)) << scalar_type_name(t);
+    EXPECT_FALSE(is_floating_type(t)) << scalar_type_name(t);
+  }
+  EXPECT_TRUE(is_integral_type(ScalarType::Bool, true));
+  EXPECT_FALSE(is_integral_type(ScalarType::Bool, false));
+  for (ScalarType t : {ScalarType::ComplexFloat, ScalarType::QInt8, ScalarType::Bits8, ScalarType::Float8_e5m2}) {
+    EXPECT_FALSE(is_floating_type(t)) << scalar_type_name(t);
+    EXPECT_FALSE(is_integral_type(t, true)) << scalar_type_name(t);
+  }
+}
+
+TEST(ErrorKinds, EachKindIsNamedAfterItsEnumerator) {
+  std::set<std::string> names;
+#define ETNP_ERROR_KIND_CHECK(name)                                  \
+  EXPECT_STREQ(error_kind_name(ErrorKind::name), #name);             \
+  EXPECT_EQ(Error(ErrorKind::name, "d").kind(), ErrorKind::name);    \
+  names.insert(#name);
+  ETNP_ERROR_KINDS(ETNP_ERROR_KIND_CHECK)
+#undef ETNP_ERROR_KIND_CHECK
+  EXPECT_TRUE(names.count("InvalidArgument"));
+}
+
+}  // namespace
+}  // namespace etnp
