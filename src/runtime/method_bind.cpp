@@ -206,8 +206,8 @@ void Method::Impl::find_output_refusals(const runtime::UseAnalysis& refs) {
   // shares (an input, a second output, a view, a move target) would not redirect what the method writes.
   std::vector<bool> view_output(values.size(), false);
   for (const Instruction& ins : instructions) {
-    if (ins.kind == Instruction::Kind::Kernel && ins.name->starts_with("executorch_prim::et_view") &&
-        ins.args.size() >= 3 && ins.args[2] >= values.data() && ins.args[2] < values.data() + values.size()) {
+    if (ins.kind == Instruction::Kind::Kernel && ins.view && ins.args[2] >= values.data() &&
+        ins.args[2] < values.data() + values.size()) {
       view_output[static_cast<size_t>(ins.args[2] - values.data())] = true;
     }
   }

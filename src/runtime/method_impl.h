@@ -36,6 +36,7 @@ struct Instruction {
   /// program): check before calling instead of letting the kernel dereference null.
   bool check_storage = false;
   int32_t skip_check_arg = -1;  // et_view's output, which the kernel itself points at storage
+  bool view = false;            // an et_view call (runtime::is_view_operator) with its output at args[2]
 };
 
 struct UseAnalysis;  // use_analysis.h

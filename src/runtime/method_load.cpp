@@ -100,7 +100,7 @@ void Method::Impl::build_values() {
         if (instr->instr_args_type() != fb::InstructionArguments::KernelCall) continue;
         const auto* k = instr->instr_args_as_KernelCall();
         const auto* op = ops->Get(k->op_index());
-        if (op->name()->string_view() == "executorch_prim::et_view" && k->args()->size() >= 3) {
+        if (runtime::is_view_operator(*op) && k->args()->size() >= 3) {
           view_outputs.insert(k->args()->Get(2));
         }
       }
@@ -313,6 +313,7 @@ void Method::Impl::build_instructions() {
         ins.fn = entry->fn;
         ins.name = &names[k->op_index()];
         ins.args = bind_args(k->args());
+        ins.view = runtime::is_view_operator(*plan->operators()->Get(k->op_index())) && ins.args.size() >= 3;
         where.op = *ins.name;
         if (entry->num_args >= 0 && static_cast<size_t>(entry->num_args) != ins.args.size()) {
           throw Error(ErrorKind::ProgramLoadError,
@@ -384,16 +385,10 @@ void Method::Impl::build_delegates() {
     ErrorContext where = context();
     where.backend = id;
     std::shared_ptr<Backend> backend = find_backend(id);
+    // Program::load_method asked load_verdict first, which names every missing backend with the available
+    // ones; this only keeps a registry changed since then from being dereferenced.
     if (!backend || !backend->is_available()) {
-      std::string available;
-      for (const auto& name : registered_backend_names()) {
-        auto b = find_backend(name);
-        if (b && b->is_available()) available += (available.empty() ? "" : ", ") + name;
-      }
-      throw Error(ErrorKind::BackendNotAvailable,
-                  "the program delegates to backend '" + id + "', which is not available in this runtime (available: " +
-                      (available.empty() ? "none" : available) + ")",
-                  where);
+      throw Error(ErrorKind::BackendNotAvailable, "backend '" + id + "' is not available in this runtime", where);
     }
     // The same context, specs and supports() question as Program::load_verdict (runtime/verdict.h).
     const std::vector<CompileSpec> specs = runtime::delegate_compile_specs(*d);

@@ -219,13 +219,13 @@ void Method::Impl::mark_storage_checks() {
       Tensor& t = values[ins.a].to_tensor();
       freed_storage.emplace_back(&t, t.data());
     }
-    if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default" && ins.args.size() >= 3) {
+    if (ins.kind == Instruction::Kind::Kernel && ins.view) {
       maybe_null[ins.args[2] - values.data()] = true;
     }
   }
   for (auto& ins : instructions) {
     if (ins.kind != Instruction::Kind::Kernel && ins.kind != Instruction::Kind::Delegate) continue;
-    if (ins.kind == Instruction::Kind::Kernel && *ins.name == "executorch_prim::et_view.default") ins.skip_check_arg = 2;
+    if (ins.kind == Instruction::Kind::Kernel && ins.view) ins.skip_check_arg = 2;
     for (size_t k = 0; k < ins.args.size(); ++k) {
       const EValue* v = ins.args[k];
       // Arguments outside the value table are constants made at load (fold_batch_norms): never null.

@@ -54,6 +54,10 @@ std::string composed_name(const fb::Operator& op) {
 
 std::string runtime::operator_name(const fb::Operator& op) { return composed_name(op); }
 
+bool runtime::is_view_operator(const fb::Operator& op) {
+  return op.name() != nullptr && op.name()->string_view() == "executorch_prim::et_view";
+}
+
 size_t Program::Impl::plan_index(std::string_view name) const {
   if (auto i = file->find_plan(name)) return *i;
   std::string names;

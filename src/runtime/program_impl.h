@@ -34,5 +34,9 @@ namespace runtime {
 /// "namespace::name.overload": the operator's key in the kernel registry.
 std::string operator_name(const format::fb::Operator& op);
 
+/// Whether an operator (by name, with or without its overload) is executorch_prim::et_view, whose output
+/// aliases its input: it has no storage of its own until the view runs, and the kernel points it there.
+bool is_view_operator(const format::fb::Operator& op);
+
 }  // namespace runtime
 }  // namespace etnp

@@ -28,6 +28,8 @@ ALLOWED = {
     "python": {"core", "format", "runtime"},
     "tools": {"core", "format", "compute", "kernels", "backends/xnnpack", "runtime"},
 }
+# Layers above the runtime that use it only through its public API (include/etnp/), never runtime/*.h.
+API_ONLY = {"cli", "python"}
 # CMake library target -> layer.
 TARGETS = {
     "etnp_core": "core", "etnp_format": "format", "etnp_compute": "compute", "etnp_kernels": "kernels",
@@ -95,6 +97,10 @@ def check(root: pathlib.Path):
                 if not (path.parent / name).exists():
                     problems.append(f'{rel}:{line}: "{name}" is in no layer')
                 continue
+            if layer in API_ONLY and name.startswith("runtime/"):
+                problems.append(f'{rel}:{line}: {layer} includes "{name}", a runtime internal; {layer} uses the '
+                                f"runtime through include/etnp/ only")
+                continue
             if target != layer and target not in ALLOWED[layer]:
                 problems.append(f'{rel}:{line}: {layer} includes "{name}" of {target}, which {layer} may not use')
     cmake = (root / "CMakeLists.txt").read_text()
@@ -119,10 +125,13 @@ def self_test():
         (root / "src/kernels/add.cpp").write_text('#include "kernels/add.h"\n#include "runtime/method.h"\n')
         (root / "src/kernels/add.h").write_text("#include <xnnpack.h>\n")
         (root / "src/runtime/method.cpp").write_text('#include "kernels/add.h"\n#include "etnp/program.h"\n')
+        (root / "python/src").mkdir(parents=True)
+        (root / "python/src/module.cpp").write_text('#include "etnp/program.h"\n#include "runtime/method_impl.h"\n')
         (root / "CMakeLists.txt").write_text("etnp_layer(etnp_kernels SOURCES a.cpp DEPS etnp_runtime)\n")
         problems = check(root)
         expected = ['src/kernels/add.cpp:2: kernels includes "runtime/method.h"',
                     "src/kernels/add.h:1: <xnnpack.h> belongs to backends/xnnpack",
+                    'python/src/module.cpp:2: python includes "runtime/method_impl.h", a runtime internal',
                     "CMakeLists.txt: etnp_kernels links etnp_runtime"]
         missing = [e for e in expected if not any(p.startswith(e) for p in problems)]
         if missing or len(problems) != len(expected):
