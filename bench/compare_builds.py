@@ -6,7 +6,7 @@
     /usr/bin/python3 bench/compare_builds.py --base /tmp/etnp-base/build/etnp --new build/etnp \\
         [--rounds 5] [--threads 1 --threads 2] [--only SUBSTRING]...
 
-Rows are the programs of ../shared/fixtures/benchmarks.json with their stored inputs. Each round times every
+Rows are the programs of ../shared/fixtures/benchmarks.json with their stored inputs (id:case). Each round times every
 row with both builds (`etnp bench --json`), in alternating order (base first in even rounds, new first in odd
 ones), so that drift and a neighbour's load hit both alike. Per row and thread count it prints both medians
 of the round medians, their ratio new / base, and the spread of the per-round ratios; a ratio whose whole
@@ -24,14 +24,13 @@ from run_benchmarks import etnp_bench  # noqa: E402  (the one way this project t
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def rows(fixtures, only):
+def rows(fixtures):
     with open(os.path.join(fixtures, "benchmarks.json")) as f:
         entries = json.load(f)["entries"]
     for e in entries:
-        if only and not any(s in e["id"] for s in only):
-            continue
         inputs = [os.path.join(fixtures, e["inputs"].replace("<i>", str(i))) for i in range(len(e["input_shapes"]))]
-        yield {"id": e["id"], "pte": os.path.join(fixtures, e["file"]), "method": e["method"], "inputs": inputs,
+        case = os.path.basename(os.path.dirname(e["inputs"]))  # forward, forward__b8, ...
+        yield {"id": f'{e["id"]}:{case}', "pte": os.path.join(fixtures, e["file"]), "method": e["method"], "inputs": inputs,
                "data": [os.path.join(fixtures, d) for d in e.get("data_files", [])]}
 
 
@@ -48,7 +47,7 @@ def main():
     parser.add_argument("--noise", type=float, default=0.05, help="ratio margin read as noise (default 5%%)")
     args = parser.parse_args()
     threads = args.threads or [1, 2]
-    table = list(rows(args.fixtures, args.only))
+    table = [r for r in rows(args.fixtures) if not args.only or any(s in r["id"] for s in args.only)]
     if not table:
         sys.exit("no rows: check --fixtures and --only")
     medians = {}  # (row id, threads, build) -> [round medians]
