@@ -9,10 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "etnp/error.h"
 #include "etnp/etnp.h"
 #include "format/npy.h"
 
 namespace etnp::testing {
+
+/// The etnp::Error that f() throws (a test failure when it throws none).
+template <typename F>
+Error expect_error(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an etnp::Error";
+  return Error(ErrorKind::ExecutionError, "none");
+}
 
 /// The fixtures folder, or empty when absent ($ETNP_FIXTURES overrides the build-time default).
 std::string fixtures_dir();

@@ -7,21 +7,13 @@
 #include <vector>
 
 #include "tools/writer/writer.h"
+#include "fixtures.h"
 #include "writer_test_util.h"
 
 namespace etnp::writer_testing {
 namespace {
 
-template <typename F>
-Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an etnp::Error";
-  return Error(ErrorKind::ExecutionError, "none");
-}
+using ::etnp::testing::expect_error;
 
 // forward(x, y): outputs
 //   0  x + y        unplanned, written by add: bindable

@@ -12,17 +12,6 @@ namespace {
 
 std::string path(const std::string& rel) { return fixtures_dir() + "/" + rel; }
 
-template <typename F>
-Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an etnp::Error";
-  return Error(ErrorKind::ExecutionError, "none");
-}
-
 TEST(Runtime, KvCacheStatePersistsAcrossCalls) {
   ETNP_REQUIRE_FIXTURES();
   const nlohmann::json* entry = manifest_entry("exported/tiny_llama_kv_portable");

@@ -15,6 +15,7 @@ namespace {
 using writer_testing::f32;
 using writer_testing::load_bytes;
 using writer_testing::TensorSpec;
+using writer_testing::external_weight_program;
 
 /// The error kind load_method reports for a verdict: a missing backend first (the official runtime
 /// initializes delegates before it resolves operators), then external data, then operators, then payloads.
@@ -136,21 +137,6 @@ TEST(LoadVerdict, NamesWhatTheManifestExpects) {
 }
 
 // --- Programs written for each reason ------------------------------------------------------------------
-
-std::vector<uint8_t> external_weight_program() {
-  format::ProgramWriter w;
-  auto& m = w.add_method("forward");
-  TensorSpec spec = f32({2, 3});
-  spec.name = "layer.weight";
-  const std::vector<float> weight = {1, 2, 3, 4, 5, 6};
-  const int32_t wv = m.external_tensor(spec, format::as_bytes(weight));
-  const int32_t x = m.planned_tensor(f32({2, 3}));
-  const int32_t y = m.planned_tensor(f32({2, 3}));
-  m.kernel("aten::add.out", {x, wv, m.int_value(1), y, y});
-  m.set_inputs({x});
-  m.set_outputs({y});
-  return w.serialize();
-}
 
 TEST(LoadVerdict, MissingPtd) {
   const Program p = load_bytes(external_weight_program());

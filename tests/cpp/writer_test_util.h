@@ -70,4 +70,22 @@ inline std::vector<uint8_t> small_add_program(bool with_constant) {
   return w.serialize();
 }
 
+/// forward(x) = x + layer.weight, a [2, 3] float tensor whose data lives in external named data; with
+/// `ptd_out`, the .ptd that holds it.
+inline std::vector<uint8_t> external_weight_program(format::PtdWriter* ptd_out = nullptr) {
+  format::ProgramWriter w;
+  auto& m = w.add_method("forward");
+  TensorSpec spec = f32({2, 3});
+  spec.name = "layer.weight";
+  const std::vector<float> weight = {1, 2, 3, 4, 5, 6};
+  const int32_t wv = m.external_tensor(spec, format::as_bytes(weight));
+  const int32_t x = m.planned_tensor(f32({2, 3}));
+  const int32_t y = m.planned_tensor(f32({2, 3}));
+  m.kernel("aten::add.out", {x, wv, m.int_value(1), y, y});
+  m.set_inputs({x});
+  m.set_outputs({y});
+  if (ptd_out != nullptr) *ptd_out = w.external_data();
+  return w.serialize();
+}
+
 }  // namespace etnp::writer_testing
