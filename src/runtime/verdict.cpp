@@ -221,10 +221,13 @@ void throw_dependency_problems(const std::vector<LoadProblem>& problems, const s
 std::unique_ptr<DelegateHandle> init_delegate(Backend& backend, const BackendInitContext& ctx,
                                               std::span<const uint8_t> payload,
                                               std::span<const CompileSpec> compile_specs) {
+  // init() runs even on a rejected payload so that its own error kind (InvalidArgument for a bad option)
+  // reaches the caller; a payload init() accepts but supports() rejects is a backend bug, refused here.
   const SupportVerdict verdict = backend.supports(ctx, payload, compile_specs);
   auto handle = backend.init(ctx, payload, compile_specs);
   if (!verdict.supported()) {
-    throw Error(ErrorKind::ProgramLoadError, "the backend does not support this payload: " + joined(verdict.reasons, "; "));
+    throw Error(ErrorKind::ProgramLoadError,
+                "the backend does not support this payload: " + joined(verdict.reasons, "; "));
   }
   return handle;
 }
