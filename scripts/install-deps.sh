@@ -8,6 +8,7 @@ packages=(
   flatbuffers-compiler libflatbuffers-dev
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libfp16-dev libsleef-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy
+  systemtap-sdt-dev  # <sys/sdt.h>: the USDT probes (docs/tracing.md)
 )
 if [ "${1:-}" = "--test" ]; then
   packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev libssl-dev)

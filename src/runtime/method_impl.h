@@ -92,10 +92,11 @@ struct Method::Impl {
   void set_input(size_t index, const Value& value);  // method_bind.cpp
   void set_output_buffer(size_t index, void* data, size_t nbytes);
   Value output(size_t index) const;
-  void run();  // method_run.cpp
+  void run();  // method_run.cpp: run_instructions() between the execute probes (probes.h)
   ErrorContext context() const;
 
  private:
+  void run_instructions();  // method_run.cpp
   // method_load.cpp
   void build_values();
   void build_instructions();

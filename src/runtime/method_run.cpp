@@ -2,6 +2,7 @@
 #include "core/profiling.h"
 #include "etnp/program.h"
 #include "runtime/method_impl.h"
+#include "runtime/probes.h"
 
 namespace etnp {
 
@@ -38,6 +39,17 @@ void check_tensor_storage(const Instruction& ins) {
 }  // namespace
 
 void Method::Impl::run() {
+  ETNP_PROBE(execute_begin, meta.name.c_str());
+  try {
+    run_instructions();
+  } catch (const Error& e) {
+    ETNP_PROBE(execute_end, meta.name.c_str(), error_kind_name(e.kind()));
+    throw;
+  }
+  ETNP_PROBE(execute_end, meta.name.c_str(), "");
+}
+
+void Method::Impl::run_instructions() {
   for (size_t i = 0; i < input_set.size(); ++i) {
     if (!input_set[i]) {
       ErrorContext c = context();
@@ -78,7 +90,9 @@ void Method::Impl::run() {
             delegate_parts.clear();
             core::set_delegate_part_sink(&delegate_parts);
           }
+          ETNP_PROBE(delegate_begin, ins.name->c_str(), ins.a, meta.name.c_str());
           ins.backend->execute(*ins.delegate, ins.args);
+          ETNP_PROBE(delegate_end, ins.name->c_str(), ins.a, meta.name.c_str());
           core::set_delegate_part_sink(nullptr);
           break;
         case Instruction::Kind::Move:

@@ -2,6 +2,7 @@
 #include "format/bundled_program.h"
 #include "runtime/registry.h"
 #include "runtime/method_impl.h"
+#include "runtime/probes.h"
 #include "runtime/program_impl.h"
 #include "runtime/verdict.h"
 
@@ -104,6 +105,7 @@ std::shared_ptr<format::ByteSource> unwrap_bundled(std::shared_ptr<format::ByteS
 }  // namespace
 
 Program Program::Impl::open(std::shared_ptr<format::ByteSource> source, const LoadOptions& options) {
+  ETNP_PROBE(program_load_begin, source->name().c_str());
   source = unwrap_bundled(std::move(source));
   auto impl = std::make_shared<Impl>();
   impl->options = options;
@@ -122,6 +124,8 @@ Program Program::Impl::open(std::shared_ptr<format::ByteSource> source, const Lo
   std::vector<const NamedDataMap*> for_delegates = external;
   if (impl->file->named_data() != nullptr) for_delegates.push_back(impl->file->named_data());
   if (!for_delegates.empty()) impl->delegate_data = std::make_unique<format::MergedDataMap>(for_delegates);
+  ETNP_PROBE(program_load_end, impl->file->source().name().c_str(), impl->file->source().bytes().size(),
+             impl->file->num_plans());
   return Program(std::move(impl));
 }
 
@@ -159,9 +163,11 @@ std::unique_ptr<Method> Program::load_method(std::string_view name) const {
   const size_t index = impl_->plan_index(name);
   m->plan = &impl_->file->plan(index);
   m->meta = impl_->meta(index);
+  ETNP_PROBE(method_load_begin, m->meta.name.c_str());
   m->profiling = impl_->options.enable_profiling;
   runtime::throw_dependency_problems(runtime::dependency_problems(*m->plan, impl_->external_data.get()), m->meta.name);
   m->load();
+  ETNP_PROBE(method_load_end, m->meta.name.c_str());
   return std::unique_ptr<Method>(new Method(std::move(m)));
 }
 
