@@ -83,4 +83,13 @@ void register_backend(std::shared_ptr<Backend> backend);
 std::shared_ptr<Backend> find_backend(std::string_view name);
 std::vector<std::string> registered_backend_names();
 
+/// The process-wide cache of packed weights (XnnpackBackend option "weight_cache_enabled"): its live entries
+/// and their bytes. Each shared packing is counted here once, however many methods use it, and in no
+/// method's Method::load_time_bytes(); entries go when the last method using them is destroyed.
+struct PackedWeightCacheStats {
+  size_t entries = 0;
+  size_t bytes = 0;
+};
+PackedWeightCacheStats packed_weight_cache_stats();
+
 }  // namespace etnp

@@ -171,7 +171,9 @@ class Method {
   /// storage of unplanned tensors, constants computed at load (folded layouts and batch norms), weights that
   /// kernels packed, and what its delegates hold (DelegateHandle::bytes(): the XNNPACK delegate's copies of
   /// constants, the weights its own kernels packed and its intermediate arena once a run sized it; not the
-  /// weights packed inside XNNPACK operators, which the library does not report).
+  /// weights packed inside XNNPACK operators, which the library does not report). Packed weights shared
+  /// through the weight cache (XnnpackBackend option weight_cache_enabled) are in no method's figure: they
+  /// are counted once, by packed_weight_cache_stats() (etnp/backend.h).
   size_t load_time_bytes() const;
 
  private:

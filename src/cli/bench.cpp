@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/json_output.h"
+#include "etnp/backend.h"
 #include "etnp/threadpool.h"
 
 namespace etnp::cli {
@@ -105,6 +106,9 @@ int run_bench(Args& args) {
   double planned_mb = 0;
   for (int64_t b : method->meta().planned_buffer_sizes) planned_mb += static_cast<double>(b) / (1 << 20);
   const double load_time_mb = static_cast<double>(method->load_time_bytes()) / (1 << 20);
+  // Packed weights shared through the weight cache are counted there, once, and in no method.
+  const PackedWeightCacheStats shared = packed_weight_cache_stats();
+  const double shared_mb = static_cast<double>(shared.bytes) / (1 << 20);
 
   // Per-operator time, from the profile events of the timed iterations; separately, the parts of the delegate
   // calls that their backends reported (their time is already in the DELEGATE_CALL lines).
@@ -151,6 +155,7 @@ int run_bench(Args& args) {
     out["peak_rss_mb"] = peak_rss_mb();
     out["planned_mb"] = planned_mb;
     out["load_time_mb"] = load_time_mb;
+    out["shared_packed_mb"] = shared_mb;
     if (profile) {
       auto rows = [](const Totals& totals) {
         Json list = Json::array();
@@ -171,8 +176,13 @@ int run_bench(Args& args) {
               percentile(sorted, 0.9), percentile(sorted, 0.99), sorted.back());
   std::printf("  throughput %.1f runs/s, load %.1f ms, peak RSS %.1f MiB\n", 1000.0 / median, load_ms, peak_rss_mb());
   std::printf("  memory: planned %.2f MiB, made at load %.2f MiB (packed weights, folded constants, unplanned tensors, "
-              "delegates' copies and buffers)\n",
+              "delegates' copies and buffers)",
               planned_mb, load_time_mb);
+  if (shared.entries > 0) {
+    std::printf(", shared packed weights %.2f MiB in %zu entries (weight cache, counted once)", shared_mb,
+                shared.entries);
+  }
+  std::printf("\n");
   if (profile) {
     double total = 0;
     for (const auto& p : per_op) total += p.second.first;

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "compute/weight_cache.h"
+
 namespace etnp::compute {
 
 /// A depthwise convolution (dilation 1, one output per channel) over NHWC rows flattened to W*C floats. With C a
@@ -26,6 +28,11 @@ class DepthwiseConv {
            float out_max, float* out, std::vector<float>& scratch) const;
   /// Bytes of the repacked weights and bias.
   size_t bytes() const { return (weights_.size() + bias_.size()) * sizeof(float); }
+  /// Everything run() reads (geometry, weights, bias), for compute::WeightCache.
+  WeightBytes content() const {
+    return {bytes_of(c_),        bytes_of(kh_),       bytes_of(kw_),     bytes_of(sh_),    bytes_of(sw_),
+            bytes_of(pad_top_),  bytes_of(pad_left_), bytes_of(period_), bytes_of(weights_), bytes_of(bias_)};
+  }
 
  private:
   /// Outputs [0, left) and [right, out_w) of a row have taps outside the image.

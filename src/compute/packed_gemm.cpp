@@ -35,6 +35,13 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
   }
 }
 
+WeightBytes PackedGemm::content() const {
+  // The vectors' aligned parts only: where the alignment padding falls depends on the allocation.
+  const size_t panels = (n_ + kNr - 1) / kNr;
+  return {bytes_of(k_), bytes_of(n_), std::as_bytes(std::span<const float>(aligned(panels_), panels * k_ * kNr)),
+          std::as_bytes(std::span<const float>(aligned(bias_), panels * kNr))};
+}
+
 void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end,
                           float out_min, float out_max, float* out) const {
   // K in blocks whose weight panel stays in L1; rows in blocks whose inputs stay in L2 while every panel

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "compute/weight_cache.h"
+
 namespace etnp::compute {
 
 class PackedGemm {
@@ -20,6 +22,8 @@ class PackedGemm {
   size_t n() const { return n_; }
   /// Bytes of the packed weights and bias.
   size_t bytes() const { return (panels_.size() + bias_.size()) * sizeof(float); }
+  /// Everything run() reads (sizes, the aligned panels and bias), for compute::WeightCache.
+  WeightBytes content() const;
 
   /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
   /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.

@@ -605,7 +605,8 @@ TEST(XnnpackBackend, Options) {
   expect_invalid("num_threads", true);
   expect_invalid("no_such_option", int64_t{1});
   EXPECT_THROW(backend->get_option("no_such_option"), Error);
-  EXPECT_EQ(backend->option_names(), (std::vector<std::string>{"num_threads", "workspace_sharing_mode"}));
+  EXPECT_EQ(backend->option_names(),
+            (std::vector<std::string>{"num_threads", "workspace_sharing_mode", "weight_cache_enabled"}));
 }
 
 }  // namespace

@@ -13,13 +13,12 @@
 #include <vector>
 
 #include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_steps.h"
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
 #include "etnp/value.h"
 
 namespace etnp::xnn {
-
-class Step;
 
 /// What a built executor consists of, for tests and diagnostics.
 struct ExecutorStats {
@@ -49,7 +48,9 @@ class Executor {
   /// in `graph` need only be valid during the call. Throws etnp::Error(ProgramLoadError) with the first of
   /// check_graph's reasons.
   explicit Executor(Graph graph);
-  explicit Executor(CheckedGraph checked);
+  /// `share_weights`: the weights its own kernels pack are shared with every other executor through
+  /// compute::WeightCache (XnnpackBackend option weight_cache_enabled); bytes() then leaves them out.
+  explicit Executor(CheckedGraph checked, bool share_weights = false);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -62,9 +63,12 @@ class Executor {
   const ExecutorStats& stats() const { return stats_; }
   /// Bytes of the intermediate-value arena for the current input shapes.
   size_t arena_bytes() const { return arena_size_; }
-  /// Memory the executor holds: its copies of constants, the weights its own kernels packed and the arena
-  /// (once a run sized it). XNNPACK operators' packed weights are not included: the library does not report them.
-  size_t bytes() const { return constant_bytes_ + packed_bytes_ + arena_capacity_; }
+  /// Memory the executor holds alone: its copies of constants, the weights its own kernels packed unless they
+  /// are shared (then compute::WeightCache counts them, once) and the arena (once a run sized it). XNNPACK
+  /// operators' packed weights are not included: the library does not report them.
+  size_t bytes() const { return constant_bytes_ + packed_.own_bytes + arena_capacity_; }
+  /// The packings its own kernels use, in build order; with shared weights, equal ones are the same pointer.
+  const std::vector<const void*>& packed_weights() const { return packed_.objects; }
 
  private:
   struct AlignedDeleter {
@@ -82,7 +86,7 @@ class Executor {
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<AlignedBytes> constant_storage_;
   size_t constant_bytes_ = 0;  ///< in constant_storage_
-  size_t packed_bytes_ = 0;    ///< weights packed for the own kernels
+  PackedWeights packed_;       ///< weights packed for the own kernels
   std::vector<void*> constant_data_;  ///< Per value: the delegate's copy of a constant used at run time.
 
   std::vector<Shape> shapes_;  ///< Current shape of every value.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/xnnpack/xnn_graph.h"
+#include "compute/weight_cache.h"
 
 namespace etnp::xnn {
 
@@ -80,6 +81,12 @@ class QD8Weights {
   size_t bytes() const {
     return packed_.size() + (scales_.size() + bias_.size()) * sizeof(float) + row_sums_.size() * sizeof(int32_t);
   }
+  /// Everything the GEMM reads, for compute::WeightCache.
+  compute::WeightBytes content() const {
+    using compute::bytes_of;
+    return {bytes_of(n_),      bytes_of(k_),        bytes_of(group_size_), bytes_of(packed_),
+            bytes_of(scales_), bytes_of(row_sums_), bytes_of(bias_)};
+  }
 
  private:
   size_t n_ = 0, k_ = 0, group_size_ = 0;
@@ -117,6 +124,14 @@ class DepthwiseConvQS8 {
   /// Bytes of the repacked weights, bias and scales.
   size_t bytes() const {
     return weights_.size() * sizeof(int16_t) + bias_.size() * sizeof(int32_t) + scales_.size() * sizeof(float);
+  }
+  /// Everything run() reads (the parameters member by member: Params has padding), for compute::WeightCache.
+  compute::WeightBytes content() const {
+    using compute::bytes_of;
+    return {bytes_of(p_.channels),       bytes_of(p_.kernel_h),      bytes_of(p_.kernel_w), bytes_of(p_.stride_h),
+            bytes_of(p_.stride_w),       bytes_of(p_.pad_top),       bytes_of(p_.pad_left), bytes_of(p_.in_zero_point),
+            bytes_of(p_.out_zero_point), bytes_of(p_.out_min),       bytes_of(p_.out_max),  bytes_of(tap_pairs_),
+            bytes_of(weights_),          bytes_of(bias_),            bytes_of(scales_)};
   }
 
  private:

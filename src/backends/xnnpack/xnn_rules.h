@@ -54,7 +54,7 @@ struct StepBuilder {
   std::vector<std::unique_ptr<Step>>& steps;
   size_t& xnnpack_operators;
   size_t& own_kernels;
-  size_t& packed_bytes;  ///< weights the own kernels packed
+  PackedWeights& packed;  ///< weights the own kernels packed: steps keep packed.hold(...)'s pointer
   /// Copies a constant the step reads at run time into storage the executor owns (no-op for other values).
   std::function<void(uint32_t id)> keep;
 

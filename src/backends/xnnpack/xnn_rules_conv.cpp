@@ -109,8 +109,7 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
                          w.pad_bottom == 0 && w.pad_left == 0;
   if (pointwise) {
     // A 1x1 convolution over NHWC is a GEMM [N*H*W, Cin] x [Cout, Cin]^T.
-    auto gemm = std::make_shared<const compute::PackedGemm>(kernel, true, cin, cout, bias_data);
-    b.packed_bytes += gemm->bytes();
+    auto gemm = b.packed.hold(std::make_shared<const compute::PackedGemm>(kernel, true, cin, cout, bias_data));
     b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       gemm->run(static_cast<const float*>(c.data[in0]), s[0] * s[1] * s[2], cin, out_min, out_max,
@@ -120,9 +119,8 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
   }
   if (cv.depthwise && w.dilation_h == 1 && w.dilation_w == 1 && cv.gout == 1 &&
       compute::DepthwiseConv::supported(cin, w.kernel_h, w.stride_h, w.stride_w)) {
-    auto conv = std::make_shared<const compute::DepthwiseConv>(kernel, bias_data, cin, w.kernel_h, w.kernel_w,
-                                                               w.stride_h, w.stride_w, w.pad_top, w.pad_left);
-    b.packed_bytes += conv->bytes();
+    auto conv = b.packed.hold(std::make_shared<const compute::DepthwiseConv>(
+        kernel, bias_data, cin, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_left));
     b.add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
       const Shape& o = c.shapes[out0];
@@ -133,9 +131,8 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
   }
   if (!cv.depthwise && !cv.deconv && w.groups == 1) {
     // Other single-group convolutions: the same GEMM reading patches in place (indirect).
-    auto gemm = std::make_shared<const compute::PackedGemm>(kernel, true, size_t{w.kernel_h} * w.kernel_w * cin, cout,
-                                                            bias_data);
-    b.packed_bytes += gemm->bytes();
+    auto gemm = b.packed.hold(std::make_shared<const compute::PackedGemm>(
+        kernel, true, size_t{w.kernel_h} * w.kernel_w * cin, cout, bias_data));
     b.add_own([=, scratch = compute::Conv2dScratch()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
       const Shape& o = c.shapes[out0];
@@ -219,8 +216,7 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     p.out_zero_point = static_cast<int8_t>(o.zero_point);
     p.out_min = r.lo;
     p.out_max = r.hi;
-    auto conv = std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p);
-    b.packed_bytes += conv->bytes();
+    auto conv = b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p));
     b.add_own([=, scratch = std::vector<int8_t>()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
       const Shape& os = c.shapes[out0];

@@ -84,10 +84,9 @@ void build_linear_f32(StepBuilder& b, const Linear& l) {
   const Value* bv = v.optional_in(2);
   if (v.is_constant(filter) && (bv == nullptr || v.is_constant(bias))) {
     // Weights packed once at load for the delegate's GEMM (2-2.7x the 2022 XNNPACK kernels here).
-    auto gemm = std::make_shared<const compute::PackedGemm>(
+    auto gemm = b.packed.hold(std::make_shared<const compute::PackedGemm>(
         reinterpret_cast<const float*>(v.in(1).data), !transposed, k, units,
-        bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data));
-    b.packed_bytes += gemm->bytes();
+        bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data)));
     b.add_own([=](const RunContext& c) {
       gemm->run(static_cast<const float*>(c.data[in0]), rows_of(c), k, out_min, out_max,
                 static_cast<float*>(c.data[out0]));
@@ -188,10 +187,9 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
     std::memcpy(bias_copy.data(), bv->data, units * sizeof(float));
   }
   const bool blockwise = w.quant == QuantKind::Blockwise;
-  auto packed = std::make_shared<const QD8Weights>(w_nk.data(), units, k,
-                                                   blockwise ? w.block_scales.data() : w.channel_scales.data(),
-                                                   bv == nullptr ? nullptr : bias_copy.data(), blockwise ? w.group_size : 0);
-  b.packed_bytes += packed->bytes();
+  auto packed = b.packed.hold(std::make_shared<const QD8Weights>(
+      w_nk.data(), units, k, blockwise ? w.block_scales.data() : w.channel_scales.data(),
+      bv == nullptr ? nullptr : bias_copy.data(), blockwise ? w.group_size : 0));
   const Value xv = v.in(0);
   const std::string where = v.node.describe();
   b.add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {

@@ -9,6 +9,7 @@
 
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_ops.h"
+#include "compute/weight_cache.h"
 
 namespace etnp::xnn {
 
@@ -75,6 +76,27 @@ class OwnStep final : public Step {
  private:
   Run run_;
   Reshape reshape_;
+};
+
+/// The weights an executor's own kernels packed at load.
+struct PackedWeights {
+  /// Packings go through compute::WeightCache::global() (XnnpackBackend option weight_cache_enabled): equal
+  /// ones are held once in the process, and the cache, not the executor, reports their bytes.
+  bool shared = false;
+  size_t own_bytes = 0;              ///< Bytes of the packings this executor holds alone (none when shared).
+  std::vector<const void*> objects;  ///< Every packing its steps use, in build order (tests compare them).
+
+  /// `packing` itself or, when shared, the cache's equal entry; the step keeps what this returns.
+  template <typename T>
+  std::shared_ptr<const T> hold(std::shared_ptr<const T> packing) {
+    if (shared) {
+      packing = compute::WeightCache::global().share(std::move(packing));
+    } else {
+      own_bytes += packing->bytes();
+    }
+    objects.push_back(packing.get());
+    return packing;
+  }
 };
 
 [[noreturn]] void run_fail(const std::string& msg);

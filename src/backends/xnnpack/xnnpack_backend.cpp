@@ -2,8 +2,10 @@
 // rules of xnn_rules.h), builds an executor per delegate at load and runs it on each DelegateCall.
 #include "backends/xnnpack/xnnpack_backend.h"
 
+#include <atomic>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
@@ -16,6 +18,7 @@ namespace {
 
 constexpr const char* kNumThreads = "num_threads";
 constexpr const char* kWorkspaceSharingMode = "workspace_sharing_mode";
+constexpr const char* kWeightCacheEnabled = "weight_cache_enabled";
 constexpr std::string_view kPayloadPrefix = "XNNPACK payload: ";
 
 int64_t num_threads_from(const BackendOptionValue& value) {
@@ -39,9 +42,21 @@ void check_workspace_mode(const BackendOptionValue& value) {
   }
 }
 
+bool weight_cache_from(const BackendOptionValue& value) {
+  const auto* on = std::get_if<bool>(&value);
+  if (on == nullptr) {
+    throw Error(ErrorKind::InvalidArgument,
+                std::string("XnnpackBackend option 'weight_cache_enabled' must be a bool (true: share packed "
+                            "weights between methods and programs), not ") +
+                    (std::holds_alternative<int64_t>(value) ? "int" : "str"));
+  }
+  return *on;
+}
+
 /// What the options given at load ask of one delegate.
 struct LoadSettings {
   std::optional<size_t> num_threads;  ///< A pool of its own with this many threads; none: the shared pool.
+  std::optional<bool> weight_cache;   ///< Share packed weights (compute::WeightCache); none: the global option.
 };
 
 LoadSettings load_settings(const BackendInitContext& ctx) {
@@ -52,6 +67,8 @@ LoadSettings load_settings(const BackendInitContext& ctx) {
       s.num_threads = static_cast<size_t>(num_threads_from(value));
     } else if (key == kWorkspaceSharingMode) {
       check_workspace_mode(value);
+    } else if (key == kWeightCacheEnabled) {
+      s.weight_cache = weight_cache_from(value);
     } else {
       throw Error(ErrorKind::InvalidArgument, "XnnpackBackend has no load option '" + key + "'");
     }
@@ -84,6 +101,7 @@ class XnnpackHandle final : public DelegateHandle {
   void execute(std::span<EValue* const> args) { executor_->execute(args, pool_ ? *pool_ : ThreadPool::global()); }
   size_t threads() const { return (pool_ ? *pool_ : ThreadPool::global()).num_threads(); }
   size_t bytes() const override { return executor_->bytes(); }
+  const std::vector<const void*>& packed_weights() const { return executor_->packed_weights(); }
 
  private:
   std::unique_ptr<ThreadPool> pool_;  ///< The delegate's own pool (num_threads given at load), or null.
@@ -110,7 +128,8 @@ class XnnpackBackend final : public Backend {
       throw Error(first.kind, std::string(kPayloadPrefix) + first.text + suffix);
     }
     auto pool = c.settings.num_threads ? std::make_unique<ThreadPool>(*c.settings.num_threads) : nullptr;
-    auto executor = std::make_unique<xnn::Executor>(std::move(*c.graph));
+    const bool share = c.settings.weight_cache.value_or(weight_cache_enabled_.load());
+    auto executor = std::make_unique<xnn::Executor>(std::move(*c.graph), share);
     return std::make_unique<XnnpackHandle>(std::move(pool), std::move(executor));
   }
 
@@ -136,18 +155,28 @@ class XnnpackBackend final : public Backend {
       check_workspace_mode(value);
       return;
     }
+    if (key == kWeightCacheEnabled) {
+      weight_cache_enabled_ = weight_cache_from(value);
+      return;
+    }
     Backend::set_option(key, value);
   }
 
   BackendOptionValue get_option(std::string_view key) const override {
     if (key == kNumThreads) return static_cast<int64_t>(ThreadPool::global().num_threads());
     if (key == kWorkspaceSharingMode) return int64_t{0};
+    if (key == kWeightCacheEnabled) return weight_cache_enabled_.load();
     return Backend::get_option(key);
   }
 
-  std::vector<std::string> option_names() const override { return {kNumThreads, kWorkspaceSharingMode}; }
+  std::vector<std::string> option_names() const override {
+    return {kNumThreads, kWorkspaceSharingMode, kWeightCacheEnabled};
+  }
 
  private:
+  /// Delegates initialized while it is on share their packed weights; already built ones keep theirs.
+  std::atomic<bool> weight_cache_enabled_{false};
+
   // What init() checks, in its order: availability, load options, the payload (every missing named-data
   // key, then the first malformed part, or every unsupported node). Builds nothing.
   Checked check(const BackendInitContext& ctx, std::span<const uint8_t> payload) const {
@@ -185,6 +214,12 @@ size_t xnnpack_delegate_threads(const DelegateHandle& handle) {
   const auto* h = dynamic_cast<const XnnpackHandle*>(&handle);
   if (h == nullptr) throw Error(ErrorKind::InvalidArgument, "not an XnnpackBackend delegate");
   return h->threads();
+}
+
+const std::vector<const void*>& xnnpack_delegate_packed_weights(const DelegateHandle& handle) {
+  const auto* h = dynamic_cast<const XnnpackHandle*>(&handle);
+  if (h == nullptr) throw Error(ErrorKind::InvalidArgument, "not an XnnpackBackend delegate");
+  return h->packed_weights();
 }
 
 }  // namespace etnp::backends
