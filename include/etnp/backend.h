@@ -75,13 +75,26 @@ class Backend {
   virtual void set_option(std::string_view key, const BackendOptionValue& value);
   virtual BackendOptionValue get_option(std::string_view key) const;
   virtual std::vector<std::string> option_names() const { return {}; }
+
+  /// The current values of the options `requested` names; each requested value gives the type the caller
+  /// expects (its value is ignored). An unknown key, or an option of another type, throws InvalidArgument
+  /// naming it.
+  BackendOptions get_options(const BackendOptions& requested) const;
+  /// Sets several process-wide options, all or none: when one is refused, those set before it get their
+  /// previous values back and the refusal is thrown.
+  void set_options(const BackendOptions& options);
 };
+
+/// The name of the type an option value holds: "bool", "int" or "str".
+const char* backend_option_type_name(const BackendOptionValue& value);
 
 /// Registers a backend under backend->name(). Throws InvalidArgument if the name is taken.
 void register_backend(std::shared_ptr<Backend> backend);
 /// The backend registered under `name`, or nullptr.
 std::shared_ptr<Backend> find_backend(std::string_view name);
 std::vector<std::string> registered_backend_names();
+/// The backend registered under `name`; throws BackendNotAvailable naming the registered ones when none is.
+std::shared_ptr<Backend> require_backend(std::string_view name);
 
 /// The process-wide cache of packed weights (XnnpackBackend option "weight_cache_enabled"): its live entries
 /// and their bytes. Each shared packing is counted here once, however many methods use it, and in no

@@ -73,6 +73,12 @@ struct KernelRegistrar {
 /// Names of every registered kernel, sorted.
 std::vector<std::string> registered_kernel_names();
 
+/// The kernel libraries this build has, in ExecuTorch's vocabulary: "portable" (the ATen operators),
+/// "optimized" (etnp's fast paths: packed GEMMs, convolutions, vector math), "quantized" (the
+/// quantized_decomposed operators) and "lstm" (the library that provides etnp::lstm.out), each listed only
+/// when its operators are registered.
+std::vector<std::string> kernel_libraries();
+
 /// Throws etnp::Error(ExecutionError, message) — the way kernels report a failure; the runtime adds the
 /// method, instruction and operator to the message.
 [[noreturn]] void kernel_fail(std::string message);

@@ -73,6 +73,8 @@ struct MethodMeta {
   std::string name;
   std::vector<ValueInfo> inputs;
   std::vector<ValueInfo> outputs;
+  /// The method's named tensors (weights, buffers: those with a fully qualified name), in value order.
+  std::vector<TensorInfo> attributes;
   std::vector<int64_t> planned_buffer_sizes;  ///< One per arena (the file's entry 0 placeholder dropped).
   std::vector<std::string> backends;          ///< One per delegate entry, in order.
   std::vector<std::string> operators;         ///< Operator names in the method's operator table.
@@ -187,5 +189,8 @@ class Method {
 const char* version();
 /// The .pte schema identifier this runtime reads ("ET12").
 const char* schema_identifier();
+/// The ExecuTorch release whose format and semantics this runtime is verified against (its exporter and
+/// runtime are the test oracle), e.g. "1.5.1". Programs of other releases with the same schema load too.
+const char* executorch_version();
 
 }  // namespace etnp

@@ -38,4 +38,38 @@ BackendOptionValue Backend::get_option(std::string_view key) const {
                                               std::string(key) + "'");
 }
 
+const char* backend_option_type_name(const BackendOptionValue& value) {
+  if (std::holds_alternative<bool>(value)) return "bool";
+  if (std::holds_alternative<int64_t>(value)) return "int";
+  return "str";
+}
+
+BackendOptions Backend::get_options(const BackendOptions& requested) const {
+  BackendOptions values;
+  for (const auto& [key, expected] : requested) {
+    BackendOptionValue value = get_option(key);
+    if (value.index() != expected.index()) {
+      throw Error(ErrorKind::InvalidArgument, "backend '" + std::string(name()) + "' option '" + key + "' is " +
+                                                  backend_option_type_name(value) + ", not " +
+                                                  backend_option_type_name(expected));
+    }
+    values.emplace(key, std::move(value));
+  }
+  return values;
+}
+
+void Backend::set_options(const BackendOptions& options) {
+  std::vector<std::pair<std::string, BackendOptionValue>> previous;
+  try {
+    for (const auto& [key, value] : options) {
+      BackendOptionValue old = get_option(key);  // an unknown key throws here, before anything changed
+      set_option(key, value);
+      previous.emplace_back(key, std::move(old));
+    }
+  } catch (...) {
+    for (auto it = previous.rbegin(); it != previous.rend(); ++it) set_option(it->first, it->second);
+    throw;
+  }
+}
+
 }  // namespace etnp

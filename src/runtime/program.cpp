@@ -79,6 +79,11 @@ MethodMeta Program::Impl::meta(size_t index) const {
   m.num_values = values->size();
   for (int32_t i : *plan.inputs()) m.inputs.push_back(value_info(*values->Get(i)));
   for (int32_t i : *plan.outputs()) m.outputs.push_back(value_info(*values->Get(i)));
+  for (const auto* v : *values) {
+    const auto* t = v->val_as_Tensor();
+    if (t == nullptr || t->extra_tensor_info() == nullptr || t->extra_tensor_info()->fully_qualified_name() == nullptr) continue;
+    m.attributes.push_back(tensor_info(*t));
+  }
   if (const auto* sizes = plan.non_const_buffer_sizes(); sizes != nullptr) {
     for (size_t i = 1; i < sizes->size(); ++i) m.planned_buffer_sizes.push_back(sizes->Get(i));
   }
@@ -205,5 +210,6 @@ int64_t TensorRef::numel() const {
 
 const char* version() { return ETNP_VERSION; }
 const char* schema_identifier() { return "ET12"; }
+const char* executorch_version() { return ETNP_EXECUTORCH_VERSION; }
 
 }  // namespace etnp

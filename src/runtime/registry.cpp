@@ -31,8 +31,33 @@ BackendRegistry& runtime::backend_registry() {
 void register_kernel(KernelEntry entry) { runtime::kernel_registry().add(std::move(entry)); }
 std::vector<std::string> registered_kernel_names() { return runtime::kernel_registry().names(); }
 
+std::vector<std::string> kernel_libraries() {
+  bool aten = false, quantized = false, lstm = false;
+  for (const std::string& name : registered_kernel_names()) {
+    aten = aten || name.starts_with("aten::");
+    quantized = quantized || name.starts_with("quantized_decomposed::");
+    lstm = lstm || name == "etnp::lstm.out";
+  }
+  std::vector<std::string> libraries;
+  if (aten) libraries.insert(libraries.end(), {"portable", "optimized"});  // the ATen kernels run compute's fast paths
+  if (quantized) libraries.emplace_back("quantized");
+  if (lstm) libraries.emplace_back("lstm");
+  return libraries;
+}
+
 void register_backend(std::shared_ptr<Backend> backend) { runtime::backend_registry().add(std::move(backend)); }
 std::shared_ptr<Backend> find_backend(std::string_view name) { return runtime::backend_registry().find(name); }
 std::vector<std::string> registered_backend_names() { return runtime::backend_registry().names(); }
+
+std::shared_ptr<Backend> require_backend(std::string_view name) {
+  if (std::shared_ptr<Backend> backend = find_backend(name)) return backend;
+  std::string names;
+  for (const std::string& n : registered_backend_names()) names += (names.empty() ? "'" : ", '") + n + "'";
+  ErrorContext c;
+  c.backend = std::string(name);
+  throw Error(ErrorKind::BackendNotAvailable, "no backend named '" + std::string(name) +
+                                                  "' is registered (registered: " + (names.empty() ? "none" : names) + ")",
+              c);
+}
 
 }  // namespace etnp
