@@ -82,7 +82,7 @@ def flatten(out):
 class Etnp:
     """etnp's own Python package (run by /usr/bin/python3, not the venv: a worker of its own so that a crash of
     etnp on a program costs that cell, not the whole run). Methods stay loaded; the shared pool is resized
-    (`backend_registry.set_option("XnnpackBackend", "num_threads", N)`) between measurements."""
+    (`backend_registry.set_option("XnnpackBackend", {"num_threads": N})`) between measurements."""
 
     def __init__(self):
         if os.environ.get("ETNP_PYTHON_DIR"):
@@ -105,7 +105,7 @@ class Etnp:
         method = self.methods[key][1]
         inputs = [np.load(p) for p in req["inputs"]]
         if req["threads"] != self.threads:
-            self.runtime.backend_registry.set_option("XnnpackBackend", "num_threads", req["threads"])
+            self.runtime.backend_registry.set_option("XnnpackBackend", {"num_threads": req["threads"]})
             self.threads = req["threads"]
         med, mn, n, warm, first = timed(lambda: method.execute(inputs), req["warmup"], req["iters"], req["budget_s"])
         if req.get("save"):

@@ -9,8 +9,9 @@
     forward = program.load_method("forward")
     outputs = forward.execute([np.ones((2, 2), dtype=np.float32)])
 
-The API follows ``executorch.runtime`` (Runtime, Program, Method, MethodMeta, Verification), with numpy arrays
-where that one takes torch tensors. See docs/python.md for the full reference.
+The API is executorch-numpy-runtime's and ``executorch.runtime``'s (Runtime, Program, Method, MethodMeta,
+Verification, BackendRegistry, OperatorRegistry, ExecuTorchResult), with numpy arrays where the latter takes torch
+tensors. See docs/python.md for the full reference and the compatibility table.
 """
 
 import enum
@@ -25,13 +26,15 @@ from .errors import (
     BackendNotAvailable,
     ExecutionError,
     ExecuTorchError,
+    IndexOutOfRangeError,
     InvalidInputError,
+    InvalidTypeError,
     MethodNotFoundError,
     OperatorNotFound,
     ProgramLoadError,
 )
 from . import _C
-from ._C import Method, MethodMeta, Program, TensorInfo, Verification
+from ._C import ExecuTorchResult, Method, MethodMeta, Program, TensorInfo, Verification
 
 #: Element types, numbered as in the .pte format (PyTorch's c10::ScalarType); an IntEnum, so ScalarType.Float == 6.
 ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)
@@ -48,6 +51,25 @@ _C._set_error_classes(ERROR_CLASSES)
 _C._set_bfloat16_dtype(BFLOAT16_DTYPE)
 
 __version__: str = _C._version()
+#: The ExecuTorch release whose format and semantics this runtime follows and is tested against.
+__et_version__: str = _C._executorch_version()
+
+#: The switch executorch.runtime documents: with EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT=executorch in the environment
+#: at import, tensor outputs are ExecuTorchResult objects; unset (or "numpy") they are numpy arrays.
+TENSOR_OUTPUT_VARIABLE = "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT"
+
+
+def _tensor_output_kind() -> bool:
+    value = os.environ.get(TENSOR_OUTPUT_VARIABLE, "numpy")
+    if value not in ("numpy", "executorch"):
+        raise InvalidInputError(
+            f"{TENSOR_OUTPUT_VARIABLE}={value!r} is not understood: use 'numpy' (numpy arrays, the default) or "
+            "'executorch' (ExecuTorchResult objects)"
+        )
+    return value == "executorch"
+
+
+_C._set_result_outputs(_tensor_output_kind())
 
 __all__ = [
     "Runtime",
@@ -55,6 +77,7 @@ __all__ = [
     "Method",
     "MethodMeta",
     "TensorInfo",
+    "ExecuTorchResult",
     "Verification",
     "ScalarType",
     "BackendRegistry",
@@ -69,11 +92,25 @@ __all__ = [
     "ExecutionError",
     "InvalidInputError",
     "MethodNotFoundError",
+    "IndexOutOfRangeError",
+    "InvalidTypeError",
     "__version__",
+    "__et_version__",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
 BackendOptionValue = Union[bool, int, str]
+
+
+def _str_arg(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+def _as_dict(options: Any) -> Any:
+    # A dict goes to the extension as is; another mapping is copied; anything else is refused there, by name.
+    return dict(options) if isinstance(options, Mapping) and not isinstance(options, dict) else options
 
 
 class BackendRegistry:
@@ -86,25 +123,31 @@ class BackendRegistry:
 
     def is_available(self, backend_name: str) -> bool:
         """True when ``backend_name`` is registered and can run here; False for unknown names."""
-        return bool(_C._backend_is_available(backend_name))
+        return bool(_C._backend_is_available(_str_arg(backend_name, "backend_name")))
 
     def option_names(self, backend_name: str) -> List[str]:
         """The options ``backend_name`` understands. Raises BackendNotAvailable for an unknown backend."""
-        return list(_C._backend_option_names(backend_name))
+        return list(_C._backend_option_names(_str_arg(backend_name, "backend_name")))
 
-    def get_option(self, backend_name: str, key: str) -> BackendOptionValue:
-        """The current value of a process-wide backend option.
+    def get_option(
+        self, backend_name: str, options: Mapping[str, BackendOptionValue]
+    ) -> Dict[str, BackendOptionValue]:
+        """The backend's current values for the keys of ``options``, whose values give the expected types:
+        ``get_option("XnnpackBackend", {"num_threads": 0})`` returns ``{"num_threads": 2}``.
 
-        Raises BackendNotAvailable for an unknown backend and InvalidInputError for an unknown key.
+        Raises BackendNotAvailable for an unknown backend, and InvalidInputError for an unknown key or an option
+        whose type differs from the one given.
         """
-        return _C._backend_get_option(backend_name, key)
+        return dict(_C._backend_get_options(_str_arg(backend_name, "backend_name"), _as_dict(options)))
 
-    def set_option(self, backend_name: str, key: str, value: BackendOptionValue) -> None:
-        """Sets a process-wide backend option (methods loaded afterwards use it).
+    def set_option(self, backend_name: str, options: Mapping[str, BackendOptionValue]) -> None:
+        """Sets process-wide options of a backend, all or none (methods loaded afterwards use them), e.g.
+        ``set_option("XnnpackBackend", {"weight_cache_enabled": True})``.
 
-        Raises BackendNotAvailable for an unknown backend and InvalidInputError for an unknown key or a bad value.
+        Raises BackendNotAvailable for an unknown backend, and InvalidInputError for an unknown key or a bad
+        value (then no option changes).
         """
-        _C._backend_set_option(backend_name, key, value)
+        _C._backend_set_options(_str_arg(backend_name, "backend_name"), _as_dict(options))
 
 
 class OperatorRegistry:
@@ -117,7 +160,10 @@ class OperatorRegistry:
 
 
 def _as_path(value: Any) -> str:
-    return os.fsdecode(os.fspath(value))
+    try:
+        return os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise InvalidTypeError(f"expected a path (str or os.PathLike), got {type(value).__name__}") from None
 
 
 def _data_paths(data_path: Union[None, PathLike, Sequence[PathLike]]) -> List[str]:
@@ -127,7 +173,7 @@ def _data_paths(data_path: Union[None, PathLike, Sequence[PathLike]]) -> List[st
         return [_as_path(data_path)]
     if isinstance(data_path, (list, tuple)):
         return [_as_path(p) for p in data_path]
-    raise TypeError(f"data_path must be a path or a list of paths, got {type(data_path).__name__}")
+    raise InvalidTypeError(f"data_path must be a path or a list of paths, got {type(data_path).__name__}")
 
 
 class Runtime:
@@ -178,14 +224,20 @@ class Runtime:
 
         Raises:
             ProgramLoadError: the data is not a valid program (the message says what it is instead).
-            TypeError: ``data`` is none of the accepted types.
+            InvalidTypeError: ``data`` is none of the accepted types (also a TypeError).
         """
         if not isinstance(verification, Verification):
-            raise TypeError(f"verification must be a Verification, got {type(verification).__name__}")
-        if int(debug_buffer_size) < 0:
-            raise ValueError(f"debug_buffer_size must be >= 0, got {debug_buffer_size}")
+            raise InvalidTypeError(f"verification must be a Verification, got {type(verification).__name__}")
+        if not isinstance(debug_buffer_size, int) or isinstance(debug_buffer_size, bool):
+            raise InvalidTypeError(f"debug_buffer_size must be an int, got {type(debug_buffer_size).__name__}")
+        if debug_buffer_size < 0:
+            raise InvalidInputError(f"debug_buffer_size must be >= 0, got {debug_buffer_size}")
         paths = _data_paths(data_path)
-        options = None if backend_options is None else {str(k): dict(v) for k, v in backend_options.items()}
+        if backend_options is not None and not isinstance(backend_options, Mapping):
+            raise InvalidTypeError(
+                "backend_options must map backend names to dicts of options, got " f"{type(backend_options).__name__}"
+            )
+        options = None if backend_options is None else {str(k): _as_dict(v) for k, v in backend_options.items()}
         args = (verification, bool(enable_etdump), int(debug_buffer_size), paths, options)
         if isinstance(data, str) or hasattr(data, "__fspath__"):
             return _C._load_program_file(_as_path(data), *args)
@@ -194,13 +246,13 @@ class Runtime:
         if hasattr(data, "read"):
             content = data.read()
             if not isinstance(content, (bytes, bytearray, memoryview)):
-                raise TypeError("the file-like object must be opened in binary mode (read() returned "
+                raise InvalidTypeError("the file-like object must be opened in binary mode (read() returned "
                                 f"{type(content).__name__})")
             return _C._load_program_buffer(content, *args)
         try:
             view = memoryview(data)  # numpy uint8 arrays, array.array, ...
         except TypeError:
-            raise TypeError(
+            raise InvalidTypeError(
                 "data must be a path, bytes, bytearray, memoryview or a binary file-like object, got "
                 f"{type(data).__name__}"
             ) from None
@@ -220,25 +272,24 @@ def parse_etdump(data: Union[PathLike, bytes, bytearray, memoryview]) -> List[Di
     return _C._parse_etdump(bytes(data))
 
 
-def _kernel_libraries(operators: Sequence[str]) -> Dict[str, int]:
-    libraries: Dict[str, int] = {}
-    for name in operators:
-        namespace = name.split("::", 1)[0] if "::" in name else ""
-        libraries[namespace] = libraries.get(namespace, 0) + 1
-    return dict(sorted(libraries.items()))
-
-
 def runtime_info() -> Dict[str, Any]:
-    """What this runtime is and can do: versions, backends, operators, kernel libraries, dtypes."""
-    operators = sorted(_C._operator_names())
+    """What this runtime is and can do, with executorch-numpy-runtime's keys first: ``executorch_version``,
+    ``backends`` (registered), ``operators``, ``kernel_libs``, ``supported_dtypes`` and ``bfloat16``; then
+    ``version`` (of etnp), ``schema``, ``available_backends``, ``numpy_version``, ``num_threads`` and
+    ``packed_weight_cache`` (``entries`` and ``bytes`` of the weights that methods loaded with XnnpackBackend's
+    ``weight_cache_enabled`` share, each counted once)."""
+    backends = list(_C._registered_backend_names())
     return {
+        "executorch_version": __et_version__,
+        "backends": backends,
+        "operators": sorted(_C._operator_names()),
+        "kernel_libs": list(_C._kernel_libraries()),
+        "supported_dtypes": list(_C._supported_dtypes()),
+        "bfloat16": "ml_dtypes.bfloat16" if BFLOAT16_DTYPE is not None else "uint16-passthrough",
         "version": __version__,
         "schema": _C._schema_identifier(),
+        "available_backends": [name for name in backends if _C._backend_is_available(name)],
         "numpy_version": np.__version__,
-        "backends": {name: bool(_C._backend_is_available(name)) for name in _C._registered_backend_names()},
-        "operators": operators,
-        "kernel_libraries": _kernel_libraries(operators),
-        "dtypes": list(_C._supported_dtypes()),
-        "bfloat16": "ml_dtypes.bfloat16" if BFLOAT16_DTYPE is not None else "uint16 bits (ml_dtypes not installed)",
         "num_threads": int(_C._num_threads()),
+        "packed_weight_cache": dict(_C._packed_weight_cache_stats()),
     }

@@ -14,6 +14,8 @@ __all__ = [
     "ExecutionError",
     "InvalidInputError",
     "MethodNotFoundError",
+    "IndexOutOfRangeError",
+    "InvalidTypeError",
 ]
 
 
@@ -73,20 +75,36 @@ class ExecutionError(ExecuTorchError):
     """A kernel or delegate failed while the method ran (see :attr:`instruction`, :attr:`operator`)."""
 
 
-class InvalidInputError(ExecuTorchError, ValueError):
-    """A bad argument: a method input of the wrong count, dtype, shape or layout (see :attr:`input_index`), a bad
-    backend option, a malformed ETDump given to :func:`parse_etdump`, ..."""
+class InvalidInputError(ExecutionError, ValueError):
+    """A bad argument: a method input of the wrong count, dtype, shape or layout (see :attr:`input_index`), a
+    rejected :meth:`Method.set_output` binding, a bad backend option, a malformed ETDump given to
+    :func:`parse_etdump`, ...
+
+    It is an :class:`ExecutionError`, where executorch-numpy-runtime puts shape and dtype mismatches, and a
+    ``ValueError``, which ``executorch.runtime`` documents for rejected bindings.
+    """
 
 
-class MethodNotFoundError(ExecuTorchError, KeyError):
-    """The program has no method of that name; the message lists the methods it has."""
+class MethodNotFoundError(ProgramLoadError, KeyError):
+    """The program has no method of that name; the message lists the methods it has. A
+    :class:`ProgramLoadError` (as executorch-numpy-runtime raises it) and a ``KeyError``."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message
 
 
+class IndexOutOfRangeError(InvalidInputError, IndexError):
+    """An index past the end of a method's inputs, outputs, attributes or planned buffers; also an
+    ``IndexError``."""
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument of a type the call does not take (a method name that is not a str, a program that is neither
+    a path, bytes nor a file, ...); also a ``TypeError``."""
+
+
 #: Which class each runtime error kind raises: one per C++ ``etnp::ErrorKind`` (``_C._error_kinds()``) and one for
-#: ``"MethodNotFound"``. The classes are defined here, not made by the extension, so that they exist (and document
+#: each failure the binding detects itself (``"MethodNotFound"``, ``"IndexOutOfRange"``, ``"InvalidType"``). The classes are defined here, not made by the extension, so that they exist (and document
 #: themselves) before it loads; the extension rejects this table at import when a kind has no class.
 ERROR_CLASSES = {
     "ProgramLoadError": ProgramLoadError,
@@ -95,4 +113,6 @@ ERROR_CLASSES = {
     "ExecutionError": ExecutionError,
     "InvalidArgument": InvalidInputError,
     "MethodNotFound": MethodNotFoundError,
+    "IndexOutOfRange": IndexOutOfRangeError,
+    "InvalidType": InvalidTypeError,
 }

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,16 +31,32 @@ namespace etnp::python {
 
 namespace py = pybind11;
 
-/// A name that is not a method of the program; raised as MethodNotFoundError (a KeyError and an ExecuTorchError).
-class MethodNotFound : public std::runtime_error {
+/// A failure the binding itself detects that needs a class of its own besides its kind's (errors.py's
+/// ERROR_CLASSES keys "MethodNotFound", "IndexOutOfRange" and "InvalidType"): a method name the program lacks
+/// (MethodNotFoundError, also a ProgramLoadError and a KeyError), an index past the end of a list of inputs,
+/// outputs, attributes or buffers (IndexOutOfRangeError, also an InvalidInputError and an IndexError), an
+/// argument of the wrong Python type (InvalidTypeError, also an InvalidInputError and a TypeError).
+constexpr const char* kBindingErrorKeys[] = {"MethodNotFound", "IndexOutOfRange", "InvalidType"};
+
+class BindingError : public std::runtime_error {
  public:
-  MethodNotFound(std::string method, std::string message)
-      : std::runtime_error(std::move(message)), method_(std::move(method)) {}
+  BindingError(const char* class_key, std::string message, std::string method = {})
+      : std::runtime_error(std::move(message)), class_key_(class_key), method_(std::move(method)) {}
+  const char* class_key() const { return class_key_; }
   const std::string& method() const { return method_; }
 
  private:
+  const char* class_key_;
   std::string method_;
 };
+
+/// `obj` as an index into a list of `count` `what`s of method `method`: BindingError(IndexOutOfRange) when it is
+/// negative or past the end, BindingError(InvalidType) when it is not an int.
+size_t index_arg(const std::string& method, const char* what, py::handle obj, size_t count);
+/// `obj` as a str argument called `what`; BindingError(InvalidType) otherwise.
+std::string str_arg(py::handle obj, const char* what);
+/// etnp::Error(InvalidArgument) with `message` about method `method` (raised as InvalidInputError).
+[[noreturn]] void throw_invalid(const std::string& method, const std::string& message);
 
 /// A reference to a Python object that C++ code may drop without holding the GIL.
 class PyRef {
@@ -62,11 +79,11 @@ uint64_t now_ns();
 // --- Errors ---------------------------------------------------------------------------------------------------
 
 /// Registers the Python exception classes (errors.py) the extension raises, keyed by etnp::ErrorKind name plus
-/// "MethodNotFound".
+/// the BindingError keys.
 void set_error_classes(const py::dict& classes);
 /// Sets the Python error for `error` (the class its kind maps to, with its context as attributes).
 void raise_error(const Error& error);
-void raise_method_not_found(const MethodNotFound& error);
+void raise_binding_error(const BindingError& error);
 
 // --- dtypes ---------------------------------------------------------------------------------------------------
 
@@ -91,6 +108,16 @@ struct PreparedInputs {
 /// Converts `inputs` (a list/tuple, or one value) for a method with `meta`. Throws etnp::Error(InvalidArgument)
 /// with the input index for a wrong count, dtype, rank or memory layout, and for unsupported dtypes.
 PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs);
+
+/// A tensor output as executorch.runtime's ExecuTorchResult: what execute returns when the package was imported
+/// with EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT=executorch (numpy arrays otherwise).
+struct PyResult {
+  py::array array;       ///< The data. Writable even where the result is read-only, so DLPack can export it.
+  ScalarType dtype = ScalarType::Float;
+  bool readonly = false; ///< A view of the method's memory (clone_outputs=False): the buffer is exported read-only.
+};
+void set_result_outputs(bool on);
+bool result_outputs();
 
 /// Byte strides of a tensor of `sizes` laid out in `dim_order` (empty: contiguous).
 std::vector<py::ssize_t> byte_strides(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order,
@@ -141,13 +168,17 @@ class PyMethod {
   const MethodMeta& meta() const { return method_->meta(); }
   /// Runs the method; `self` is this method's Python object (the base of outputs that are views).
   py::list execute(py::handle self, py::handle inputs, bool clone_outputs);
-  void set_output(py::handle array, size_t index);
+  void set_output(py::handle tensor, py::handle index);
 
  private:
   std::shared_ptr<ProgramState> state_;
   std::unique_ptr<Method> method_;
+  /// Throws InvalidArgument when a bound output shares memory with one of `inputs`. Called with mutex_ held.
+  void check_bound_outputs_against(const std::vector<std::span<const uint8_t>>& inputs) const;
+
   std::mutex mutex_;                          ///< Serializes every use of method_.
   std::vector<std::shared_ptr<PyRef>> bound_; ///< Per output: the caller's array from set_output, or null.
+  std::vector<std::span<const uint8_t>> bound_memory_;  ///< Per output: that array's bytes (empty: none bound).
 };
 
 class PyProgram {
@@ -155,9 +186,11 @@ class PyProgram {
   explicit PyProgram(std::shared_ptr<ProgramState> state);
 
   const std::vector<std::string>& method_names() const { return names_; }
-  /// The loaded method (loaded once, then cached). Throws MethodNotFound for unknown names.
+  /// The loaded method (loaded once, then cached). Throws BindingError(MethodNotFound) for unknown names.
   std::shared_ptr<PyMethod> load_method(const std::string& name);
   MethodMeta metadata(const std::string& name) const;
+  std::shared_ptr<PyMethod> load_method_arg(py::handle name) { return load_method(str_arg(name, "method name")); }
+  MethodMeta metadata_arg(py::handle name) const { return metadata(str_arg(name, "method name")); }
   bool has_etdump() const { return state_->recorder != nullptr; }
   void write_etdump_result_to_file(const std::string& etdump_path, const std::optional<std::string>& debug_path);
 

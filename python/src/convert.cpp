@@ -58,12 +58,42 @@ void raise_error(const Error& error) {
   set_python_error(error_class(error_kind_name(error.kind())), error.what(), attributes);
 }
 
-void raise_method_not_found(const MethodNotFound& error) {
+void raise_binding_error(const BindingError& error) {
   py::dict attributes;
   attributes["kind"] = error_kind_name(ErrorKind::InvalidArgument);
   attributes["detail"] = error.what();
-  attributes["method"] = error.method();
-  set_python_error(error_class("MethodNotFound"), error.what(), attributes);
+  attributes["method"] = optional_str(error.method());
+  set_python_error(error_class(error.class_key()), error.what(), attributes);
+}
+
+size_t index_arg(const std::string& method, const char* what, py::handle obj, size_t count) {
+  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj)) {
+    throw BindingError("InvalidType", std::string(what) + " index must be an int, got " +
+                                          std::string(py::str(py::type::of(obj).attr("__name__"))), method);
+  }
+  const long long index = PyLong_AsLongLong(obj.ptr());
+  if (index == -1 && PyErr_Occurred()) PyErr_Clear();  // too large either way: out of range
+  if (index < 0 || static_cast<unsigned long long>(index) >= count) {
+    throw BindingError("IndexOutOfRange",
+                       "method '" + method + "' has " + std::to_string(count) + " " + what + (count == 1 ? "" : "s") +
+                           ", there is no " + what + " " + std::string(py::str(obj)),
+                       method);
+  }
+  return static_cast<size_t>(index);
+}
+
+std::string str_arg(py::handle obj, const char* what) {
+  if (!py::isinstance<py::str>(obj)) {
+    throw BindingError("InvalidType", std::string(what) + " must be a str, got " +
+                                          std::string(py::str(py::type::of(obj).attr("__name__"))));
+  }
+  return obj.cast<std::string>();
+}
+
+void throw_invalid(const std::string& method, const std::string& message) {
+  ErrorContext c;
+  c.method = method;
+  throw Error(ErrorKind::InvalidArgument, message, c);
 }
 
 // --- dtypes ---------------------------------------------------------------------------------------------------
@@ -160,9 +190,12 @@ std::string describe_expected(const TensorInfo& info) {
 
 bool is_numpy_array(py::handle obj) { return py::isinstance<py::array>(obj); }
 
+bool g_result_outputs = false;
+
 /// Turns a tensor-like input into a numpy array: ndarray, numpy scalar, __dlpack__ producer or buffer.
 py::array as_array(size_t index, py::handle obj, const TensorInfo& info) {
   if (is_numpy_array(obj)) return py::reinterpret_borrow<py::array>(obj);
+  if (py::isinstance<PyResult>(obj)) return obj.cast<const PyResult&>().array;
   py::module_ np = py::module_::import("numpy");
   if (py::isinstance(obj, np.attr("generic"))) return np.attr("asarray")(obj);
   if (py::hasattr(obj, "__dlpack__")) {
@@ -299,6 +332,9 @@ Value scalar_input(size_t index, py::handle obj, std::vector<py::object>& keep_a
 }
 
 }  // namespace
+
+void set_result_outputs(bool on) { g_result_outputs = on; }
+bool result_outputs() { return g_result_outputs; }
 
 std::vector<py::ssize_t> byte_strides(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order,
                                       size_t element_size) {

@@ -71,10 +71,53 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 PyMethod::PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> method)
     : state_(std::move(state)), method_(std::move(method)) {
   bound_.resize(method_->num_outputs());
+  bound_memory_.resize(method_->num_outputs());
+}
+
+namespace {
+
+bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const auto* pb = static_cast<const uint8_t*>(b);
+  return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+bool is_contiguous_order(const std::vector<uint8_t>& order) {
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (order[d] != d) return false;
+  }
+  return true;
+}
+
+/// A tensor output as the Python object execute returns: a numpy array, or an ExecuTorchResult around it.
+py::object output_object(py::array array, ScalarType dtype, bool readonly) {
+  if (!result_outputs()) {
+    if (readonly) array.attr("setflags")(py::arg("write") = false);
+    return array;
+  }
+  return py::cast(PyResult{std::move(array), dtype, readonly});
+}
+
+}  // namespace
+
+void PyMethod::check_bound_outputs_against(const std::vector<std::span<const uint8_t>>& inputs) const {
+  for (size_t i = 0; i < bound_memory_.size(); ++i) {
+    for (const std::span<const uint8_t>& in : inputs) {
+      if (ranges_overlap(bound_memory_[i].data(), bound_memory_[i].size(), in.data(), in.size())) {
+        throw_invalid(meta().name, "output " + std::to_string(i) + " is bound (set_output) to memory that an input "
+                                   "array shares; bind a separate array or pass a separate input");
+      }
+    }
+  }
 }
 
 py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_outputs) {
   PreparedInputs prepared = prepare_inputs(meta(), inputs);
+  std::vector<std::span<const uint8_t>> input_memory;
+  for (const py::object& kept : prepared.keep_alive) {
+    const auto& in = py::reinterpret_borrow<py::array>(kept);
+    input_memory.emplace_back(static_cast<const uint8_t*>(in.data()), static_cast<size_t>(in.nbytes()));
+  }
 
   struct Output {
     Value value;
@@ -85,6 +128,7 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
   {
     py::gil_scoped_release nogil;
     std::lock_guard lock(mutex_);
+    check_bound_outputs_against(input_memory);
     const uint64_t start = now_ns();
     std::vector<Value> results;
     try {
@@ -104,15 +148,14 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
       out.value = std::move(results[i]);
       auto* tensor = std::get_if<TensorRef>(&out.value);
       if (tensor == nullptr) continue;
-      if (clone_outputs) {
+      out.bound = bound_[i];
+      if (clone_outputs && !out.bound) {
         // Copied while the method is locked: the next call may overwrite the method's memory.
         const size_t nbytes = tensor->nbytes();
         out.copy.reset(std::malloc(nbytes == 0 ? 1 : nbytes));
         if (!out.copy) throw std::bad_alloc();
         if (nbytes != 0) std::memcpy(out.copy.get(), tensor->data, nbytes);
         tensor->data = out.copy.get();
-      } else {
-        out.bound = bound_[i];
       }
     }
   }
@@ -135,80 +178,109 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
     }
     std::vector<py::ssize_t> shape(tensor->sizes.begin(), tensor->sizes.end());
     std::vector<py::ssize_t> strides = byte_strides(tensor->sizes, tensor->dim_order, element_size(tensor->dtype));
+    if (out.bound) {
+      // The caller's array, written in place: itself when the output filled it at its shape, else a view of it
+      // at the written shape.
+      const auto& array = py::reinterpret_borrow<py::array>(out.bound->get());
+      const bool same_shape = static_cast<size_t>(array.ndim()) == shape.size() &&
+                              std::equal(shape.begin(), shape.end(), array.shape());
+      if (same_shape) {
+        result.append(out.bound->get());
+      } else {
+        result.append(py::array(dtype, shape, strides, const_cast<void*>(tensor->data), out.bound->get()));
+      }
+      continue;
+    }
     if (tensor->numel() == 0) {
-      result.append(py::array(dtype, shape));
+      result.append(output_object(py::array(dtype, shape), tensor->dtype, false));
       continue;
     }
     if (clone_outputs) {
       void* data = out.copy.release();
       py::capsule owner(data, [](void* p) { std::free(p); });
-      result.append(py::array(dtype, shape, strides, data, owner));
+      result.append(output_object(py::array(dtype, shape, strides, data, owner), tensor->dtype, false));
     } else {
       // A read-only view of the method's memory, valid until the next call of this method. Its base keeps that
-      // memory alive: the caller's array bound with set_output, an input array the output aliases (a method
-      // that returns an input it does not copy), or else the method itself.
-      py::handle base = out.bound ? py::handle(out.bound->get()) : self;
-      if (!out.bound) {
-        for (const py::object& kept : prepared.keep_alive) {
-          const auto& in = py::reinterpret_borrow<py::array>(kept);
-          const auto* begin = static_cast<const uint8_t*>(in.data());
-          const auto* p = static_cast<const uint8_t*>(tensor->data);
-          if (p >= begin && p < begin + in.nbytes()) base = kept;
-        }
+      // memory alive: an input array the output aliases (a method that returns an input it does not copy), or
+      // else the method itself.
+      py::handle base = self;
+      for (const py::object& kept : prepared.keep_alive) {
+        const auto& in = py::reinterpret_borrow<py::array>(kept);
+        const auto* begin = static_cast<const uint8_t*>(in.data());
+        const auto* p = static_cast<const uint8_t*>(tensor->data);
+        if (p >= begin && p < begin + in.nbytes()) base = kept;
       }
-      py::array view(dtype, shape, strides, tensor->data, base);
-      view.attr("setflags")(py::arg("write") = false);
-      result.append(view);
+      result.append(output_object(py::array(dtype, shape, strides, tensor->data, base), tensor->dtype, true));
     }
   }
   return result;
 }
 
-void PyMethod::set_output(py::handle obj, size_t index) {
+namespace {
+
+/// The caller's memory for set_output as a numpy array sharing it: a numpy array, a DLPack tensor or a
+/// writable buffer.
+py::array bindable_array(const std::string& method, const std::string& which, py::handle obj) {
+  if (py::isinstance<py::array>(obj)) return py::reinterpret_borrow<py::array>(obj);
+  py::module_ np = py::module_::import("numpy");
+  const std::string type_name = py::str(py::type::of(obj).attr("__name__"));
+  try {
+    if (py::hasattr(obj, "__dlpack__")) return np.attr("from_dlpack")(obj);
+    if (PyObject_CheckBuffer(obj.ptr())) return np.attr("asarray")(py::memoryview(py::reinterpret_borrow<py::object>(obj)));
+  } catch (py::error_already_set& e) {
+    throw_invalid(method, which + ": cannot use the memory of the " + type_name + " object (" + e.what() + ")");
+  }
+  throw_invalid(method, which + " can be bound to a numpy array, a DLPack tensor or a writable buffer, not a " +
+                            type_name);
+}
+
+}  // namespace
+
+void PyMethod::set_output(py::handle obj, py::handle index_obj) {
   const MethodMeta& m = meta();
-  const std::string which = "output " + std::to_string(index) + " of method '" + m.name + "'";
-  if (index >= m.outputs.size()) {
-    throw py::index_error("method '" + m.name + "' has " + std::to_string(m.outputs.size()) + " outputs, there is no output " +
-                          std::to_string(index));
-  }
+  const size_t index = index_arg(m.name, "output", index_obj, m.outputs.size());
+  const std::string which = "output " + std::to_string(index);
   if (const std::string& refusal = method_->output_buffer_refusal(index); !refusal.empty()) {
-    throw py::value_error(which + " " + refusal + ", so it cannot be redirected to caller memory");
+    throw_invalid(m.name, which + " " + refusal + ", so it cannot be bound to caller memory");
   }
-  const ValueInfo& info = m.outputs[index];
-  if (!py::isinstance<py::array>(obj)) {
-    throw py::type_error("set_output expects a numpy array, got " + std::string(py::str(py::type::of(obj).attr("__name__"))));
-  }
-  py::array array = py::reinterpret_borrow<py::array>(obj);
-  const TensorInfo& t = info.tensor;
-  std::vector<int64_t> sizes(array.shape(), array.shape() + array.ndim());
+  const TensorInfo& t = m.outputs[index].tensor;
   const std::string expected = std::string(scalar_type_name(t.dtype)) + " " + tuple_string(t.sizes);
+  if (!is_contiguous_order(t.dim_order)) {
+    throw_invalid(m.name, which + " is laid out in dim order " +
+                              tuple_string(std::vector<int64_t>(t.dim_order.begin(), t.dim_order.end())) +
+                              ", not contiguously, so it cannot be bound to caller memory");
+  }
+  py::array array = bindable_array(m.name, which, obj);
   std::optional<ScalarType> given = scalar_type_of(array.dtype());
   if (given == ScalarType::UInt16 && t.dtype == ScalarType::BFloat16) given = ScalarType::BFloat16;
   if (given != t.dtype || !py::bool_(array.dtype().attr("isnative"))) {
-    throw py::value_error(which + " is " + expected + ", the array is " + describe_array(array) + " (wrong dtype)");
+    throw_invalid(m.name, which + " is " + expected + ", the array is " + describe_array(array) + " (wrong dtype)");
   }
-  if (sizes != t.sizes) {
-    throw py::value_error(which + " is " + expected + (t.dynamism == ShapeDynamism::Static ? "" : " at most") +
-                          ", the array is " + describe_array(array) + " (wrong size)");
+  const int flags = array.flags();
+  if ((flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) == 0 || (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) == 0) {
+    throw_invalid(m.name, which + " needs a C-contiguous, aligned array, the array is " + describe_array(array) +
+                              " (numpy.ascontiguousarray makes one)");
   }
-  std::vector<py::ssize_t> strides(array.strides(), array.strides() + array.ndim());
-  const std::vector<py::ssize_t> wanted = byte_strides(t.sizes, t.dim_order, element_size(t.dtype));
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] > 1 && strides[d] != wanted[d]) {
-      throw py::value_error(which + " needs an array laid out contiguously in dim order " +
-                            tuple_string(std::vector<int64_t>(t.dim_order.begin(), t.dim_order.end())) +
-                            ", the array is " + describe_array(array) + " (non-contiguous)");
-    }
-  }
-  if (!array.writeable()) throw py::value_error(which + ": the array is read-only");
-  void* data = array.mutable_data();
   const size_t nbytes = static_cast<size_t>(array.nbytes());
+  if (nbytes < t.nbytes) {
+    throw_invalid(m.name, which + " is " + expected + (t.dynamism == ShapeDynamism::Static ? "" : " at most") + " (" +
+                              std::to_string(t.nbytes) + " bytes), the array is " + describe_array(array) + " (" +
+                              std::to_string(nbytes) + " bytes, too small)");
+  }
+  if (!array.writeable()) throw_invalid(m.name, which + ": the array is read-only");
+  void* data = array.mutable_data();
   auto ref = std::make_shared<PyRef>(py::reinterpret_borrow<py::object>(array));
   std::shared_ptr<PyRef> previous;
   {
     py::gil_scoped_release nogil;
     std::lock_guard lock(mutex_);
+    for (size_t j = 0; j < bound_memory_.size(); ++j) {
+      if (j != index && ranges_overlap(data, nbytes, bound_memory_[j].data(), bound_memory_[j].size())) {
+        throw_invalid(m.name, which + ": the array shares memory with the one bound to output " + std::to_string(j));
+      }
+    }
     method_->set_output_buffer(index, data, nbytes);
+    bound_memory_[index] = std::span<const uint8_t>(static_cast<const uint8_t*>(data), nbytes);
     previous = std::move(bound_[index]);
     bound_[index] = std::move(ref);
   }
@@ -225,7 +297,7 @@ void PyProgram::require_method(const std::string& name) const {
   for (const auto& n : names_) {
     if (n == name) return;
   }
-  throw MethodNotFound(name, "no method named '" + name + "' in the program; it has " + join_names(names_));
+  throw BindingError("MethodNotFound", "no method named '" + name + "' in the program; it has " + join_names(names_), name);
 }
 
 std::shared_ptr<PyMethod> PyProgram::load_method(const std::string& name) {
@@ -248,7 +320,7 @@ MethodMeta PyProgram::metadata(const std::string& name) const {
 
 void PyProgram::write_etdump_result_to_file(const std::string& etdump_path, const std::optional<std::string>& debug_path) {
   if (!state_->recorder) {
-    throw std::runtime_error("no ETDump was recorded: load the program with enable_etdump=True");
+    throw Error(ErrorKind::InvalidArgument, "no ETDump was recorded: load the program with enable_etdump=True");
   }
   auto [etdump, debug] = state_->recorder->take();
   write_file(etdump_path, etdump);
@@ -268,6 +340,38 @@ struct BufferHold {
   }
 };
 
+/// A dict of backend options ({"num_threads": 2, ...}) for `backend`; values are bool, int or str.
+BackendOptions backend_options_from(const std::string& backend, py::handle mapping) {
+  if (!py::isinstance<py::dict>(mapping)) {
+    throw Error(ErrorKind::InvalidArgument, "the options of backend '" + backend + "' must be a dict of option "
+                "names to values, got " + std::string(py::str(py::type::of(mapping).attr("__name__"))));
+  }
+  BackendOptions converted;
+  for (auto [key, value] : py::reinterpret_borrow<py::dict>(mapping)) {
+    if (!py::isinstance<py::str>(key)) {
+      throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option names are str, got " +
+                                                  std::string(py::str(py::repr(key))));
+    }
+    const std::string k = py::cast<std::string>(key);
+    if (py::isinstance<py::bool_>(value)) {
+      converted[k] = value.cast<bool>();
+    } else if (py::isinstance<py::int_>(value)) {
+      try {
+        converted[k] = value.cast<int64_t>();
+      } catch (const py::cast_error&) {
+        throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option '" + k + "': " +
+                                                    std::string(py::str(value)) + " does not fit in int64");
+      }
+    } else if (py::isinstance<py::str>(value)) {
+      converted[k] = value.cast<std::string>();
+    } else {
+      throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option '" + k + "' must be a bool, int or str, got " +
+                                                  std::string(py::str(py::type::of(value).attr("__name__"))));
+    }
+  }
+  return converted;
+}
+
 LoadOptions make_options(Verification verification, bool enable_etdump, const std::vector<std::string>& data_paths,
                          const py::object& backend_options) {
   LoadOptions options;
@@ -276,21 +380,8 @@ LoadOptions make_options(Verification verification, bool enable_etdump, const st
   options.enable_profiling = enable_etdump;
   if (!backend_options.is_none()) {
     for (auto [backend, values] : py::cast<py::dict>(backend_options)) {
-      BackendOptions converted;
-      for (auto [key, value] : py::cast<py::dict>(values)) {
-        const std::string k = py::cast<std::string>(key);
-        if (py::isinstance<py::bool_>(value)) {
-          converted[k] = value.cast<bool>();
-        } else if (py::isinstance<py::int_>(value)) {
-          converted[k] = value.cast<int64_t>();
-        } else if (py::isinstance<py::str>(value)) {
-          converted[k] = value.cast<std::string>();
-        } else {
-          throw py::type_error("backend option '" + k + "' must be a bool, int or str, got " +
-                               std::string(py::str(py::type::of(value).attr("__name__"))));
-        }
-      }
-      options.backend_options[py::cast<std::string>(backend)] = std::move(converted);
+      const std::string name = py::str(backend);
+      options.backend_options[name] = backend_options_from(name, values);
     }
   }
   return options;
@@ -321,18 +412,6 @@ std::shared_ptr<PyProgram> load_program_buffer(const py::object& buffer, Verific
   return finish(Program::load_buffer(bytes, hold, options), enable_etdump, debug_buffer_size);
 }
 
-std::shared_ptr<Backend> backend_or_throw(const std::string& name) {
-  std::shared_ptr<Backend> backend = find_backend(name);
-  if (!backend) {
-    ErrorContext c;
-    c.backend = name;
-    throw Error(ErrorKind::BackendNotAvailable,
-                "no backend named '" + name + "' is registered (registered: " + join_names(registered_backend_names()) + ")",
-                c);
-  }
-  return backend;
-}
-
 py::object option_to_python(const BackendOptionValue& v) {
   if (const auto* b = std::get_if<bool>(&v)) return py::bool_(*b);
   if (const auto* n = std::get_if<int64_t>(&v)) return py::int_(*n);
@@ -348,14 +427,12 @@ std::string tensor_info_repr(const TensorInfo& t) {
   return os.str();
 }
 
-const TensorInfo& tensor_meta(const MethodMeta& m, const std::vector<ValueInfo>& values, size_t index, const char* what) {
-  if (index >= values.size()) {
-    throw py::index_error("method '" + m.name + "' has " + std::to_string(values.size()) + " " + what + "s, there is no " +
-                          what + " " + std::to_string(index));
-  }
+const TensorInfo& tensor_meta(const MethodMeta& m, const std::vector<ValueInfo>& values, py::handle index_obj,
+                              const char* what) {
+  const size_t index = index_arg(m.name, what, index_obj, values.size());
   if (values[index].tag != Tag::Tensor) {
-    throw py::value_error(std::string(what) + " " + std::to_string(index) + " of method '" + m.name + "' is " +
-                          tag_name(values[index].tag) + ", not a tensor");
+    throw_invalid(m.name, std::string(what) + " " + std::to_string(index) + " is " + tag_name(values[index].tag) +
+                              ", not a tensor");
   }
   return values[index].tensor;
 }
@@ -378,6 +455,30 @@ std::string value_info_repr(const ValueInfo& v) {
   return tag_name(v.tag);
 }
 
+// MethodMeta read as a mapping (executorch-numpy-runtime's dict-style metadata): these keys, in this order.
+constexpr const char* kMetaKeys[] = {"num_inputs", "num_outputs", "inputs", "outputs"};
+
+py::list value_entries(const std::vector<ValueInfo>& values) {
+  py::list entries;
+  for (const ValueInfo& v : values) {
+    py::dict entry;
+    const bool tensor = v.tag == Tag::Tensor;
+    entry["scalar_type"] = tensor ? scalar_type_object(v.tensor.dtype) : py::object(py::none());
+    entry["shape"] = tensor ? py::object(py::cast(v.tensor.sizes)) : py::object(py::none());
+    entry["tag"] = tag_name(v.tag);
+    entries.append(entry);
+  }
+  return entries;
+}
+
+py::object meta_item(const MethodMeta& mm, const std::string& key) {
+  if (key == "num_inputs") return py::int_(mm.inputs.size());
+  if (key == "num_outputs") return py::int_(mm.outputs.size());
+  if (key == "inputs") return value_entries(mm.inputs);
+  if (key == "outputs") return value_entries(mm.outputs);
+  throw py::key_error(key);
+}
+
 }  // namespace
 
 }  // namespace etnp::python
@@ -393,8 +494,8 @@ PYBIND11_MODULE(_C, m) {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
       raise_error(e);
-    } catch (const MethodNotFound& e) {
-      raise_method_not_found(e);
+    } catch (const BindingError& e) {
+      raise_binding_error(e);
     }
   });
 
@@ -433,23 +534,61 @@ PYBIND11_MODULE(_C, m) {
       .def("name", [](const MethodMeta& mm) { return mm.name; })
       .def("num_inputs", [](const MethodMeta& mm) { return mm.inputs.size(); })
       .def("num_outputs", [](const MethodMeta& mm) { return mm.outputs.size(); })
-      .def("input_tag", [](const MethodMeta& mm, size_t i) {
-             if (i >= mm.inputs.size()) throw py::index_error("no input " + std::to_string(i));
-             return std::string(tag_name(mm.inputs[i].tag));
+      .def("input_tag", [](const MethodMeta& mm, py::handle index) {
+             return std::string(tag_name(mm.inputs[index_arg(mm.name, "input", index, mm.inputs.size())].tag));
            }, py::arg("index"), "The kind of input `index`: 'Tensor', 'Int', 'Double', 'Bool', 'String', 'None', ...")
-      .def("output_tag", [](const MethodMeta& mm, size_t i) {
-             if (i >= mm.outputs.size()) throw py::index_error("no output " + std::to_string(i));
-             return std::string(tag_name(mm.outputs[i].tag));
+      .def("output_tag", [](const MethodMeta& mm, py::handle index) {
+             return std::string(tag_name(mm.outputs[index_arg(mm.name, "output", index, mm.outputs.size())].tag));
            }, py::arg("index"))
-      .def("input_tensor_meta", [](const MethodMeta& mm, size_t i) { return tensor_meta(mm, mm.inputs, i, "input"); },
-           py::arg("index"), "TensorInfo of tensor input `index` (IndexError out of range, ValueError for a non-tensor).")
-      .def("output_tensor_meta", [](const MethodMeta& mm, size_t i) { return tensor_meta(mm, mm.outputs, i, "output"); },
+      .def("input_tensor_meta", [](const MethodMeta& mm, py::handle i) { return tensor_meta(mm, mm.inputs, i, "input"); },
+           py::arg("index"), "TensorInfo of tensor input `index` (IndexOutOfRangeError out of range, InvalidInputError for a "
+           "non-tensor).")
+      .def("output_tensor_meta", [](const MethodMeta& mm, py::handle i) { return tensor_meta(mm, mm.outputs, i, "output"); },
            py::arg("index"))
+      .def("num_attributes", [](const MethodMeta& mm) { return mm.attributes.size(); },
+           "The number of named tensors (weights and buffers with a fully qualified name).")
+      .def("attribute_tensor_meta", [](const MethodMeta& mm, py::handle index) {
+             return mm.attributes[index_arg(mm.name, "attribute", index, mm.attributes.size())];
+           }, py::arg("index"), "TensorInfo of named tensor `index` (its name() is the fully qualified name).")
       .def("num_memory_planned_buffers", [](const MethodMeta& mm) { return mm.planned_buffer_sizes.size(); })
-      .def("memory_planned_buffer_size", [](const MethodMeta& mm, size_t i) {
-             if (i >= mm.planned_buffer_sizes.size()) throw py::index_error("no planned buffer " + std::to_string(i));
-             return mm.planned_buffer_sizes[i];
+      .def("memory_planned_buffer_size", [](const MethodMeta& mm, py::handle index) {
+             return mm.planned_buffer_sizes[index_arg(mm.name, "planned buffer", index, mm.planned_buffer_sizes.size())];
            }, py::arg("index"), "Bytes of planned memory arena `index`.")
+      .def("__getitem__", [](const MethodMeta& mm, const std::string& key) { return meta_item(mm, key); }, py::arg("key"),
+           "Dict-style access: meta['num_inputs'], meta['num_outputs'], meta['inputs'], meta['outputs'] (lists of "
+           "{'scalar_type', 'shape', 'tag'} dicts).")
+      .def("get", [](const MethodMeta& mm, const std::string& key, py::object fallback) {
+             for (const char* k : kMetaKeys) {
+               if (key == k) return meta_item(mm, key);
+             }
+             return fallback;
+           }, py::arg("key"), py::arg("default") = py::none())
+      .def("keys", [](const MethodMeta&) {
+             py::list keys;
+             for (const char* k : kMetaKeys) keys.append(k);
+             return keys;
+           })
+      .def("values", [](const MethodMeta& mm) {
+             py::list values;
+             for (const char* k : kMetaKeys) values.append(meta_item(mm, k));
+             return values;
+           })
+      .def("items", [](const MethodMeta& mm) {
+             py::list items;
+             for (const char* k : kMetaKeys) items.append(py::make_tuple(k, meta_item(mm, k)));
+             return items;
+           })
+      .def("__iter__", [](const MethodMeta&) {
+             py::list keys;
+             for (const char* k : kMetaKeys) keys.append(k);
+             return keys.attr("__iter__")();
+           })
+      .def("__len__", [](const MethodMeta&) { return std::size(kMetaKeys); })
+      .def("__contains__", [](const MethodMeta&, py::handle key) {
+             if (!py::isinstance<py::str>(key)) return false;
+             const std::string k = py::cast<std::string>(key);
+             return std::any_of(std::begin(kMetaKeys), std::end(kMetaKeys), [&](const char* m) { return k == m; });
+           })
       .def("backends", [](const MethodMeta& mm) { return mm.backends; },
            "Backend ids of the method's delegates, one per delegate, in order.")
       .def("uses_backend", [](const MethodMeta& mm, const std::string& name) {
@@ -467,6 +606,54 @@ PYBIND11_MODULE(_C, m) {
         return s + "])";
       });
 
+  py::class_<PyResult>(m, "ExecuTorchResult", py::buffer_protocol(),
+                       "A tensor output in CPU memory, as executorch.runtime returns it without PyTorch (the package "
+                       "returns these instead of numpy arrays when imported with "
+                       "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT=executorch). Read it through the buffer protocol "
+                       "(numpy.asarray makes a view, no copy) or DLPack.")
+      .def_buffer([](PyResult& r) {
+        // numpy reads a bfloat16 result as the uint16 bits it holds: the buffer protocol has no bfloat16 format.
+        const bool bf16 = r.dtype == ScalarType::BFloat16;
+        std::string format = bf16 ? py::format_descriptor<uint16_t>::format()
+                                  : std::string(py::str(r.array.dtype().attr("char")));
+        std::vector<py::ssize_t> shape(r.array.shape(), r.array.shape() + r.array.ndim());
+        std::vector<py::ssize_t> strides(r.array.strides(), r.array.strides() + r.array.ndim());
+        return py::buffer_info(r.array.mutable_data(), r.array.itemsize(), format, r.array.ndim(), shape, strides,
+                               r.readonly);
+      })
+      .def_property_readonly("shape", [](const PyResult& r) {
+        return py::tuple(py::cast(std::vector<py::ssize_t>(r.array.shape(), r.array.shape() + r.array.ndim())));
+      }, "Size of each dimension.")
+      .def_property_readonly("strides", [](const PyResult& r) {
+        return py::tuple(py::cast(std::vector<py::ssize_t>(r.array.strides(), r.array.strides() + r.array.ndim())));
+      }, "Byte step of each dimension.")
+      .def_property_readonly("dtype", [](const PyResult& r) { return std::string(scalar_type_name(r.dtype)); },
+                             "Name of the dtype as torch spells it, e.g. 'float32', 'bfloat16'.")
+      .def_property_readonly("nbytes", [](const PyResult& r) { return r.array.nbytes(); }, "Size of the data in bytes.")
+      .def_property_readonly("device", [](const PyResult&) { return "cpu"; }, "Where the data lives: always 'cpu' here.")
+      .def("to_host", [](const PyResult& r) { return PyResult{r.array.attr("copy")(), r.dtype, false}; },
+           "A copy of this result in CPU memory.")
+      .def_static("from_host", [](py::handle, int) -> PyResult {
+        throw Error(ErrorKind::BackendNotAvailable, "ExecuTorchResult.from_host copies to a CUDA device; this runtime "
+                                                    "runs on the CPU only and has no CUDA support");
+      }, py::arg("source"), py::arg("device_index") = 0, "Refused: this runtime has no CUDA support.")
+      .def("__dlpack__", [](const PyResult& r, py::kwargs kwargs) {
+        // numpy exports it; it refuses read-only arrays, so it is given the writable array behind the result.
+        py::dict forwarded;
+        for (auto [key, value] : kwargs) {
+          if (!value.is_none()) forwarded[key] = value;
+        }
+        return r.array.attr("__dlpack__")(**forwarded);
+      })
+      .def("__dlpack_device__", [](const PyResult& r) { return r.array.attr("__dlpack_device__")(); })
+      .def("__repr__", [](const PyResult& r) -> std::string {
+        std::vector<int64_t> shape(r.array.shape(), r.array.shape() + r.array.ndim());
+        return "ExecuTorchResult(shape=" + tuple_string(shape) + ", dtype=" + std::string(scalar_type_name(r.dtype)) + ", device=cpu)";
+      });
+  m.def("_set_result_outputs", &set_result_outputs, py::arg("on"),
+        "True: tensor outputs are ExecuTorchResult objects; False: numpy arrays (the default).");
+  m.def("_result_outputs", &result_outputs);
+
   py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method", "A loaded method of a Program; call it to run it.")
       .def("execute",
            [](py::object self, py::object inputs, bool clone_outputs) {
@@ -480,7 +667,7 @@ PYBIND11_MODULE(_C, m) {
              return self.cast<PyMethod&>().execute(self, inputs, clone_outputs);
            },
            py::arg("inputs") = py::tuple(), py::arg("clone_outputs") = true)
-      .def("set_output", &PyMethod::set_output, py::arg("array"), py::arg("index"),
+      .def("set_output", &PyMethod::set_output, py::arg("tensor"), py::arg("index"),
            "Makes the method write output `index` into `array` (only outputs that are not memory-planned).")
       .def_property_readonly("metadata", [](const PyMethod& self) { return self.meta(); })
       .def_property_readonly("name", [](const PyMethod& self) { return self.meta().name; })
@@ -495,9 +682,9 @@ PYBIND11_MODULE(_C, m) {
         for (const auto& n : p.method_names()) names.add(py::str(n));
         return names;
       }, "The names of the program's methods, as a set.")
-      .def("load_method", &PyProgram::load_method, py::arg("name"),
+      .def("load_method", &PyProgram::load_method_arg, py::arg("name"),
            "The method called `name`, loaded on first use and cached.")
-      .def("metadata", &PyProgram::metadata, py::arg("method_name"), "The MethodMeta of a method, without loading it.")
+      .def("metadata", &PyProgram::metadata_arg, py::arg("method_name"), "The MethodMeta of a method, without loading it.")
       .def("has_etdump", &PyProgram::has_etdump)
       .def("write_etdump_result_to_file", &PyProgram::write_etdump_result_to_file, py::arg("etdump_path"),
            py::arg("debug_buffer_path") = py::none(),
@@ -509,7 +696,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_load_program_buffer", &load_program_buffer, py::arg("buffer"), py::arg("verification"),
         py::arg("enable_etdump"), py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"));
 
-  // One exception class per etnp::ErrorKind (ETNP_ERROR_KINDS) and one for MethodNotFound: errors.py's
+  // One exception class per etnp::ErrorKind (ETNP_ERROR_KINDS) and one per BindingError key: errors.py's
   // ERROR_CLASSES, checked here so that a kind added to the C++ list without a class fails the import.
   m.def("_error_kinds", [] {
     py::list kinds;
@@ -518,13 +705,17 @@ PYBIND11_MODULE(_C, m) {
 #undef ETNP_ERROR_KIND_APPEND
     return kinds;
   }, "The names of the C++ error kinds, in declaration order.");
+  m.def("_binding_error_keys", [] { return std::vector<std::string>(std::begin(kBindingErrorKeys), std::end(kBindingErrorKeys)); },
+        "The classes the binding raises besides one per error kind (BindingError keys).");
   m.def("_set_error_classes", [](const py::dict& classes) {
-    for (const char* key : {
+    std::vector<std::string> keys = {
 #define ETNP_ERROR_KIND_KEY(name) #name,
-             ETNP_ERROR_KINDS(ETNP_ERROR_KIND_KEY)
+        ETNP_ERROR_KINDS(ETNP_ERROR_KIND_KEY)
 #undef ETNP_ERROR_KIND_KEY
-                 "MethodNotFound"}) {
-      if (!classes.contains(key)) throw py::key_error(std::string("no exception class for error kind ") + key);
+    };
+    keys.insert(keys.end(), std::begin(kBindingErrorKeys), std::end(kBindingErrorKeys));
+    for (const std::string& key : keys) {
+      if (!classes.contains(key)) throw py::key_error("no exception class for error kind " + key);
     }
     set_error_classes(classes);
   });
@@ -543,19 +734,29 @@ PYBIND11_MODULE(_C, m) {
     auto b = find_backend(name);
     return b != nullptr && b->is_available();
   });
-  m.def("_backend_get_option", [](const std::string& name, const std::string& key) {
-    return option_to_python(backend_or_throw(name)->get_option(key));
+  m.def("_backend_get_options", [](const std::string& name, py::handle requested) {
+    py::dict values;
+    for (const auto& [key, value] : require_backend(name)->get_options(backend_options_from(name, requested))) {
+      values[py::str(key)] = option_to_python(value);
+    }
+    return values;
+  }, py::arg("backend_name"), py::arg("options"));
+  m.def("_backend_set_options", [](const std::string& name, py::handle options) {
+    BackendOptions values = backend_options_from(name, options);
+    std::shared_ptr<Backend> backend = require_backend(name);
+    py::gil_scoped_release nogil;  // resizing a thread pool waits for its threads
+    backend->set_options(values);
+  }, py::arg("backend_name"), py::arg("options"));
+  m.def("_backend_option_names", [](const std::string& name) { return require_backend(name)->option_names(); });
+  m.def("_kernel_libraries", &kernel_libraries);
+  m.def("_packed_weight_cache_stats", [] {
+    const PackedWeightCacheStats stats = packed_weight_cache_stats();
+    py::dict d;
+    d["entries"] = stats.entries;
+    d["bytes"] = stats.bytes;
+    return d;
   });
-  m.def("_backend_set_option", [](const std::string& name, const std::string& key, py::object value) {
-    auto backend = backend_or_throw(name);
-    BackendOptionValue v;
-    if (py::isinstance<py::bool_>(value)) v = value.cast<bool>();
-    else if (py::isinstance<py::int_>(value)) v = value.cast<int64_t>();
-    else if (py::isinstance<py::str>(value)) v = value.cast<std::string>();
-    else throw py::type_error("backend options are bool, int or str");
-    backend->set_option(key, v);
-  });
-  m.def("_backend_option_names", [](const std::string& name) { return backend_or_throw(name)->option_names(); });
+  m.def("_executorch_version", [] { return std::string(executorch_version()); });
   m.def("_operator_names", &registered_kernel_names);
   m.def("_version", [] { return std::string(etnp::version()); });
   m.def("_schema_identifier", [] { return std::string(schema_identifier()); });

@@ -56,6 +56,36 @@ def test_same_inputs_same_outputs_in_one_process(live, runtime):
                 np.testing.assert_array_equal(got, want)
 
 
+def _tensor_meta(info):
+    return tuple(info.sizes()), int(info.dtype()), bool(info.is_memory_planned()), int(info.nbytes())
+
+
+def test_method_metadata_equals_the_official(live, runtime):
+    """Program.metadata(name) without loading, as executorch.runtime's MethodMeta reports it: counts, and the
+    TensorInfo of every tensor input, output and attribute (named tensor)."""
+    if "export_error" in live or live["official"]["status"] != "ok" or live["file"].endswith(".bpte"):
+        pytest.skip("compared where the official runtime loads the .pte")
+    folder = pathlib.Path(live["dir"])
+    data = [str(folder / name) for name in live["data_files"]]
+    theirs_program = official_runtime.Runtime.get().load_program(folder / live["file"],
+                                                                 data_path=data[0] if data else None)
+    ours_program = runtime.load_program(str(folder / live["file"]), data_path=data or None)
+    assert ours_program.method_names == theirs_program.method_names
+    for name in sorted(theirs_program.method_names):
+        theirs, ours = theirs_program.metadata(name), ours_program.metadata(name)
+        assert ours.name() == theirs.name() == name
+        assert (ours.num_inputs(), ours.num_outputs(), ours.num_attributes()) == \
+            (theirs.num_inputs(), theirs.num_outputs(), theirs.num_attributes()), name
+        for i in range(theirs.num_attributes()):
+            assert _tensor_meta(ours.attribute_tensor_meta(i)) == _tensor_meta(theirs.attribute_tensor_meta(i)), (name, i)
+        for count, ours_meta, theirs_meta, tag in (
+                (theirs.num_inputs(), ours.input_tensor_meta, theirs.input_tensor_meta, ours.input_tag),
+                (theirs.num_outputs(), ours.output_tensor_meta, theirs.output_tensor_meta, ours.output_tag)):
+            for i in range(count):
+                if tag(i) == "Tensor":
+                    assert _tensor_meta(ours_meta(i)) == _tensor_meta(theirs_meta(i)), (name, i)
+
+
 ETDUMP_PROGRAMS = ("mlp", "smallcnn_two_methods")
 
 

@@ -174,6 +174,39 @@ def arith_program() -> Dict:
     return program([add_mul, gather, scalars, dynamic])
 
 
+def outputs_program() -> Dict:
+    """Outputs that are not memory-planned, for Method.set_output:
+    both(x, y): (x + y, x * y), f32[2, 3], neither output planned.
+    twice(x, y): (x + y, x + y), one unplanned value returned at two output indices.
+    channels_last(x f32[1, 2, 2, 2]): x + x into an unplanned channels-last output.
+    """
+    both = plan(
+        "both",
+        [tensor("float32", [2, 3], offset=0), tensor("float32", [2, 3], offset=32), int_value(1),
+         tensor("float32", [2, 3]), tensor("float32", [2, 3])],
+        [0, 1], [3, 4],
+        [kernel(0, [0, 1, 2, 3, 3]), kernel(1, [0, 1, 4, 4])],
+        ["aten::add.out", "aten::mul.out"], arena_bytes=64,
+    )
+    twice = plan(
+        "twice",
+        [tensor("float32", [2, 3], offset=0), tensor("float32", [2, 3], offset=32), int_value(1),
+         tensor("float32", [2, 3])],
+        [0, 1], [3, 3],
+        [kernel(0, [0, 1, 2, 3, 3])],
+        ["aten::add.out"], arena_bytes=64,
+    )
+    channels_last = plan(
+        "channels_last",
+        [tensor("float32", [1, 2, 2, 2], dim_order=[0, 2, 3, 1], offset=0), int_value(1),
+         tensor("float32", [1, 2, 2, 2], dim_order=[0, 2, 3, 1])],
+        [0], [2],
+        [kernel(0, [0, 0, 1, 2, 2])],
+        ["aten::add.out"], arena_bytes=32,
+    )
+    return program([both, twice, channels_last])
+
+
 def missing_operator_program() -> Dict:
     return program([
         plan("forward", [tensor("float32", [2], offset=0), tensor("float32", [2], offset=16)], [0], [1],
@@ -205,6 +238,7 @@ ALL = {
     "layouts": layouts_program,
     "dtypes": dtypes_program,
     "arith": arith_program,
+    "outputs": outputs_program,
     "missing_operator": missing_operator_program,
     "missing_backend": missing_backend_program,
 }

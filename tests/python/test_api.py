@@ -167,25 +167,47 @@ def test_backend_registry(runtime):
     assert "XnnpackBackend" in names
     assert registry.is_available("XnnpackBackend") is True
     assert registry.is_available("NoSuchBackend") is False
-    for key in registry.option_names("XnnpackBackend"):
-        value = registry.get_option("XnnpackBackend", key)
-        registry.set_option("XnnpackBackend", key, value)  # writing the current value back is accepted
-        assert registry.get_option("XnnpackBackend", key) == value
+    # The documented form: a dict whose values give the expected types, answered with the current values.
+    current = registry.get_option("XnnpackBackend", {"num_threads": 0, "workspace_sharing_mode": 0})
+    assert current["num_threads"] == et.runtime_info()["num_threads"] and current["workspace_sharing_mode"] == 0
+    registry.set_option("XnnpackBackend", current)  # writing the current values back is accepted
+    assert registry.get_option("XnnpackBackend", {"num_threads": 0}) == {"num_threads": current["num_threads"]}
     with pytest.raises(et.BackendNotAvailable, match="NoSuchBackend") as info:
-        registry.get_option("NoSuchBackend", "num_threads")
+        registry.get_option("NoSuchBackend", {"num_threads": 0})
     assert info.value.backend == "NoSuchBackend"
     with pytest.raises(InvalidInputError, match="no_such_option"):
-        registry.get_option("XnnpackBackend", "no_such_option")
+        registry.get_option("XnnpackBackend", {"no_such_option": 0})
+    with pytest.raises(InvalidInputError, match="'num_threads' is int, not bool"):
+        registry.get_option("XnnpackBackend", {"num_threads": True})
 
 
 def test_backend_option_errors(runtime):
     registry = runtime.backend_registry
     with pytest.raises(InvalidInputError, match="workspace_sharing_mode"):
-        registry.set_option("XnnpackBackend", "workspace_sharing_mode", 7)
-    with pytest.raises(TypeError):
-        registry.set_option("XnnpackBackend", "workspace_sharing_mode", 1.5)
+        registry.set_option("XnnpackBackend", {"workspace_sharing_mode": 7})
+    with pytest.raises(InvalidInputError, match="must be a bool, int or str, got float"):
+        registry.set_option("XnnpackBackend", {"workspace_sharing_mode": 1.5})
+    with pytest.raises(InvalidInputError, match="must be a dict"):
+        registry.set_option("XnnpackBackend", "num_threads")
+    with pytest.raises(et.InvalidTypeError):
+        registry.set_option(7, {"num_threads": 1})
     with pytest.raises(et.BackendNotAvailable):
         registry.option_names("NoSuchBackend")
+
+
+def test_set_option_is_all_or_nothing(runtime):
+    registry = runtime.backend_registry
+    before = registry.get_option("XnnpackBackend", {"num_threads": 0})["num_threads"]
+    wanted = 1 if before != 1 else 2
+    # num_threads is set first (keys in order), then the bad value is refused: num_threads is put back.
+    with pytest.raises(InvalidInputError, match="workspace_sharing_mode"):
+        registry.set_option("XnnpackBackend", {"num_threads": wanted, "workspace_sharing_mode": 5})
+    assert registry.get_option("XnnpackBackend", {"num_threads": 0})["num_threads"] == before
+    try:
+        registry.set_option("XnnpackBackend", {"num_threads": wanted})
+        assert et.runtime_info()["num_threads"] == wanted
+    finally:
+        registry.set_option("XnnpackBackend", {"num_threads": before})
 
 
 def test_backend_options_at_load(runtime, fixtures):
@@ -201,8 +223,10 @@ def test_backend_options_at_load(runtime, fixtures):
     with pytest.raises(InvalidInputError, match="no_such_option") as info:
         bad.load_method("forward")
     assert info.value.backend == "XnnpackBackend"
-    with pytest.raises(TypeError, match="bool, int or str"):
+    with pytest.raises(InvalidInputError, match="bool, int or str"):
         runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 1.5}})
+    with pytest.raises(et.InvalidTypeError, match="backend_options"):
+        runtime.load_program(path, backend_options=["XnnpackBackend"])
 
 
 def test_operator_registry(runtime):
@@ -213,17 +237,29 @@ def test_operator_registry(runtime):
 
 def test_runtime_info():
     info = et.runtime_info()
+    # executorch-numpy-runtime's keys, first and in its order, with its value types.
+    documented = ["executorch_version", "backends", "operators", "kernel_libs", "supported_dtypes", "bfloat16"]
+    assert list(info)[: len(documented)] == documented
+    assert info["executorch_version"] == et.__et_version__ and isinstance(info["executorch_version"], str)
+    assert isinstance(info["backends"], list) and "XnnpackBackend" in info["backends"]
+    assert isinstance(info["operators"], list) and "aten::add.out" in info["operators"]
+    assert len(info["operators"]) == len(set(info["operators"])) == len(et.Runtime.get().operator_registry.operator_names)
+    # Each library is listed because its operators are there (etnp::lstm.out is the lstm library's op).
+    assert info["kernel_libs"] == ["portable", "optimized", "quantized", "lstm"]
+    assert "quantized_decomposed::quantize_per_tensor.out" in info["operators"] and "etnp::lstm.out" in info["operators"]
+    for dtype in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"):
+        assert dtype in info["supported_dtypes"]
+    assert info["bfloat16"] == ("ml_dtypes.bfloat16" if et.BFLOAT16_DTYPE is not None else "uint16-passthrough")
+    # etnp's own keys after them.
     assert info["version"] == et.__version__ and info["version"].count(".") == 2
     assert info["schema"] == "ET12"
-    assert "XnnpackBackend" in info["backends"]
-    assert "aten::add.out" in info["operators"]
-    assert info["kernel_libraries"]["aten"] > 50
-    assert sum(info["kernel_libraries"].values()) == len(info["operators"])
-    for dtype in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"):
-        assert dtype in info["dtypes"]
-    expected_mode = "ml_dtypes.bfloat16" if et.BFLOAT16_DTYPE is not None else "uint16 bits (ml_dtypes not installed)"
-    assert info["bfloat16"] == expected_mode
+    assert info["available_backends"] == ["XnnpackBackend"]
     assert info["num_threads"] >= 1
+
+
+def test_et_version_is_the_oracle_pin():
+    pins = (pathlib.Path(__file__).parents[2] / "requirements-dev.txt").read_text()
+    assert f"executorch=={et.__et_version__}\n" in pins
 
 
 def test_import_never_imports_torch(programs):

@@ -10,7 +10,8 @@ from executorch_numpy_runtime.errors import ERROR_CLASSES, ExecuTorchError
 def test_every_error_kind_has_a_class_and_no_class_lacks_a_kind():
     kinds = _C._error_kinds()
     assert len(kinds) == len(set(kinds)) and "InvalidArgument" in kinds
-    assert set(ERROR_CLASSES) == set(kinds) | {"MethodNotFound"}
+    assert set(ERROR_CLASSES) == set(kinds) | set(_C._binding_error_keys())
+    assert set(_C._binding_error_keys()) == {"MethodNotFound", "IndexOutOfRange", "InvalidType"}
 
 
 @pytest.mark.parametrize("kind", _C._error_kinds())

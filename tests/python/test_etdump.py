@@ -4,7 +4,7 @@ Program.write_etdump_result_to_file writes as an ETDump (read back with parse_et
 import numpy as np
 import pytest
 
-from executorch_numpy_runtime import parse_etdump
+from executorch_numpy_runtime import InvalidInputError, parse_etdump
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 Y = np.full((2, 3), 0.5, dtype=np.float32)
@@ -118,7 +118,7 @@ def test_delegate_calls_are_recorded(runtime, fixtures, tmp_path):
 def test_without_etdump_writing_fails(runtime, programs, tmp_path):
     program = runtime.load_program(programs["arith"])
     assert not program.has_etdump()
-    with pytest.raises(RuntimeError, match="enable_etdump=True"):
+    with pytest.raises(InvalidInputError, match="enable_etdump=True"):
         program.write_etdump_result_to_file(str(tmp_path / "x.etdp"))
 
 

@@ -142,11 +142,14 @@ def test_execute_releases_the_gil(runtime, fixtures):
 def test_set_output_while_other_threads_execute(runtime, programs):
     add_mul = runtime.load_program(programs["arith"]).load_method("add_mul")
     stop = threading.Event()
+    bound = []
 
     def rebind():
         n = 0
         while not stop.is_set():
-            add_mul.set_output(np.zeros((2, 3), np.float32), 1)
+            array = np.zeros((2, 3), np.float32)
+            bound.append(array)
+            add_mul.set_output(array, 1)
             n += 1
         return n
 
@@ -156,13 +159,19 @@ def test_set_output_while_other_threads_execute(runtime, programs):
             x = rng.standard_normal((2, 3)).astype(np.float32)
             s, p = add_mul([x, x])
             np.testing.assert_array_equal(s, x + x)
-            np.testing.assert_array_equal(p, x * x)
-            view = add_mul([x, x], clone_outputs=False)[1]
-            assert view.shape == (2, 3)  # the bound array it lives in stays alive
+            # Output 1 comes back as the array bound at the time of the call; later calls (of any thread) may
+            # already have overwritten it, as documented.
+            assert any(p is array for array in bound)
         return True
 
     with ThreadPoolExecutor(6) as pool:
         binder = pool.submit(rebind)
-        assert all(pool.map(work, range(5)))
-        stop.set()
+        try:
+            assert all(pool.map(work, range(5)))
+        finally:
+            stop.set()
         assert binder.result() > 0
+    # Alone, the method writes the product into the last bound array.
+    x = np.full((2, 3), 3.0, np.float32)
+    assert add_mul([x, x])[1] is bound[-1]
+    np.testing.assert_array_equal(bound[-1], x * x)
