@@ -121,3 +121,45 @@ def test_method_not_found(runtime, programs):
 def test_parse_etdump_rejects_garbage():
     with pytest.raises(InvalidInputError):
         et.parse_etdump(b"\x00" * 64)
+
+
+def _bad_calls(runtime, programs):
+    program = runtime.load_program(programs["arith"])
+    add_mul = program.load_method("add_mul")
+    meta = add_mul.metadata
+    registry = runtime.backend_registry
+    return {
+        "load_program(int)": lambda: runtime.load_program(123),
+        "load_program(verification=str)": lambda: runtime.load_program(programs["arith"], verification="Minimal"),
+        "load_program(debug_buffer_size=-1)": lambda: runtime.load_program(programs["arith"], debug_buffer_size=-1),
+        "load_program(data_path=int)": lambda: runtime.load_program(programs["arith"], data_path=7),
+        "load_program(backend_options=list)": lambda: runtime.load_program(programs["arith"], backend_options=[1]),
+        "load_method(int)": lambda: program.load_method(0),
+        "metadata(None)": lambda: program.metadata(None),
+        "input_tensor_meta(99)": lambda: meta.input_tensor_meta(99),
+        "output_tensor_meta(-1)": lambda: meta.output_tensor_meta(-1),
+        "attribute_tensor_meta(0)": lambda: meta.attribute_tensor_meta(0),
+        "input_tag('0')": lambda: meta.input_tag("0"),
+        "memory_planned_buffer_size(5)": lambda: meta.memory_planned_buffer_size(5),
+        "execute(wrong count)": lambda: add_mul.execute([X]),
+        "execute(object)": lambda: add_mul.execute([object(), object()]),
+        "set_output(list)": lambda: add_mul.set_output([0.0] * 6, 1),
+        "set_output(index str)": lambda: add_mul.set_output(np.zeros((2, 3), np.float32), "1"),
+        "get_option(str)": lambda: registry.get_option("XnnpackBackend", "num_threads"),
+        "set_option(bad value)": lambda: registry.set_option("XnnpackBackend", {"num_threads": "many"}),
+        "is_available(int)": lambda: registry.is_available(1),
+        "write_etdump without etdump": lambda: program.write_etdump_result_to_file("x.etdp"),
+        "parse_etdump(garbage)": lambda: et.parse_etdump(b"garbage"),
+    }
+
+
+X = np.zeros((2, 3), np.float32)
+
+
+def test_every_bad_argument_raises_an_executorch_error(runtime, programs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name, call in _bad_calls(runtime, programs).items():
+        with pytest.raises(ExecuTorchError) as info:
+            call()
+        assert str(info.value), name
+    assert not list(tmp_path.iterdir())  # nothing written by the refused calls
