@@ -11,7 +11,8 @@ packages=(
   systemtap-sdt-dev  # <sys/sdt.h>: the USDT probes (docs/tracing.md)
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev libssl-dev)
+  packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev libssl-dev
+             bpftrace)  # traces the USDT probes (tests/usdt/trace_probes.py; skipped where tracing is not allowed)
 fi
 # torch, the official ExecuTorch and the other oracles are not Debian packages here: the tests and benchmarks
 # take them from the dev venv (scripts/dev-venv.sh, requirements-dev.txt), never the runtime.
