@@ -145,7 +145,8 @@ def test_000_env_switch_for_results(folder):
         "out = m.execute([np.ones((2, 2), np.float32)] * 2)[0]\n"
         "print(type(out).__name__, out.dtype, out.shape, out.strides, out.nbytes, out.device)\n"
     )
-    env = dict(os.environ, EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT="executorch", PYTHONPATH=os.pathsep.join(sys.path))
+    package_parent = str(Path(en.__file__).resolve().parents[1])  # the package under test, wherever it is
+    env = dict(os.environ, EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT="executorch", PYTHONPATH=package_parent)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=folder)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ExecuTorchResult float32 (2, 2) (8, 4) 16 cpu\n"
