@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     if (command == "run") return etnp::cli::run_run(args);
     if (command == "bench") return etnp::cli::run_bench(args);
     if (command == "version" || command == "--version") {
-      std::printf("etnp %s (reads ExecuTorch programs with schema %s)\n", etnp::version(), etnp::schema_identifier());
+      std::printf("etnp %s (reads ExecuTorch programs with schema %s; verified against ExecuTorch %s)\n",
+                  etnp::version(), etnp::schema_identifier(), etnp::executorch_version());
       return 0;
     }
     etnp::cli::usage_error("unknown command '" + command + "' (try: etnp --help)");

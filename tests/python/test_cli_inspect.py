@@ -93,3 +93,11 @@ def test_every_fixture_gets_the_verdict_the_manifest_expects(etnp, fixtures, man
         else:
             assert expect["names"] in record["verdict"], entry["id"]
     assert checked > 150
+
+
+def test_version_names_the_schema_and_the_executorch_release(etnp):
+    import executorch_numpy_runtime as et
+
+    out = subprocess.run([etnp, "--version"], capture_output=True, text=True, check=True).stdout
+    assert out == f"etnp {et.__version__} (reads ExecuTorch programs with schema ET12; verified against ExecuTorch " \
+                  f"{et.__et_version__})\n"
