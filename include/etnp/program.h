@@ -150,6 +150,11 @@ class Method {
   size_t num_inputs() const;
   size_t num_outputs() const;
 
+  /// Whether the method writes input `index` in place (a program that mutates an input, exported with
+  /// alloc_graph_input=False): it then writes the caller's memory of that input, through TensorRef::data.
+  /// A memory-planned input is copied into the method and the caller's memory is never written.
+  bool writes_input(size_t index) const;
+
   /// Sets every input, runs, and returns the outputs (see TensorRef for their lifetime).
   std::vector<Value> execute(std::span<const Value> inputs);
 

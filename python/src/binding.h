@@ -107,7 +107,9 @@ struct PreparedInputs {
 
 /// Converts `inputs` (a list/tuple, or one value) for a method with `meta`. Throws etnp::Error(InvalidArgument)
 /// with the input index for a wrong count, dtype, rank or memory layout, and for unsupported dtypes.
-PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs);
+/// `written[i]`: the method writes input i in place (Method::writes_input); a read-only array given for it is
+/// copied, so that it is never written.
+PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written);
 
 /// A tensor output as executorch.runtime's ExecuTorchResult: what execute returns when the package was imported
 /// with EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT=executorch (numpy arrays otherwise).
@@ -179,6 +181,7 @@ class PyMethod {
   std::mutex mutex_;                          ///< Serializes every use of method_.
   std::vector<std::shared_ptr<PyRef>> bound_; ///< Per output: the caller's array from set_output, or null.
   std::vector<std::span<const uint8_t>> bound_memory_;  ///< Per output: that array's bytes (empty: none bound).
+  std::vector<bool> written_inputs_;          ///< Per input: Method::writes_input.
 };
 
 class PyProgram {

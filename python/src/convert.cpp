@@ -240,7 +240,8 @@ bool is_dense(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>&
   return true;
 }
 
-Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, std::vector<py::object>& keep_alive) {
+Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool written,
+                   std::vector<py::object>& keep_alive) {
   py::array array = as_array(index, obj, info);
   std::optional<ScalarType> given = scalar_type_of(array.dtype());
   if (!given) {
@@ -277,7 +278,9 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, std::ve
   // Kernels may load elements with aligned instructions: a misaligned array (a view into a byte buffer at an odd
   // offset) is copied like an array with no layout of its own.
   const bool aligned = (array.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0;
-  if (!layout_matches || !aligned) {
+  // The method writes this input in place: it writes the array given, unless the array may not be written.
+  const bool read_only_but_written = written && !array.writeable();
+  if (!layout_matches || !aligned || read_only_but_written) {
     // Copy it into the method's dim order (an empty array in physical order, viewed back in logical order).
     py::module_ np = py::module_::import("numpy");
     std::vector<py::ssize_t> physical(order.size()), axes(order.size());
@@ -354,7 +357,7 @@ std::string describe_array(const py::array& array) {
          list_string(strides, "(", ")");
 }
 
-PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs) {
+PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written) {
   std::vector<py::handle> items;
   py::list holder;
   if (inputs.is_none()) {
@@ -379,7 +382,7 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs) {
     const ValueInfo& info = meta.inputs[i];
     try {
       if (info.tag == Tag::Tensor) {
-        prepared.values.push_back(tensor_input(i, items[i], info.tensor, prepared.keep_alive));
+        prepared.values.push_back(tensor_input(i, items[i], info.tensor, written[i], prepared.keep_alive));
       } else {
         prepared.values.push_back(scalar_input(i, items[i], prepared.keep_alive, info));
       }

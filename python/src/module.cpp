@@ -72,6 +72,7 @@ PyMethod::PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> 
     : state_(std::move(state)), method_(std::move(method)) {
   bound_.resize(method_->num_outputs());
   bound_memory_.resize(method_->num_outputs());
+  for (size_t i = 0; i < method_->num_inputs(); ++i) written_inputs_.push_back(method_->writes_input(i));
 }
 
 namespace {
@@ -112,7 +113,7 @@ void PyMethod::check_bound_outputs_against(const std::vector<std::span<const uin
 }
 
 py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_outputs) {
-  PreparedInputs prepared = prepare_inputs(meta(), inputs);
+  PreparedInputs prepared = prepare_inputs(meta(), inputs, written_inputs_);
   std::vector<std::span<const uint8_t>> input_memory;
   for (const py::object& kept : prepared.keep_alive) {
     const auto& in = py::reinterpret_borrow<py::array>(kept);

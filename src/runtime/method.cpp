@@ -32,6 +32,16 @@ Value Method::output(size_t index) const { return impl_->output(index); }
 
 void Method::set_output_buffer(size_t index, void* data, size_t nbytes) { impl_->set_output_buffer(index, data, nbytes); }
 
+bool Method::writes_input(size_t index) const {
+  if (index >= impl_->written_inputs.size()) {
+    throw Error(ErrorKind::InvalidArgument,
+                "the method takes " + std::to_string(impl_->written_inputs.size()) + " inputs, there is no input " +
+                    std::to_string(index),
+                impl_->context());
+  }
+  return impl_->written_inputs[index];
+}
+
 const std::string& Method::output_buffer_refusal(size_t index) const {
   if (index >= impl_->output_refusals.size()) {
     throw Error(ErrorKind::InvalidArgument,

@@ -200,6 +200,26 @@ Value Method::Impl::output(size_t index) const {
   }
 }
 
+void Method::Impl::find_written_inputs() {
+  // An unplanned input is bound to the caller's memory. A kernel writes its out argument (the last two slots:
+  // out and the returned value) and a move its target; the delegates write only their own outputs.
+  const auto* inputs = plan->inputs();
+  written_inputs.assign(inputs->size(), false);
+  for (size_t k = 0; k < inputs->size(); ++k) {
+    const EValue* input = &values[static_cast<size_t>(inputs->Get(k))];
+    if (!input->is_tensor() || planned_input[k]) continue;  // a planned input is a copy of the caller's
+    for (const Instruction& ins : instructions) {
+      const bool kernel_writes = ins.kind == Instruction::Kind::Kernel && !ins.args.empty() &&
+                                 (ins.args.back() == input || (ins.args.size() >= 2 && ins.args[ins.args.size() - 2] == input));
+      const bool move_writes = ins.kind == Instruction::Kind::Move && &values[static_cast<size_t>(ins.b)] == input;
+      if (kernel_writes || move_writes) {
+        written_inputs[k] = true;
+        break;
+      }
+    }
+  }
+}
+
 void Method::Impl::find_output_refusals(const runtime::UseAnalysis& refs) {
   // An output can take caller memory only when it is a tensor the method writes into storage of its own at
   // run time: planned memory and constants belong to the program, and redirecting a tensor another value

@@ -70,6 +70,8 @@ struct Method::Impl {
   std::vector<bool> input_set;
   /// Per method output: why set_output_buffer refuses it (Method::output_buffer_refusal), or empty.
   std::vector<std::string> output_refusals;
+  /// Per method input: an instruction writes it in place (Method::writes_input).
+  std::vector<bool> written_inputs;
   /// FreeCall targets with the storage they had at load: put back after every run, so the next run (and
   /// set_input, which copies into planned input storage) finds the memory plan intact.
   std::vector<std::pair<Tensor*, void*>> freed_storage;
@@ -110,6 +112,7 @@ struct Method::Impl {
   void mark_storage_checks();
   // method_bind.cpp
   void find_output_refusals(const runtime::UseAnalysis& refs);
+  void find_written_inputs();
 };
 
 }  // namespace etnp

@@ -47,6 +47,7 @@ void Method::Impl::load() {
       elide_copies(folded);
       find_output_refusals(folded);
     }
+    find_written_inputs();  // after elide_copies, which may rewrite the instructions
     prepare_kernels();
     mark_storage_checks();
     build_delegates();

@@ -179,6 +179,7 @@ def outputs_program() -> Dict:
     both(x, y): (x + y, x * y), f32[2, 3], neither output planned.
     twice(x, y): (x + y, x + y), one unplanned value returned at two output indices.
     channels_last(x f32[1, 2, 2, 2]): x + x into an unplanned channels-last output.
+    add_into_input(x f32[2, 3] unplanned, y f32[2, 3]): x += y in place (an input the method writes), returns x.
     """
     both = plan(
         "both",
@@ -204,7 +205,14 @@ def outputs_program() -> Dict:
         [kernel(0, [0, 0, 1, 2, 2])],
         ["aten::add.out"], arena_bytes=32,
     )
-    return program([both, twice, channels_last])
+    add_into_input = plan(
+        "add_into_input",
+        [tensor("float32", [2, 3]), tensor("float32", [2, 3], offset=0), int_value(1)],
+        [0, 1], [0],
+        [kernel(0, [0, 1, 2, 0, 0])],
+        ["aten::add.out"], arena_bytes=32,
+    )
+    return program([both, twice, channels_last, add_into_input])
 
 
 def missing_operator_program() -> Dict:

@@ -275,3 +275,22 @@ def test_readonly_inputs_are_fine(arith):
 def test_error_messages_carry_the_method_name(arith):
     with pytest.raises(InvalidInputError, match="method 'add_mul'"):
         arith.load_method("add_mul")([X])
+
+
+def test_an_input_the_method_writes_is_written_into_a_writable_array_only(runtime, programs):
+    """executorch.runtime: an input that is not memory-planned is used in place, so the method's write of it
+    lands in the array passed in; a read-only array is copied first and stays as it was."""
+    method = runtime.load_program(programs["outputs"]).load_method("add_into_input")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.ones((2, 3), np.float32)
+    out = method([x.copy(), y])[0]
+    np.testing.assert_array_equal(out, x + y)
+    writable = x.copy()
+    np.testing.assert_array_equal(method([writable, y])[0], x + y)
+    np.testing.assert_array_equal(writable, x + y)  # written in place
+    read_only = x.copy()
+    read_only.setflags(write=False)
+    np.testing.assert_array_equal(method([read_only, y])[0], x + y)
+    np.testing.assert_array_equal(read_only, x)  # never written
+    frozen = memoryview(x.tobytes()).cast("f", (2, 3))  # bytes: memory nobody may write
+    np.testing.assert_array_equal(method([frozen, y])[0], x + y)
