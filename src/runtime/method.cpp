@@ -32,23 +32,27 @@ Value Method::output(size_t index) const { return impl_->output(index); }
 
 void Method::set_output_buffer(size_t index, void* data, size_t nbytes) { impl_->set_output_buffer(index, data, nbytes); }
 
-bool Method::writes_input(size_t index) const {
-  if (index >= impl_->written_inputs.size()) {
+namespace {
+
+// InvalidArgument unless `index` is below `count` (the method's inputs or outputs, `what`).
+void check_index(size_t index, size_t count, const char* what, const ErrorContext& where) {
+  if (index >= count) {
     throw Error(ErrorKind::InvalidArgument,
-                "the method takes " + std::to_string(impl_->written_inputs.size()) + " inputs, there is no input " +
+                "the method has " + std::to_string(count) + " " + what + "s, there is no " + what + " " +
                     std::to_string(index),
-                impl_->context());
+                where);
   }
+}
+
+}  // namespace
+
+bool Method::writes_input(size_t index) const {
+  check_index(index, impl_->written_inputs.size(), "input", impl_->context());
   return impl_->written_inputs[index];
 }
 
 const std::string& Method::output_buffer_refusal(size_t index) const {
-  if (index >= impl_->output_refusals.size()) {
-    throw Error(ErrorKind::InvalidArgument,
-                "the method has " + std::to_string(impl_->output_refusals.size()) + " outputs, there is no output " +
-                    std::to_string(index),
-                impl_->context());
-  }
+  check_index(index, impl_->output_refusals.size(), "output", impl_->context());
   return impl_->output_refusals[index];
 }
 
