@@ -472,6 +472,16 @@ py::list value_entries(const std::vector<ValueInfo>& values) {
   return entries;
 }
 
+bool is_meta_key(const std::string& key) {
+  return std::any_of(std::begin(kMetaKeys), std::end(kMetaKeys), [&](const char* k) { return key == k; });
+}
+
+py::list meta_keys() {
+  py::list keys;
+  for (const char* k : kMetaKeys) keys.append(k);
+  return keys;
+}
+
 py::object meta_item(const MethodMeta& mm, const std::string& key) {
   if (key == "num_inputs") return py::int_(mm.inputs.size());
   if (key == "num_outputs") return py::int_(mm.outputs.size());
@@ -559,16 +569,9 @@ PYBIND11_MODULE(_C, m) {
            "Dict-style access: meta['num_inputs'], meta['num_outputs'], meta['inputs'], meta['outputs'] (lists of "
            "{'scalar_type', 'shape', 'tag'} dicts).")
       .def("get", [](const MethodMeta& mm, const std::string& key, py::object fallback) {
-             for (const char* k : kMetaKeys) {
-               if (key == k) return meta_item(mm, key);
-             }
-             return fallback;
+             return is_meta_key(key) ? meta_item(mm, key) : fallback;
            }, py::arg("key"), py::arg("default") = py::none())
-      .def("keys", [](const MethodMeta&) {
-             py::list keys;
-             for (const char* k : kMetaKeys) keys.append(k);
-             return keys;
-           })
+      .def("keys", [](const MethodMeta&) { return meta_keys(); })
       .def("values", [](const MethodMeta& mm) {
              py::list values;
              for (const char* k : kMetaKeys) values.append(meta_item(mm, k));
@@ -579,16 +582,10 @@ PYBIND11_MODULE(_C, m) {
              for (const char* k : kMetaKeys) items.append(py::make_tuple(k, meta_item(mm, k)));
              return items;
            })
-      .def("__iter__", [](const MethodMeta&) {
-             py::list keys;
-             for (const char* k : kMetaKeys) keys.append(k);
-             return keys.attr("__iter__")();
-           })
+      .def("__iter__", [](const MethodMeta&) { return meta_keys().attr("__iter__")(); })
       .def("__len__", [](const MethodMeta&) { return std::size(kMetaKeys); })
       .def("__contains__", [](const MethodMeta&, py::handle key) {
-             if (!py::isinstance<py::str>(key)) return false;
-             const std::string k = py::cast<std::string>(key);
-             return std::any_of(std::begin(kMetaKeys), std::end(kMetaKeys), [&](const char* m) { return k == m; });
+             return py::isinstance<py::str>(key) && is_meta_key(py::cast<std::string>(key));
            })
       .def("backends", [](const MethodMeta& mm) { return mm.backends; },
            "Backend ids of the method's delegates, one per delegate, in order.")

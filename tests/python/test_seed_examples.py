@@ -220,6 +220,11 @@ def test_001_dict_style_metadata(fixtures):
         "inputs": [{"scalar_type": en.ScalarType.Float, "shape": [3], "tag": "Tensor"}] * 2,
         "outputs": [{"scalar_type": en.ScalarType.Float, "shape": [3], "tag": "Tensor"}],
     }
+    assert len(meta) == 4 and list(meta) == list(meta.keys()) and "inputs" in meta and "name" not in meta and 3 not in meta
+    assert meta.get("num_outputs") == 1 and meta.get("nothing", "fallback") == "fallback"
+    assert dict(meta.items()) == dict(zip(meta.keys(), meta.values()))
+    with pytest.raises(KeyError, match="nothing"):
+        meta["nothing"]
     # The same object is executorch.runtime's MethodMeta.
     assert meta.num_inputs() == 2 and meta.input_tensor_meta(0).sizes() == (3,)
 
