@@ -455,7 +455,7 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
 TEST(XnnpackKernels, FullyConnectedQd8) {
   // One row x = [1, -1] quantized with scale 0.5 and zero point 2: q = [4, 0].
   const int8_t q[] = {4, 0};
-  const DynamicQuantParams params{0.5f, 2};
+  const DynamicQuantParams params{.zero_point = 2, .scale = 0.5f};
   const int8_t weights[] = {3, -1, 0, 2};  // rows: unit 0 = [3, -1], unit 1 = [0, 2]
   const float scales[] = {0.1f, 1.0f};
   const float bias[] = {0.5f, 0.0f};
@@ -482,7 +482,7 @@ TEST(XnnpackKernels, FullyConnectedQd8Blocked) {
     bias[j] = static_cast<float>(j) - 10.0f;
   }
   std::vector<DynamicQuantParams> params(rows);
-  for (size_t r = 0; r < rows; ++r) params[r] = {0.01f * static_cast<float>(r + 1), static_cast<int32_t>(r) * 9 - 20};
+  for (size_t r = 0; r < rows; ++r) params[r] = {.zero_point = static_cast<int32_t>(r) * 9 - 20, .scale = 0.01f * static_cast<float>(r + 1)};
   const QD8Weights w(weights.data(), n, k, scales.data(), bias.data());
   std::vector<float> out(rows * n);
   std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));

@@ -144,9 +144,9 @@ Executor::AlignedBytes Executor::allocate(size_t bytes) {
 
 Executor::Executor(Graph graph) : Executor(check_graph(std::move(graph))) {}
 
-Executor::Executor(CheckedGraph checked, bool share_weights)
-    : graph_(std::move(checked.graph)), shapes_(std::move(checked.shapes)) {
-  packed_.shared = share_weights;
+Executor::Executor(CheckedGraph checked, ExecutorOptions options)
+    : graph_(std::move(checked.graph)), engines_(options.engines), shapes_(std::move(checked.shapes)) {
+  packed_.shared = options.share_weights;
   const xnn_status init = ops::initialize();
   if (init != xnn_status_success) {
     throw Error(ErrorKind::BackendNotAvailable,
@@ -199,7 +199,7 @@ void Executor::build_steps() {
   };
   for (const Node& node : graph_.nodes) {
     const NodeView view{node, graph_.values, shapes_.data()};
-    StepBuilder builder{view, steps_, stats_.xnnpack_operators, stats_.own_kernels, packed_, keep};
+    StepBuilder builder{view, steps_, stats_.xnnpack_operators, stats_.own_kernels, packed_, keep, engines_};
     build_node(builder);
   }
 }

@@ -42,15 +42,21 @@ struct CheckedGraph {
 /// A shape error stops the checks at that node; otherwise every unsupported node gives a reason.
 CheckedGraph check_graph(Graph graph);
 
+struct ExecutorOptions {
+  /// The weights its own kernels pack are shared with every other executor through compute::WeightCache
+  /// (XnnpackBackend option weight_cache_enabled); bytes() then leaves them out.
+  bool share_weights = false;
+  /// Which kernels run the nodes both XNNPACK and the delegate can run (ETNP_XNNPACK_ENGINE).
+  Engines engines = Engines::Measured;
+};
+
 class Executor {
  public:
   /// Builds the executor (creates XNNPACK operators, copies the constants it needs later). Constant bytes
   /// in `graph` need only be valid during the call. Throws etnp::Error(ProgramLoadError) with the first of
   /// check_graph's reasons.
   explicit Executor(Graph graph);
-  /// `share_weights`: the weights its own kernels pack are shared with every other executor through
-  /// compute::WeightCache (XnnpackBackend option weight_cache_enabled); bytes() then leaves them out.
-  explicit Executor(CheckedGraph checked, bool share_weights = false);
+  explicit Executor(CheckedGraph checked, ExecutorOptions options = {});
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -87,6 +93,7 @@ class Executor {
   std::vector<AlignedBytes> constant_storage_;
   size_t constant_bytes_ = 0;  ///< in constant_storage_
   PackedWeights packed_;       ///< weights packed for the own kernels
+  Engines engines_ = Engines::Measured;
   std::vector<void*> constant_data_;  ///< Per value: the delegate's copy of a constant used at run time.
 
   std::vector<Shape> shapes_;  ///< Current shape of every value.

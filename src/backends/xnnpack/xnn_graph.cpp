@@ -814,8 +814,9 @@ size_t value_storage_bytes(const Value& value, const Shape& shape) {
       return last == 0 ? 0 : (numel / last) * ((last + 1) / 2);
     }
     case DataType::qdint8:
-      // int8 data, padded to 8 bytes, then one parameter pair per row.
-      return ((numel + 7) & ~size_t{7}) + dynamic_quant_rows(value, shape) * sizeof(DynamicQuantParams);
+      // int8 data, padded to 8 bytes, then one parameter pair per row and the spare ones XNNPACK reads.
+      return dynamic_quant_params_offset(numel) +
+             (dynamic_quant_rows(value, shape) + kExtraDynamicQuantParams) * sizeof(DynamicQuantParams);
     default:
       return numel * datatype_size(value.dtype);
   }

@@ -172,10 +172,15 @@ size_t value_storage_bytes(const Value& value, const Shape& shape);
 /// Rows of a dynamically quantized (qdint8) tensor: the product of its batch (leading) dims.
 size_t dynamic_quant_rows(const Value& value, const Shape& shape);
 
-/// Per-row quantization parameters stored after the int8 data of a qdint8 tensor.
+/// Per-row quantization parameters stored after the int8 data of a qdint8 tensor (XNNPACK's
+/// xnn_quantization_params layout, so that its qd8 operators read them in place).
 struct DynamicQuantParams {
-  float scale;
   int32_t zero_point;
+  float scale;
 };
+/// Entries past the last row's a qdint8 tensor keeps (XNNPACK's qd8 operators read up to 10 more).
+inline constexpr size_t kExtraDynamicQuantParams = 10;
+/// Where a qdint8 tensor of `numel` codes keeps its per-row parameters: after the codes, 8-byte aligned.
+inline size_t dynamic_quant_params_offset(size_t numel) { return (numel + 7) & ~size_t{7}; }
 
 }  // namespace etnp::xnn

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <utility>
 
@@ -20,6 +21,10 @@ constexpr bool kReshapeApi = false;
 }  // namespace
 
 bool reshape_api() { return kReshapeApi; }
+
+bool has_unary_f32(UnaryOp op) { return kReshapeApi || op <= UnaryOp::ELU; }
+bool has_qd8_fully_connected() { return kReshapeApi; }
+bool has_batch_matmul_f32() { return kReshapeApi; }
 
 xnn_status initialize() { return xnn_initialize(nullptr); }
 
@@ -190,6 +195,13 @@ xnn_unary_operator unary_op(UnaryOp op) {
     case UnaryOp::Hardswish: return xnn_unary_hardswish;
     case UnaryOp::LeakyReLU: return xnn_unary_leaky_relu;
     case UnaryOp::ELU: return xnn_unary_elu;
+    case UnaryOp::Tanh: return xnn_unary_tanh;
+    case UnaryOp::Exp: return xnn_unary_exp;
+    case UnaryOp::Log: return xnn_unary_log;
+    case UnaryOp::Gelu: return xnn_unary_gelu;
+    case UnaryOp::ReciprocalSquareRoot: return xnn_unary_reciprocal_square_root;
+    case UnaryOp::Sine: return xnn_unary_sine;
+    case UnaryOp::Cosine: return xnn_unary_cosine;
   }
   return xnn_unary_invalid;
 }
@@ -405,6 +417,7 @@ xnn_status create_unary_f32(UnaryOp op, float scalar, Operator& out) {
   const xnn_status s =
       create_unary(unary_op(op), xnn_datatype_fp32, xnn_datatype_fp32, &params, nullptr, nullptr, out);
 #else
+  if (!has_unary_f32(op)) return xnn_status_unsupported_parameter;
   xnn_operator_t o = nullptr;
   xnn_status s;
   if (op == UnaryOp::LeakyReLU) {
@@ -482,8 +495,39 @@ xnn_status setup_unary(Operator& op, size_t count, const void* in, void* out, pt
     case UnaryOp::Hardswish: return xnn_setup_hardswish_nc_f32(o, count, f, y, pool);
     case UnaryOp::LeakyReLU: return xnn_setup_leaky_relu_nc_f32(o, count, f, y, pool);
     case UnaryOp::ELU: return xnn_setup_elu_nc_f32(o, count, f, y, pool);
+    default: break;  // never created with this library
   }
   return xnn_status_invalid_state;
+#endif
+}
+
+xnn_status create_softmax_f32(size_t channels, Operator& out) {
+  xnn_operator_t x = nullptr;
+#if ETNP_XNNPACK_RESHAPE_API
+  const xnn_status s = adopt(xnn_create_softmax_nc_f32(0, &x), x, Operator::Kind::SoftmaxF32, out);
+#else
+  const xnn_status s =
+      adopt(xnn_create_softmax_nc_f32(channels, channels, channels, 0, &x), x, Operator::Kind::SoftmaxF32, out);
+#endif
+  if (s == xnn_status_success) out.channels_ = channels;
+  return s;
+}
+
+xnn_status setup_softmax_f32(Operator& op, size_t rows, const float* in, float* out, pthreadpool_t pool) {
+  if (op.kind_ != Operator::Kind::SoftmaxF32) return xnn_status_invalid_state;
+  const size_t c = op.channels_;
+#if ETNP_XNNPACK_RESHAPE_API
+  if (op.needs_reshape({rows}, pool)) {
+    const xnn_status s = xnn_reshape_softmax_nc_f32(op.op_, c, c, c, rows, pool);
+    if (s != xnn_status_success) {
+      op.reshaped_ = false;
+      return s;
+    }
+  }
+  return xnn_setup_softmax_nc_f32(op.op_, in, out);
+#else
+  (void)c;
+  return xnn_setup_softmax_nc_f32(op.op_, rows, in, out, pool);
 #endif
 }
 
@@ -519,6 +563,133 @@ xnn_status setup_fully_connected_qs8(Operator& op, size_t rows, const int8_t* in
   return xnn_setup_fully_connected_nc_qs8(op.op_, in, out);
 #else
   return xnn_setup_fully_connected_nc_qs8(op.op_, rows, in, out, pool);
+#endif
+}
+
+xnn_status create_fully_connected_f32(size_t k, size_t units, const float* kernel, const float* bias, float out_min,
+                                      float out_max, bool transposed, Operator& out) {
+  xnn_operator_t x = nullptr;
+  const uint32_t flags = transposed ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0;
+  const xnn_status s = xnn_create_fully_connected_nc_f32(k, units, k, units, kernel, bias, out_min, out_max, flags,
+                                                         ETNP_XNN_CACHES & x);
+  return adopt(s, x, Operator::Kind::FullyConnectedF32, out);
+}
+
+xnn_status setup_fully_connected_f32(Operator& op, size_t rows, const float* in, float* out, pthreadpool_t pool) {
+  if (op.kind_ != Operator::Kind::FullyConnectedF32) return xnn_status_invalid_state;
+#if ETNP_XNNPACK_RESHAPE_API
+  if (op.needs_reshape({rows}, pool)) {
+    const xnn_status s = xnn_reshape_fully_connected_nc_f32(op.op_, rows, pool);
+    if (s != xnn_status_success) {
+      op.reshaped_ = false;
+      return s;
+    }
+  }
+  return xnn_setup_fully_connected_nc_f32(op.op_, in, out);
+#else
+  return xnn_setup_fully_connected_nc_f32(op.op_, rows, in, out, pool);
+#endif
+}
+
+#if ETNP_XNNPACK_RESHAPE_API
+static_assert(kExtraQuantizationParams >= XNN_EXTRA_QUANTIZATION_PARAMS);
+static_assert(sizeof(xnn_quantization_params) == 8 && offsetof(xnn_quantization_params, zero_point) == 0 &&
+              offsetof(xnn_quantization_params, scale) == 4);
+#endif
+
+xnn_status create_fully_connected_qd8(size_t k, size_t units, const QD8Kernel& kernel, const float* bias,
+                                      float out_min, float out_max, Operator& out) {
+#if ETNP_XNNPACK_RESHAPE_API
+  xnn_operator_t x = nullptr;
+  xnn_status s = xnn_status_invalid_parameter;
+  switch (kernel.type) {
+    case QD8Kernel::Type::QC8W:
+      s = xnn_create_fully_connected_nc_qd8_f32_qc8w(k, units, k, units, kernel.channel_scales,
+                                                     static_cast<const int8_t*>(kernel.data), bias, out_min, out_max,
+                                                     0, ETNP_XNN_CACHES & x);
+      break;
+    case QD8Kernel::Type::QC4W:
+      s = xnn_create_fully_connected_nc_qd8_f32_qc4w(k, units, k, units, 8, kernel.channel_scales, kernel.data, bias,
+                                                     out_min, out_max, 0, ETNP_XNN_CACHES & x);
+      break;
+    case QD8Kernel::Type::QB4W:
+      s = xnn_create_fully_connected_nc_qd8_f32_qb4w(k, units, k, units, kernel.block_size, 8, kernel.block_scales,
+                                                     kernel.data, bias, out_min, out_max, 0, ETNP_XNN_CACHES & x);
+      break;
+  }
+  s = adopt(s, x, Operator::Kind::FullyConnectedQD8, out);
+  if (s == xnn_status_success) out.variant_ = static_cast<uint8_t>(kernel.type);
+  return s;
+#else
+  (void)k, (void)units, (void)kernel, (void)bias, (void)out_min, (void)out_max, (void)out;
+  return xnn_status_unsupported_parameter;
+#endif
+}
+
+xnn_status setup_fully_connected_qd8(Operator& op, size_t rows, const int8_t* in, const void* row_params, float* out,
+                                     pthreadpool_t pool) {
+  if (op.kind_ != Operator::Kind::FullyConnectedQD8) return xnn_status_invalid_state;
+#if ETNP_XNNPACK_RESHAPE_API
+  const auto type = static_cast<QD8Kernel::Type>(op.variant_);
+  const auto* params = static_cast<const xnn_quantization_params*>(row_params);
+  if (op.needs_reshape({rows}, pool)) {
+    xnn_status s;
+    switch (type) {
+      case QD8Kernel::Type::QC8W: s = xnn_reshape_fully_connected_nc_qd8_f32_qc8w(op.op_, rows, pool); break;
+      case QD8Kernel::Type::QC4W: s = xnn_reshape_fully_connected_nc_qd8_f32_qc4w(op.op_, rows, pool); break;
+      default: s = xnn_reshape_fully_connected_nc_qd8_f32_qb4w(op.op_, rows, pool); break;
+    }
+    if (s != xnn_status_success) {
+      op.reshaped_ = false;
+      return s;
+    }
+  }
+  switch (type) {
+    case QD8Kernel::Type::QC8W: return xnn_setup_fully_connected_nc_qd8_f32_qc8w(op.op_, in, out, params);
+    case QD8Kernel::Type::QC4W: return xnn_setup_fully_connected_nc_qd8_f32_qc4w(op.op_, in, out, params);
+    default: return xnn_setup_fully_connected_nc_qd8_f32_qb4w(op.op_, in, out, params);
+  }
+#else
+  (void)rows, (void)in, (void)row_params, (void)out, (void)pool;
+  return xnn_status_invalid_state;
+#endif
+}
+
+xnn_status create_batch_matmul_f32(bool transpose_b, Operator& out) {
+#if ETNP_XNNPACK_RESHAPE_API
+  xnn_operator_t x = nullptr;
+  return adopt(xnn_create_batch_matrix_multiply_nc_f32(transpose_b ? XNN_FLAG_TRANSPOSE_B : 0, &x), x,
+               Operator::Kind::BatchMatmulF32, out);
+#else
+  (void)transpose_b, (void)out;
+  return xnn_status_unsupported_parameter;
+#endif
+}
+
+xnn_status setup_batch_matmul_f32(Operator& op, size_t batch_rank, const size_t* batch_a, const size_t* batch_b,
+                                  size_t m, size_t k, size_t n, const float* a, const float* b, float* out,
+                                  pthreadpool_t pool) {
+  if (op.kind_ != Operator::Kind::BatchMatmulF32) return xnn_status_invalid_state;
+#if ETNP_XNNPACK_RESHAPE_API
+  if (batch_rank > 6) return xnn_status_unsupported_parameter;
+  std::array<size_t, 16> key{};
+  key[0] = m, key[1] = k, key[2] = n, key[3] = batch_rank;
+  std::copy(batch_a, batch_a + batch_rank, key.begin() + 4);
+  std::copy(batch_b, batch_b + batch_rank, key.begin() + 10);
+  if (op.needs_reshape(key, pool)) {
+    size_t ws_size = 0, ws_align = 1;
+    const xnn_status s = xnn_reshape_batch_matrix_multiply_nc_f32(op.op_, batch_rank, batch_a, batch_b, m, k, n,
+                                                                  &ws_size, &ws_align, pool);
+    if (s != xnn_status_success) {
+      op.reshaped_ = false;
+      return s;
+    }
+    op.size_workspace(ws_size, ws_align);
+  }
+  return xnn_setup_batch_matrix_multiply_nc_f32(op.op_, op.workspace(), a, b, out);
+#else
+  (void)batch_rank, (void)batch_a, (void)batch_b, (void)m, (void)k, (void)n, (void)a, (void)b, (void)out, (void)pool;
+  return xnn_status_invalid_state;
 #endif
 }
 

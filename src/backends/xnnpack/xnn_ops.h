@@ -47,8 +47,9 @@ class Operator {
 
   // Implementation state (xnn_ops.cpp); not for callers.
   enum class Kind : uint8_t {
-    None, Binary, Unary, FullyConnectedQS8, ConvF32, ConvQS8, ConvQC8, DeconvF32, GlobalAvgPoolF32,
-    GlobalAvgPoolQS8, AvgPoolF32, MaxPoolF32, MaxPoolS8, ArgMaxPoolF32, ResizeBilinearF32, PReLUF32
+    None, Binary, Unary, FullyConnectedF32, FullyConnectedQS8, FullyConnectedQD8, BatchMatmulF32, SoftmaxF32,
+    ConvF32, ConvQS8, ConvQC8, DeconvF32, GlobalAvgPoolF32, GlobalAvgPoolQS8, AvgPoolF32, MaxPoolF32, MaxPoolS8,
+    ArgMaxPoolF32, ResizeBilinearF32, PReLUF32
   };
   void reset();
   /// True (and the key stored) when `key` and `pool` differ from those of the last successful reshape.
@@ -72,7 +73,18 @@ class Operator {
 };
 
 enum class BinaryOp : uint8_t { Add, Subtract, Multiply, Divide, Minimum, Maximum };
-enum class UnaryOp : uint8_t { Sigmoid, Floor, Ceiling, SquareRoot, Square, Negate, Abs, Hardswish, LeakyReLU, ELU };
+enum class UnaryOp : uint8_t {
+  Sigmoid, Floor, Ceiling, SquareRoot, Square, Negate, Abs, Hardswish, LeakyReLU, ELU,
+  // Only the 2024 library has these (has_unary_f32 says so; the 2022 one answers unsupported_parameter).
+  Tanh, Exp, Log, Gelu, ReciprocalSquareRoot, Sine, Cosine
+};
+
+/// Whether this build's library has the fp32 unary operator `op`.
+bool has_unary_f32(UnaryOp op);
+/// Whether this build's library has the operators only the 2024 API brings: fully-connected layers on
+/// dynamically quantized int8 (qd8 x qc8w/qc4w/qb4w) and fp32 batch matrix multiplication.
+bool has_qd8_fully_connected();
+bool has_batch_matmul_f32();
 
 /// 8-bit quantization of a tensor (scale, zero point).
 struct QParams {
@@ -115,7 +127,40 @@ xnn_status create_convert_f32_qs8(QParams o, Operator& out);
 xnn_status create_convert_qs8_f32(QParams i, Operator& out);
 xnn_status setup_unary(Operator& op, size_t count, const void* in, void* out, pthreadpool_t pool);
 
+/// Softmax over rows of `channels` (the 2022 library fixes the channel count at create).
+xnn_status create_softmax_f32(size_t channels, Operator& out);
+xnn_status setup_softmax_f32(Operator& op, size_t rows, const float* in, float* out, pthreadpool_t pool);
+
 // ---- matrix products and convolutions (weights packed at create; bias optional) ---------------------------
+/// fp32 [rows, k] x kernel [units, k] (or, transposed, [k, units]) + bias -> [rows, units], clamped.
+xnn_status create_fully_connected_f32(size_t k, size_t units, const float* kernel, const float* bias, float out_min,
+                                      float out_max, bool transposed, Operator& out);
+xnn_status setup_fully_connected_f32(Operator& op, size_t rows, const float* in, float* out, pthreadpool_t pool);
+
+/// The int8 weights of a fully-connected layer on dynamically quantized activations (2024 library only).
+struct QD8Kernel {
+  enum class Type : uint8_t { QC8W, QC4W, QB4W } type = Type::QC8W;
+  /// [units, k] int8 (QC8W) or [units, k / 2] bytes of two 4-bit codes stored +8, the even k in the low nibble.
+  const void* data = nullptr;
+  const float* channel_scales = nullptr;  ///< QC8W, QC4W: one per unit
+  const uint16_t* block_scales = nullptr;  ///< QB4W: bf16 [units, k / block_size]
+  size_t block_size = 0;                   ///< QB4W: a multiple of 32 dividing k
+};
+/// Entries of {int32 zero point, float scale} a qd8 input's per-row parameters must be padded with.
+inline constexpr size_t kExtraQuantizationParams = 10;
+xnn_status create_fully_connected_qd8(size_t k, size_t units, const QD8Kernel& kernel, const float* bias,
+                                      float out_min, float out_max, Operator& out);
+/// `row_params`: rows + kExtraQuantizationParams entries of {int32 zero point, float scale}, one per input row.
+xnn_status setup_fully_connected_qd8(Operator& op, size_t rows, const int8_t* in, const void* row_params, float* out,
+                                     pthreadpool_t pool);
+
+/// fp32 a [batch..., m, k] x b [batch..., k, n] (or, transpose_b, [batch..., n, k]); the batch dims (as many
+/// in both, 1 where broadcast) broadcast numpy-style (2024 library only).
+xnn_status create_batch_matmul_f32(bool transpose_b, Operator& out);
+xnn_status setup_batch_matmul_f32(Operator& op, size_t batch_rank, const size_t* batch_a, const size_t* batch_b,
+                                  size_t m, size_t k, size_t n, const float* a, const float* b, float* out,
+                                  pthreadpool_t pool);
+
 /// int8 x int8 (per-tensor kernel scale, kernel zero point 0) -> int8; kernel [units, k] or, transposed, [k, units].
 xnn_status create_fully_connected_qs8(size_t k, size_t units, QParams in, float kernel_scale, const int8_t* kernel,
                                       const int32_t* bias, QParams o, int8_t lo, int8_t hi, bool transposed,

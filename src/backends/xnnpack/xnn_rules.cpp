@@ -29,6 +29,22 @@ void build_node(StepBuilder& b) {
   }
 }
 
+namespace measured {
+
+// bench/xnnpack_engines.cpp, 2026-12-01, on this project's 2-core Zen 3 machines (figures: README.md, "What
+// runs where"). The functions only the 2024 library has are asked about only where it is the one built.
+bool library_unary_faster(NodeKind) { return true; }
+bool library_softmax_faster() { return true; }
+bool library_fully_connected_f32_faster() { return false; }
+bool library_fully_connected_qd8_faster(DataType weights, size_t group_size) {
+  // qcint8: 0.75-0.89 of the delegate's time for one row, equal for 64; qcint4: 0.73-0.86; qbint4 groups of
+  // 32 or 64: 0.7-0.94, of 128 equal to 1.2, of 256 1.05-1.25 (the delegate's kernel scales each group once).
+  return weights != DataType::qbint4 || group_size < 128;
+}
+bool library_batch_matmul_f32_faster() { return false; }
+
+}  // namespace measured
+
 std::string refusal_message(const NodeView& v, const std::string& why) {
   std::string types;
   for (uint32_t in : v.node.inputs) {

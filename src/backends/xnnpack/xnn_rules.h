@@ -57,6 +57,13 @@ struct StepBuilder {
   PackedWeights& packed;  ///< weights the own kernels packed: steps keep packed.hold(...)'s pointer
   /// Copies a constant the step reads at run time into storage the executor owns (no-op for other values).
   std::function<void(uint32_t id)> keep;
+  Engines engines = Engines::Measured;
+
+  /// For a node both can run (XNNPACK's operator exists in this build): whether XNNPACK runs it.
+  /// `library_measured_faster`: the measured choice (README.md, "What runs where").
+  bool use_library(bool library_measured_faster) const {
+    return engines == Engines::Library || (engines == Engines::Measured && library_measured_faster);
+  }
 
   void add_xnn(const char* what, XnnStep::Create create, XnnStep::Setup setup, XnnStep::Key key = nullptr);
   void add_own(OwnStep::Run run, OwnStep::Reshape reshape = nullptr);
@@ -73,6 +80,25 @@ Refusal check_node(const NodeView& v);
 void build_node(StepBuilder& b);
 /// "node 3 (XNNConv2d) with types (qint8, qint8, none -> qint8) is not supported by this runtime: why"
 std::string refusal_message(const NodeView& v, const std::string& why);
+
+// ---- the measured choices ----------------------------------------------------------------------------
+// For each node both XNNPACK and the delegate can run, whether this build's XNNPACK ran it faster than the
+// delegate's kernel (bench/xnnpack_engines.cpp on the machines measured; the delegate's README, "What runs
+// where", has the figures). StepBuilder::use_library applies them unless ETNP_XNNPACK_ENGINE says otherwise.
+namespace measured {
+/// The unary functions the 2022 library lacks (tanh, exp, log, gelu, rsqrt, sin, cos): 1.1-50x faster.
+bool library_unary_faster(NodeKind kind);
+/// Softmax: 1.5-4x faster on both releases.
+bool library_softmax_faster();
+/// fp32 fully-connected layers (and so 1x1 convolutions) with constant weights: the delegate's GEMM is
+/// 1.4-2.9x faster on both releases.
+bool library_fully_connected_f32_faster();
+/// Dynamically quantized fully-connected layers with int8 (qcint8) or 4-bit (qcint4, qbint4 in groups of
+/// `group_size`) weights.
+bool library_fully_connected_qd8_faster(DataType weights, size_t group_size);
+/// fp32 batch matrix multiplication: the delegate's is 1.3-3.3x faster.
+bool library_batch_matmul_f32_faster();
+}  // namespace measured
 
 // ---- shared by the rules -----------------------------------------------------------------------------
 

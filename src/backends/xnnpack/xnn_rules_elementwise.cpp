@@ -30,6 +30,13 @@ ops::UnaryOp unary_op(NodeKind kind) {
     case NodeKind::Hardswish: return ops::UnaryOp::Hardswish;
     case NodeKind::LeakyReLU: return ops::UnaryOp::LeakyReLU;
     case NodeKind::ELU: return ops::UnaryOp::ELU;
+    case NodeKind::Tanh: return ops::UnaryOp::Tanh;
+    case NodeKind::Exp: return ops::UnaryOp::Exp;
+    case NodeKind::Log: return ops::UnaryOp::Log;
+    case NodeKind::Gelu: return ops::UnaryOp::Gelu;
+    case NodeKind::ReciprocalSquareRoot: return ops::UnaryOp::ReciprocalSquareRoot;
+    case NodeKind::Sin: return ops::UnaryOp::Sine;
+    case NodeKind::Cos: return ops::UnaryOp::Cosine;
     default: return ops::UnaryOp::Sigmoid;
   }
 }
@@ -206,22 +213,58 @@ void build_clamp(StepBuilder& b) {
       unary_setup(in0, out0));
 }
 
-// ---- softmax: the own kernel (vector exp) runs the attention softmax several times faster than the 2022 library
+// ---- softmax: XNNPACK's or the own kernel (vector exp), as measured -----------------------------------
 
 Refusal check_softmax(const NodeView& v) { return all_f32(v) ? kSupported : refuse(); }
 
 void build_softmax(StepBuilder& b) {
   const uint32_t in0 = b.view.in_id(0), out0 = b.view.out_id();
   b.keep(in0);
+  auto channels_of = [in0](const Shape* shapes) {
+    const Shape& x = shapes[in0];
+    return std::max<size_t>(x[x.rank - 1], 1);
+  };
+  auto rows_of = [in0](const Shape& x) { return x[x.rank - 1] == 0 ? 0 : x.numel() / x[x.rank - 1]; };
+  if (b.use_library(measured::library_softmax_faster())) {
+    b.add_xnn(
+        "softmax f32",
+        [=](const Shape* shapes, ops::Operator& op) { return ops::create_softmax_f32(channels_of(shapes), op); },
+        [=](ops::Operator& op, const RunContext& c) {
+          return ops::setup_softmax_f32(op, rows_of(c.shapes[in0]), static_cast<const float*>(c.data[in0]),
+                                        static_cast<float*>(c.data[out0]), c.pool);
+        },
+        channels_of);  // the 2022 library fixes the channel count at create
+    return;
+  }
   b.add_own([=](const RunContext& c) {
-    const Shape& x = c.shapes[in0];
-    const size_t channels = std::max<size_t>(x[x.rank - 1], 1);
     compute::softmax_rows_f32(static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]),
-                              x[x.rank - 1] == 0 ? 0 : x.numel() / channels, channels);
+                              rows_of(c.shapes[in0]), channels_of(c.shapes));
   });
 }
 
-// ---- unary functions: XNNPACK's (xnn_unary) or the delegate's (own_unary, which the 2022 library lacks) ---
+// ---- unary functions: XNNPACK's (xnn_unary) or the delegate's (own_unary: the functions the 2022 library
+// lacks, which the 2024 one runs where measured faster) ---------------------------------------------------
+
+namespace {
+
+void add_library_unary(StepBuilder& b, uint32_t in0, uint32_t out0) {
+  const ops::UnaryOp kind = unary_op(b.view.node.kind);
+  const float scalar = b.view.node.scalar;
+  b.add_xnn(
+      "unary f32", [=](const Shape*, ops::Operator& op) { return ops::create_unary_f32(kind, scalar, op); },
+      unary_setup(in0, out0));
+}
+
+void add_own_unary(StepBuilder& b, uint32_t in0, uint32_t out0) {
+  const NodeKind kind = b.view.node.kind;
+  const float scalar = b.view.node.scalar;
+  b.add_own([=](const RunContext& c) {
+    unary_f32(kind, static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]), c.shapes[in0].numel(),
+              scalar, -kInf, kInf);
+  });
+}
+
+}  // namespace
 
 Refusal check_xnn_unary(const NodeView& v) {
   if (q8_table_applies(v)) return kSupported;
@@ -233,11 +276,8 @@ void build_xnn_unary(StepBuilder& b) {
   if (q8_table_applies(v)) return build_q8_table(b);
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
   b.keep(in0);
-  const ops::UnaryOp kind = unary_op(v.node.kind);
-  const float scalar = v.node.scalar;
-  b.add_xnn(
-      "unary f32", [=](const Shape*, ops::Operator& op) { return ops::create_unary_f32(kind, scalar, op); },
-      unary_setup(in0, out0));
+  if (b.engines == Engines::Own && unary_f32_supported(v.node.kind)) return add_own_unary(b, in0, out0);
+  add_library_unary(b, in0, out0);
 }
 
 Refusal check_own_unary(const NodeView& v) { return check_xnn_unary(v); }
@@ -247,11 +287,10 @@ void build_own_unary(StepBuilder& b) {
   if (q8_table_applies(v)) return build_q8_table(b);
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
   b.keep(in0);
-  const NodeKind kind = v.node.kind;
-  b.add_own([=](const RunContext& c) {
-    unary_f32(kind, static_cast<const float*>(c.data[in0]), static_cast<float*>(c.data[out0]), c.shapes[in0].numel(),
-              0.0f, -kInf, kInf);
-  });
+  if (ops::has_unary_f32(unary_op(v.node.kind)) && b.use_library(measured::library_unary_faster(v.node.kind))) {
+    return add_library_unary(b, in0, out0);
+  }
+  add_own_unary(b, in0, out0);
 }
 
 }  // namespace etnp::xnn

@@ -1,5 +1,7 @@
 // Rules for matrix products: fully-connected layers (fp32, int8, dynamically quantized int8 x int8/int4) and
 // batch matrix multiplication.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -83,10 +85,23 @@ void build_linear_f32(StepBuilder& b, const Linear& l) {
   auto rows_of = [in0, k](const RunContext& c) { return k == 0 ? 0 : c.shapes[in0].numel() / k; };
   const Value* bv = v.optional_in(2);
   if (v.is_constant(filter) && (bv == nullptr || v.is_constant(bias))) {
-    // Weights packed once at load for the delegate's GEMM (2-2.7x the 2022 XNNPACK kernels here).
-    auto gemm = b.packed.hold(std::make_shared<const compute::PackedGemm>(
-        reinterpret_cast<const float*>(v.in(1).data), !transposed, k, units,
-        bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data)));
+    const auto* kernel = reinterpret_cast<const float*>(v.in(1).data);
+    const float* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data);
+    if (b.use_library(measured::library_fully_connected_f32_faster())) {
+      b.add_xnn(
+          "fully-connected f32",
+          [=](const Shape*, ops::Operator& op) {
+            return ops::create_fully_connected_f32(k, units, kernel, bias_data, out_min, out_max, transposed, op);
+          },
+          [=](ops::Operator& op, const RunContext& c) {
+            return ops::setup_fully_connected_f32(op, rows_of(c), static_cast<const float*>(c.data[in0]),
+                                                  static_cast<float*>(c.data[out0]), c.pool);
+          });
+      return;
+    }
+    // Weights packed once at load for the delegate's GEMM.
+    auto gemm = b.packed.hold(
+        std::make_shared<const compute::PackedGemm>(kernel, !transposed, k, units, bias_data));
     b.add_own([=](const RunContext& c) {
       gemm->run(static_cast<const float*>(c.data[in0]), rows_of(c), k, out_min, out_max,
                 static_cast<float*>(c.data[out0]));
@@ -156,10 +171,84 @@ void build_linear_qs8(StepBuilder& b, const Linear& l) {
       });
 }
 
-void build_linear_qd8(StepBuilder& b, const Linear& l) {
+/// The parameters XNNPACK's qd8 fully-connected operators read, in the layout they read them.
+static_assert(sizeof(DynamicQuantParams) == 8 && offsetof(DynamicQuantParams, zero_point) == 0 &&
+              offsetof(DynamicQuantParams, scale) == 4);
+static_assert(kExtraDynamicQuantParams >= ops::kExtraQuantizationParams);
+
+/// Whether this build's XNNPACK has the layer's operator and takes its weights as they are stored.
+bool library_has_qd8(const Linear& l, const Value& w) {
+  if (!ops::has_qd8_fully_connected()) return false;
+  if (w.dtype == DataType::qcint8) return true;
+  if (l.k % 2 != 0) return false;  // 4-bit rows padded to whole bytes: the library packs k / 2 bytes
+  if (w.dtype == DataType::qcint4) return true;
+  return w.group_size % 32 == 0 && w.group_size > 0 && l.k % w.group_size == 0;  // qb4w: XNN_MIN_BLOCKSIZE
+}
+
+void build_linear_qd8_library(StepBuilder& b, const Linear& l) {
   const NodeView& v = b.view;
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
   const Value& w = v.in(1);
+  const Value* bv = v.optional_in(2);
+  const float out_min = v.node.output_min, out_max = v.node.output_max;
+  const size_t k = l.k, units = l.units;
+  std::vector<int8_t> kernel;
+  if (w.dtype == DataType::qcint8 && l.transposed) {
+    kernel.resize(units * k);
+    const Shape kn{2, {k, units}};
+    const size_t perm[2] = {1, 0};
+    transpose(w.data, kernel.data(), kn, perm, 1);
+  }
+  ops::QD8Kernel q;
+  q.data = kernel.empty() ? static_cast<const void*>(w.data) : kernel.data();
+  std::vector<uint16_t> bf16;
+  if (w.dtype == DataType::qcint8) {
+    q.type = ops::QD8Kernel::Type::QC8W;
+  } else if (w.dtype == DataType::qcint4) {
+    q.type = ops::QD8Kernel::Type::QC4W;
+  } else {
+    // The block scales came from bf16 (xnn_graph.cpp rounds inline fp32 ones to bf16): their top halves.
+    q.type = ops::QD8Kernel::Type::QB4W;
+    bf16.resize(w.block_scales.size());
+    for (size_t i = 0; i < bf16.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &w.block_scales[i], 4);
+      bf16[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    q.block_scales = bf16.data();
+    q.block_size = w.group_size;
+  }
+  q.channel_scales = w.channel_scales.data();
+  const float* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data);
+  const Value xv = v.in(0);
+  const std::string where = v.node.describe();
+  b.add_xnn(
+      "fully-connected qd8",
+      [=, kernel = std::move(kernel), bf16 = std::move(bf16)](const Shape*, ops::Operator& op) {
+        ops::QD8Kernel qk = q;
+        if (!kernel.empty()) qk.data = kernel.data();
+        if (!bf16.empty()) qk.block_scales = bf16.data();
+        return ops::create_fully_connected_qd8(k, units, qk, bias_data, out_min, out_max, op);
+      },
+      [=](ops::Operator& op, const RunContext& c) {
+        const Shape& s = c.shapes[in0];
+        const size_t rows = k == 0 ? 0 : s.numel() / k;
+        if (dynamic_quant_rows(xv, s) != rows) {
+          run_fail(where + ": dynamic quantization rows do not match the fully-connected rows");
+        }
+        const auto* x = static_cast<const int8_t*>(c.data[in0]);
+        return ops::setup_fully_connected_qd8(op, rows, x, x + dynamic_quant_params_offset(s.numel()),
+                                              static_cast<float*>(c.data[out0]), c.pool);
+      });
+}
+
+void build_linear_qd8(StepBuilder& b, const Linear& l) {
+  const NodeView& v = b.view;
+  const Value& w = v.in(1);
+  if (library_has_qd8(l, w) && b.use_library(measured::library_fully_connected_qd8_faster(w.dtype, w.group_size))) {
+    return build_linear_qd8_library(b, l);
+  }
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
   const Value* bv = v.optional_in(2);
   const float out_min = v.node.output_min, out_max = v.node.output_max;
   const size_t k = l.k, units = l.units;
@@ -199,7 +288,7 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
       run_fail(where + ": dynamic quantization rows do not match the fully-connected rows");
     }
     const auto* q = static_cast<const int8_t*>(c.data[in0]);
-    const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + ((s.numel() + 7) & ~size_t{7}));
+    const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
     scratch.resize(qd8_scratch_ints(rows, *packed));
     fully_connected_qd8_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]),
                             scratch.data());
@@ -230,6 +319,29 @@ void build_batch_matmul(StepBuilder& b) {
   b.keep(in0);
   b.keep(in1);
   const bool transpose_b = (v.node.flags & kFlagTransposeWeights) != 0;
+  if (ops::has_batch_matmul_f32() && b.use_library(measured::library_batch_matmul_f32_faster())) {
+    b.add_xnn(
+        "batch matrix multiply f32",
+        [=](const Shape*, ops::Operator& op) { return ops::create_batch_matmul_f32(transpose_b, op); },
+        [=](ops::Operator& op, const RunContext& c) {
+          // Both operands' batch dims, right-aligned to the longer one (1 where absent).
+          const Shape &a = c.shapes[in0], &bs = c.shapes[in1];
+          const int rank = std::max(a.rank, bs.rank) - 2;
+          size_t batch_a[kMaxDims], batch_b[kMaxDims];
+          for (int i = 0; i < rank; ++i) {
+            const int ia = i - (rank - (a.rank - 2)), ib = i - (rank - (bs.rank - 2));
+            batch_a[i] = ia >= 0 ? a[ia] : 1;
+            batch_b[i] = ib >= 0 ? bs[ib] : 1;
+          }
+          const size_t m = a[a.rank - 2], k = a[a.rank - 1];
+          const size_t n = transpose_b ? bs[bs.rank - 2] : bs[bs.rank - 1];
+          return ops::setup_batch_matmul_f32(op, static_cast<size_t>(rank), batch_a, batch_b, m, k, n,
+                                             static_cast<const float*>(c.data[in0]),
+                                             static_cast<const float*>(c.data[in1]),
+                                             static_cast<float*>(c.data[out0]), c.pool);
+        });
+    return;
+  }
   b.add_own([=](const RunContext& c) {
     batch_matmul_f32(static_cast<const float*>(c.data[in0]), c.shapes[in0], static_cast<const float*>(c.data[in1]),
                      c.shapes[in1], transpose_b, static_cast<float*>(c.data[out0]), c.shapes[out0]);

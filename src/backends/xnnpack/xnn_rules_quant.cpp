@@ -1,5 +1,6 @@
 // Rules for quantization: conversions between fp32 and the 8-bit and dynamically quantized types, and the
 // 256-entry tables that run 8-bit unary nodes.
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -125,8 +126,13 @@ void build_convert(StepBuilder& b) {
         const size_t rows = dynamic_quant_rows(qv, s);
         const size_t cols = rows == 0 ? 0 : s.numel() / rows;
         auto* q = static_cast<int8_t*>(c.data[out0]);
-        auto* params = reinterpret_cast<DynamicQuantParams*>(q + ((s.numel() + 7) & ~size_t{7}));
+        auto* params = reinterpret_cast<DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
         quantize_dynamic_rows(static_cast<const float*>(c.data[in0]), rows, cols, q, params);
+        // The spare entries XNNPACK's qd8 operators read past the last row repeat it: the 2024 library's
+        // blockwise (qb4w) kernels let them change the last row's result (stale arena bytes there gave
+        // infinities or wrong values; copies of the last row give the right ones).
+        const DynamicQuantParams last = rows > 0 ? params[rows - 1] : DynamicQuantParams{0, 1.0f};
+        std::fill(params + rows, params + rows + kExtraDynamicQuantParams, last);
       });
       return;
     }

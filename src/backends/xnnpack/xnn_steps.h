@@ -13,6 +13,13 @@
 
 namespace etnp::xnn {
 
+/// Which kernels run the nodes that both XNNPACK and the delegate can run (README.md, "What runs where").
+enum class Engines : uint8_t {
+  Measured,  ///< the faster of the two on the machines measured, for this build's library (the default)
+  Library,   ///< XNNPACK's operator wherever this build's library has one
+  Own,       ///< the delegate's kernel wherever it has one
+};
+
 /// What a step reads during a run: per value, its data and current shape; the pool to run on.
 struct RunContext {
   void* const* data;

@@ -3,6 +3,7 @@
 #include "backends/xnnpack/xnnpack_backend.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -52,15 +53,29 @@ bool weight_cache_from(const BackendOptionValue& value) {
   }
   return *on;
 }
+/// ETNP_XNNPACK_ENGINE, read at each load: which kernels run the nodes both XNNPACK and the delegate have
+/// (a diagnostic and benchmarking switch; README.md of the delegate, "What runs where").
+xnn::Engines engines_from_environment() {
+  const char* value = std::getenv("ETNP_XNNPACK_ENGINE");
+  if (value == nullptr || *value == '\0') return xnn::Engines::Measured;
+  const std::string_view v(value);
+  if (v == "measured") return xnn::Engines::Measured;
+  if (v == "xnnpack") return xnn::Engines::Library;
+  if (v == "own") return xnn::Engines::Own;
+  throw Error(ErrorKind::InvalidArgument, "ETNP_XNNPACK_ENGINE='" + std::string(v) +
+                                              "' is not one of measured (the default), xnnpack, own");
+}
 
 /// What the options given at load ask of one delegate.
 struct LoadSettings {
   std::optional<size_t> num_threads;  ///< A pool of its own with this many threads; none: the shared pool.
   std::optional<bool> weight_cache;   ///< Share packed weights (compute::WeightCache); none: the global option.
+  xnn::Engines engines = xnn::Engines::Measured;
 };
 
 LoadSettings load_settings(const BackendInitContext& ctx) {
   LoadSettings s;
+  s.engines = engines_from_environment();
   if (ctx.load_options == nullptr) return s;
   for (const auto& [key, value] : *ctx.load_options) {
     if (key == kNumThreads) {
@@ -129,7 +144,8 @@ class XnnpackBackend final : public Backend {
     }
     auto pool = c.settings.num_threads ? std::make_unique<ThreadPool>(*c.settings.num_threads) : nullptr;
     const bool share = c.settings.weight_cache.value_or(weight_cache_enabled_.load());
-    auto executor = std::make_unique<xnn::Executor>(std::move(*c.graph), share);
+    auto executor =
+        std::make_unique<xnn::Executor>(std::move(*c.graph), xnn::ExecutorOptions{share, c.settings.engines});
     return std::make_unique<XnnpackHandle>(std::move(pool), std::move(executor));
   }
 

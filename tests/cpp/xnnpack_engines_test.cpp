@@ -1,0 +1,387 @@
+// The nodes both XNNPACK and the delegate's own kernels can run: each engine against an independent reference
+// in doubles, the engine each choice (measured, xnnpack, own) puts on the node for this build's library, the
+// same operators across shape changes, and ETNP_XNNPACK_ENGINE through the backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/xnnpack/xnn_executor.h"
+#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_kernels.h"
+#include "backends/xnnpack/xnn_ops.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+#include "etnp/backend.h"
+#include "kernel_test_util.h"
+#include "xnnpack_graph_builder.h"
+
+namespace etnp::xnn {
+namespace {
+
+using etnp::testing::OwnedTensor;
+using testing::GraphBuilder;
+using testing::XNodeUnion;
+using DT = fb_xnnpack::XNNDatatype;
+
+const bool kReshapeApi = ops::reshape_api();
+
+std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Ran {
+  std::vector<std::vector<float>> outputs;
+  ExecutorStats stats;
+};
+
+/// Builds the payload's executor with `engines` and runs it once per input set (the shapes may change
+/// between runs); `outputs` holds the last run's outputs of the given shapes.
+Ran run_graph(const std::vector<uint8_t>& payload, Engines engines,
+              const std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>>& runs,
+              const std::vector<std::vector<int64_t>>& output_shapes, std::vector<std::vector<float>>* each = nullptr) {
+  Executor ex(check_graph(parse_graph(payload, nullptr)), ExecutorOptions{false, engines});
+  Ran r;
+  for (const auto& inputs : runs) {
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    for (const auto& [shape, values] : inputs) t.push_back(OwnedTensor::make<float>(ScalarType::Float, shape, values));
+    for (const auto& shape : output_shapes) {
+      // Outputs as large as the largest run needs; execute resizes them.
+      t.push_back(OwnedTensor::make<float>(ScalarType::Float, shape, {}, ShapeDynamism::DynamicBound));
+    }
+    std::vector<EValue> args;
+    for (auto& x : t) args.push_back(EValue::from_tensor(&x->tensor));
+    std::vector<EValue*> ptrs;
+    for (auto& a : args) ptrs.push_back(&a);
+    ex.execute(ptrs);
+    r.outputs.clear();
+    for (size_t i = inputs.size(); i < t.size(); ++i) r.outputs.push_back(t[i]->values<float>());
+    if (each != nullptr) each->push_back(r.outputs[0]);
+  }
+  r.stats = ex.stats();
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rel, double abs,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], abs + rel * std::fabs(want[i])) << what << " at " << i;
+  }
+}
+
+const char* engine_name(Engines e) {
+  return e == Engines::Own ? "own" : e == Engines::Library ? "xnnpack" : "measured";
+}
+
+// ---- unary functions ------------------------------------------------------------------------------------
+
+struct UnaryCase {
+  XNodeUnion kind;
+  const char* name;
+  std::function<double(double)> reference;
+  float lo, hi;
+};
+
+TEST(XnnpackEngines, UnaryFunctionsOnBothEngines) {
+  const UnaryCase cases[] = {
+      {XNodeUnion::XNNTanh, "tanh", [](double x) { return std::tanh(x); }, -6.0f, 6.0f},
+      {XNodeUnion::XNNExp, "exp", [](double x) { return std::exp(x); }, -20.0f, 20.0f},
+      {XNodeUnion::XNNLog, "log", [](double x) { return std::log(x); }, 1e-3f, 1e3f},
+      {XNodeUnion::XNNGelu, "gelu", [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }, -6.0f,
+       6.0f},
+      {XNodeUnion::XNNReciprocalSquareRoot, "rsqrt", [](double x) { return 1.0 / std::sqrt(x); }, 1e-3f, 1e3f},
+      {XNodeUnion::XNNSin, "sin", [](double x) { return std::sin(x); }, -10.0f, 10.0f},
+      {XNodeUnion::XNNCos, "cos", [](double x) { return std::cos(x); }, -10.0f, 10.0f},
+  };
+  for (const UnaryCase& c : cases) {
+    GraphBuilder g;
+    const uint32_t x = g.input({3, 37}, 0), y = g.output({3, 37}, 1);
+    g.unary(c.kind, x, y);
+    const std::vector<uint8_t> payload = g.payload();
+    const std::vector<float> in = random_floats(111, c.lo, c.hi, 5);
+    std::vector<double> want(in.size());
+    for (size_t i = 0; i < in.size(); ++i) want[i] = c.reference(in[i]);
+    for (Engines e : {Engines::Own, Engines::Library, Engines::Measured}) {
+      const Ran r = run_graph(payload, e, {{{{3, 37}, in}}}, {{3, 37}});
+      const std::string what = std::string(c.name) + " on " + engine_name(e);
+      // XNNPACK's functions are a few ulp from the correctly rounded value (sin and cos of arguments up to 10
+      // lose a little more in the range reduction).
+      expect_close(r.outputs[0], want, 4e-6, 2e-6, what);
+      // Only the 2024 library has these functions; where it is built, it runs them unless told otherwise.
+      const bool library = kReshapeApi && e != Engines::Own;
+      EXPECT_EQ(r.stats.xnnpack_operators, library ? 1u : 0u) << what;
+    }
+  }
+}
+
+// ---- softmax --------------------------------------------------------------------------------------------
+
+TEST(XnnpackEngines, SoftmaxOnBothEnginesAcrossChannelCounts) {
+  GraphBuilder g;
+  const uint32_t x = g.input({4, 129}, 0), y = g.output({4, 129}, 1);
+  g.unary(XNodeUnion::XNNSoftmax, x, y);
+  const std::vector<uint8_t> payload = g.payload();
+  // The channel count changes between runs: the 2022 library recreates its operator for each.
+  std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>> runs;
+  std::vector<std::vector<double>> want;
+  for (int64_t channels : {129, 1, 16, 129}) {
+    const std::vector<float> in = random_floats(size_t(4 * channels), -30.0f, 30.0f, uint32_t(channels));
+    runs.push_back({{{4, channels}, in}});
+    std::vector<double> w(in.size());
+    for (size_t r = 0; r < 4; ++r) {
+      double mx = -1e300, sum = 0;
+      for (int64_t c = 0; c < channels; ++c) mx = std::max(mx, double(in[r * channels + c]));
+      for (int64_t c = 0; c < channels; ++c) sum += std::exp(in[r * channels + c] - mx);
+      for (int64_t c = 0; c < channels; ++c) w[r * channels + c] = std::exp(in[r * channels + c] - mx) / sum;
+    }
+    want.push_back(w);
+  }
+  for (Engines e : {Engines::Own, Engines::Library, Engines::Measured}) {
+    std::vector<std::vector<float>> each;
+    const Ran r = run_graph(payload, e, runs, {{4, 129}}, &each);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      expect_close(each[i], want[i], 1e-5, 1e-7, std::string("softmax run ") + std::to_string(i) + " on " + engine_name(e));
+    }
+    EXPECT_EQ(r.stats.xnnpack_operators, e == Engines::Own ? 0u : 1u) << engine_name(e);
+  }
+}
+
+// ---- fully-connected fp32 -------------------------------------------------------------------------------
+
+TEST(XnnpackEngines, FullyConnectedF32OnBothEngines) {
+  const uint32_t k = 19, n = 23;
+  const std::vector<float> w = random_floats(n * k, -1.0f, 1.0f, 1), bias = random_floats(n, -1.0f, 1.0f, 2);
+  for (bool transposed : {false, true}) {
+    GraphBuilder g;
+    const uint32_t x = g.input({5, k}, 0);
+    std::vector<float> stored = w;  // [n, k], or [k, n] when transposed
+    if (transposed) {
+      for (uint32_t j = 0; j < n; ++j) {
+        for (uint32_t i = 0; i < k; ++i) stored[i * n + j] = w[j * k + i];
+      }
+    }
+    const uint32_t wv = g.f32_constant(transposed ? std::vector<uint32_t>{k, n} : std::vector<uint32_t>{n, k}, stored);
+    const uint32_t b = g.f32_constant({n}, bias);
+    const uint32_t y = g.output({5, n}, 1);
+    g.fully_connected(x, wv, b, y, -2.0f, 2.0f, transposed ? kFlagTransposeWeights : 0);
+    const std::vector<uint8_t> payload = g.payload();
+    std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>> runs;
+    std::vector<std::vector<double>> want;
+    for (int64_t rows : {5, 1, 3}) {
+      const std::vector<float> in = random_floats(size_t(rows) * k, -1.0f, 1.0f, uint32_t(rows));
+      runs.push_back({{{rows, k}, in}});
+      std::vector<double> o(size_t(rows) * n);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (uint32_t j = 0; j < n; ++j) {
+          double acc = bias[j];
+          for (uint32_t i = 0; i < k; ++i) acc += double(in[r * k + i]) * w[j * k + i];
+          o[r * n + j] = std::clamp(acc, -2.0, 2.0);
+        }
+      }
+      want.push_back(o);
+    }
+    for (Engines e : {Engines::Own, Engines::Library, Engines::Measured}) {
+      std::vector<std::vector<float>> each;
+      const Ran r = run_graph(payload, e, runs, {{5, n}}, &each);
+      for (size_t i = 0; i < runs.size(); ++i) {
+        expect_close(each[i], want[i], 1e-5, 1e-5,
+                     std::string(transposed ? "transposed " : "") + "fully-connected on " + engine_name(e));
+      }
+      // The delegate's GEMM was measured faster on both releases.
+      EXPECT_EQ(r.stats.xnnpack_operators, e == Engines::Library ? 1u : 0u) << engine_name(e);
+    }
+  }
+}
+
+// ---- fully-connected on dynamically quantized activations ----------------------------------------------
+
+struct QD8Case {
+  const char* name;
+  int bits;       ///< 8 (qcint8) or 4
+  int group;      ///< 4-bit: 0 per channel (qcint4), else the blockwise group size
+  bool measured_library;  ///< the 2024 library runs it by default
+  bool library_takes_it;  ///< the 2024 library can run it at all
+};
+
+TEST(XnnpackEngines, DynamicallyQuantizedFullyConnectedOnBothEngines) {
+  const uint32_t k = 256, n = 24;
+  const QD8Case cases[] = {
+      {"qcint8", 8, 0, true, true},          {"qcint4", 4, 0, true, true},
+      {"qbint4 g32", 4, 32, true, true},     {"qbint4 g128", 4, 128, false, true},
+      {"qbint4 g16 (below the library's 32)", 4, 16, false, false},
+  };
+  std::mt19937 rng(3);
+  std::vector<int8_t> codes(n * k);
+  for (int8_t& c : codes) c = static_cast<int8_t>(int(rng() % 255) - 127);
+  std::vector<int8_t> codes4(n * k);
+  for (int8_t& c : codes4) c = static_cast<int8_t>(int(rng() % 16) - 8);
+  std::vector<uint8_t> packed4(n * k / 2);
+  for (size_t i = 0; i < packed4.size(); ++i) {
+    packed4[i] = static_cast<uint8_t>((codes4[2 * i] + 8) | ((codes4[2 * i + 1] + 8) << 4));
+  }
+  const std::vector<float> channel_scales = random_floats(n, 0.01f, 0.02f, 4);
+  const std::vector<float> bias = random_floats(n, -1.0f, 1.0f, 6);
+  for (const QD8Case& c : cases) {
+    GraphBuilder g;
+    const uint32_t x = g.input({64, k}, 0);
+    const uint32_t xq = g.dynamic_quant({64, k}, 1);
+    std::vector<float> scales;  // [n, groups]
+    uint32_t w;
+    if (c.bits == 8) {
+      w = g.per_channel(DT::xnn_datatype_qcint8, {n, k}, channel_scales, 0, g.constant(codes.data(), codes.size()));
+      scales = channel_scales;
+    } else if (c.group == 0) {
+      w = g.per_channel(DT::xnn_datatype_qcint4, {n, k}, channel_scales, 0, g.constant(packed4.data(), packed4.size()));
+      scales = channel_scales;
+    } else {
+      std::vector<uint16_t> bf16(n * (k / c.group));
+      for (size_t i = 0; i < bf16.size(); ++i) {
+        bf16[i] = static_cast<uint16_t>(0x3C00 + i % 61);  // 2^-7 .. 2^-6: exact in bf16
+        const uint32_t bits = uint32_t(bf16[i]) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        scales.push_back(f);
+      }
+      w = g.blockwise({n, k}, bf16, c.group, g.constant(packed4.data(), packed4.size()));
+    }
+    const uint32_t b = g.f32_constant({n}, bias);
+    const uint32_t y = g.output({64, n}, 1);
+    g.unary(XNodeUnion::XNNConvert, x, xq);
+    g.fully_connected(xq, w, b, y);
+    const std::vector<uint8_t> payload = g.payload();
+    const std::vector<int8_t>& wcodes = c.bits == 8 ? codes : codes4;
+    const size_t groups = c.group == 0 ? 1 : k / c.group;
+    std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>> runs;
+    std::vector<std::vector<double>> want;
+    // 64 rows then 1 (prefill, decode), rows of different ranges: each row has its own quantization.
+    for (int64_t rows : {64, 1, 7}) {
+      std::vector<float> in = random_floats(size_t(rows) * k, -1.0f, 1.0f, uint32_t(rows) + 10);
+      for (size_t i = 0; i < in.size(); ++i) in[i] *= 1.0f + float((i / k) % 5);
+      runs.push_back({{{rows, k}, in}});
+      std::vector<double> o(size_t(rows) * n);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<int8_t> q(k);
+        DynamicQuantParams p;
+        quantize_dynamic_rows(in.data() + r * k, 1, k, q.data(), &p);
+        for (uint32_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (uint32_t i = 0; i < k; ++i) {
+            acc += double(q[i] - p.zero_point) * wcodes[j * k + i] * scales[j * groups + i * groups / k];
+          }
+          o[r * n + j] = acc * p.scale + bias[j];
+        }
+      }
+      want.push_back(o);
+    }
+    for (Engines e : {Engines::Own, Engines::Library, Engines::Measured}) {
+      std::vector<std::vector<float>> each;
+      const Ran r = run_graph(payload, e, runs, {{64, n}}, &each);
+      for (size_t i = 0; i < runs.size(); ++i) {
+        expect_close(each[i], want[i], 1e-5, 1e-4,
+                     std::string(c.name) + " run " + std::to_string(i) + " on " + engine_name(e));
+      }
+      const bool library = kReshapeApi && c.library_takes_it &&
+                           (e == Engines::Library || (e == Engines::Measured && c.measured_library));
+      EXPECT_EQ(r.stats.xnnpack_operators, library ? 1u : 0u) << c.name << " on " << engine_name(e);
+    }
+  }
+}
+
+// ---- batch matrix multiplication ------------------------------------------------------------------------
+
+TEST(XnnpackEngines, BatchMatmulOnBothEnginesWithBroadcastAndTransposedB) {
+  for (bool transpose_b : {false, true}) {
+    const int64_t m = 3, k = 5, n = 6;
+    GraphBuilder g;
+    const std::vector<int64_t> a_shape = {2, 3, m, k};
+    const std::vector<int64_t> b_shape = transpose_b ? std::vector<int64_t>{3, n, k} : std::vector<int64_t>{3, k, n};
+    const uint32_t a = g.input({2, 3, uint32_t(m), uint32_t(k)}, 0);
+    const uint32_t bv = g.input(std::vector<uint32_t>(b_shape.begin(), b_shape.end()), 1);
+    const uint32_t out = g.output({2, 3, uint32_t(m), uint32_t(n)}, 2);
+    g.binary(XNodeUnion::XNNBatchMatrixMultiply, a, bv, out, transpose_b ? kFlagTransposeWeights : 0);
+    const std::vector<uint8_t> payload = g.payload();
+    const std::vector<float> av = random_floats(2 * 3 * m * k, -1.0f, 1.0f, 1);
+    const std::vector<float> bw = random_floats(3 * k * n, -1.0f, 1.0f, 2);
+    std::vector<double> want(2 * 3 * m * n);
+    for (int64_t b0 = 0; b0 < 2; ++b0) {
+      for (int64_t b1 = 0; b1 < 3; ++b1) {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              const float bval = transpose_b ? bw[(b1 * n + j) * k + p] : bw[(b1 * k + p) * n + j];
+              acc += double(av[((b0 * 3 + b1) * m + i) * k + p]) * bval;
+            }
+            want[((b0 * 3 + b1) * m + i) * n + j] = acc;
+          }
+        }
+      }
+    }
+    for (Engines e : {Engines::Own, Engines::Library, Engines::Measured}) {
+      const Ran r = run_graph(payload, e, {{{a_shape, av}, {b_shape, bw}}}, {{2, 3, m, n}});
+      expect_close(r.outputs[0], want, 1e-5, 1e-5,
+                   std::string(transpose_b ? "B transposed" : "B") + " on " + engine_name(e));
+      EXPECT_EQ(r.stats.xnnpack_operators, kReshapeApi && e == Engines::Library ? 1u : 0u) << engine_name(e);
+    }
+  }
+}
+
+// ---- ETNP_XNNPACK_ENGINE --------------------------------------------------------------------------------
+
+class EngineVariable : public ::testing::Test {
+ protected:
+  void TearDown() override { unsetenv("ETNP_XNNPACK_ENGINE"); }
+};
+
+TEST_F(EngineVariable, ChoosesTheEngineAtLoadAndRefusesOtherValues) {
+  std::shared_ptr<Backend> backend = find_backend("XnnpackBackend");
+  ASSERT_NE(backend, nullptr);
+  // An fp32 fully-connected layer: the delegate's GEMM by default (its packed weights are reported), XNNPACK's
+  // operator with "xnnpack" (XNNPACK packs them itself).
+  GraphBuilder g;
+  const uint32_t x = g.input({2, 8}, 0);
+  const uint32_t w = g.f32_constant({4, 8}, random_floats(32, -1.0f, 1.0f, 1));
+  const uint32_t y = g.output({2, 4}, 1);
+  g.fully_connected(x, w, kInvalidId, y);
+  const std::vector<uint8_t> payload = g.payload();
+  BackendInitContext ctx;
+  auto packings = [&](const char* value) {
+    if (value == nullptr) {
+      unsetenv("ETNP_XNNPACK_ENGINE");
+    } else {
+      setenv("ETNP_XNNPACK_ENGINE", value, 1);
+    }
+    return backends::xnnpack_delegate_packed_weights(*backend->init(ctx, payload, {})).size();
+  };
+  EXPECT_EQ(packings(nullptr), 1u);
+  EXPECT_EQ(packings(""), 1u);
+  EXPECT_EQ(packings("measured"), 1u);
+  EXPECT_EQ(packings("own"), 1u);
+  EXPECT_EQ(packings("xnnpack"), 0u);
+
+  setenv("ETNP_XNNPACK_ENGINE", "fastest", 1);
+  try {
+    backend->init(ctx, payload, {});
+    FAIL() << "an unknown ETNP_XNNPACK_ENGINE value loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("ETNP_XNNPACK_ENGINE='fastest' is not one of measured"), std::string::npos)
+        << e.what();
+  }
+  const SupportVerdict verdict = backend->supports(ctx, payload, {});
+  ASSERT_EQ(verdict.reasons.size(), 1u);
+  EXPECT_NE(verdict.reasons[0].find("ETNP_XNNPACK_ENGINE"), std::string::npos) << verdict.reasons[0];
+}
+
+}  // namespace
+}  // namespace etnp::xnn
