@@ -9,10 +9,13 @@
 #        build folders, so the host's build/, build-asan/, ... are not touched and cannot leak in);
 #     3. bind-mounts ../shared read-only beside the copy (the fixture tests find it as ../shared), and /proc,
 #        /sys, /dev, /dev/pts; everything is unmounted on exit, whatever happens;
-#     4. runs ./scripts/test.sh there, as root, with a clean environment: CI unset, ETNP_SKIP_LIVE=1 (the
-#        live-export suite needs a venv with torch wheels the chroot lacks), ETNP_TEST_QUICK and ETNP_JOBS
-#        passed through when set. test.sh calls scripts/install-deps.sh --test, so the chroot's packages come
-#        from the project's own list and a package missing from it fails here as on a fresh machine.
+#     4. runs ./scripts/test.sh there, as root, with a clean environment: CI unset, ETNP_TEST_QUICK and
+#        ETNP_JOBS passed through when set. The live exports need a venv with torch wheels the chroot lacks, so
+#        they are made on this machine (its dev venv and export cache, as test.sh does) and the chroot runs
+#        etnp's side on them: the cache is bind-mounted read-only at the same path and ETNP_LIVE_RECORDS lists
+#        the export folders. Where this machine cannot make its venv either, ETNP_SKIP_LIVE=1 instead.
+#        test.sh calls scripts/install-deps.sh --test, so the chroot's packages come from the project's own
+#        list and a package missing from it fails here as on a fresh machine.
 #   It prints the result lines of every step and a summary, and exits non-zero where the suite fails.
 #
 # How:
@@ -165,17 +168,35 @@ if [ -d "$repo/../shared" ]; then
   mount_in "$root$inner/shared" --bind "$(cd "$repo/../shared" && pwd)"
   mount -o remount,bind,ro "$root$inner/shared"
 fi
+# The live exports, made here (the chroot has no torch wheels): this machine's venv exports what its cache
+# lacks and lists the folders; the cache is mounted read-only where those paths point.
+live_note="skipped (no dev venv on this machine)"
+live_vars=(ETNP_SKIP_LIVE=1)
+if [ ${#command[@]} -eq 0 ] && [ "$prepare_only" = 0 ] && [ "${ETNP_SKIP_LIVE:-0}" != "1" ] &&
+   venv="$("$repo/scripts/dev-venv.sh" 2>/dev/null)"; then
+  live_cache="${ETNP_LIVE_CACHE:-$HOME/.cache/etnp/live-exports}"
+  records="$root$inner/live-records.txt"
+  if (cd "$repo" && ETNP_LIVE_CACHE="$live_cache" "$venv/bin/python" tests/live/export.py > "$records") &&
+     [ -s "$records" ]; then
+    mount_in "$root$live_cache" --bind "$live_cache"
+    mount -o remount,bind,ro "$root$live_cache"
+    live_vars=(ETNP_LIVE_RECORDS="$inner/live-records.txt")
+    live_note="$(grep -c . "$records") exports made on this machine, run by etnp there"
+  else
+    live_note="skipped (tests/live/export.py failed on this machine)"
+  fi
+fi
 
 # --- 4. The suite -----------------------------------------------------------------------------------------
 env_vars=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
-          TERM="${TERM:-dumb}" DEBIAN_FRONTEND=noninteractive ETNP_SKIP_LIVE=1)
+          TERM="${TERM:-dumb}" DEBIAN_FRONTEND=noninteractive "${live_vars[@]}")
 for v in ETNP_TEST_QUICK ETNP_JOBS; do
   [ -n "${!v+x}" ] && env_vars+=("$v=${!v}")
 done
 in_chroot() { chroot "$root" /usr/bin/env -i "${env_vars[@]}" /bin/bash -c 'cd /etnp/main && "$@"' bash "$@"; }
 
 echo "=== host: Debian $host_version; chroot: Debian $release_version ($release) at $root"
-echo "=== $file_count files in $inner/main ($copied changed since the last run); ../shared: $([ -d "$repo/../shared" ] && echo "mounted read-only" || echo "absent (fixture tests skip)")"
+echo "=== $file_count files in $inner/main ($copied changed since the last run); ../shared: $([ -d "$repo/../shared" ] && echo "mounted read-only" || echo "absent (fixture tests skip)"); live exports: $live_note"
 if [ "$prepare_only" = 1 ]; then
   in_chroot ./scripts/install-deps.sh --test
   echo "=== chroot ready: $root"

@@ -9,6 +9,8 @@
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
 # ETNP_TEST_QUICK=1 runs steps 1 and 1b only. ETNP_SKIP_LIVE=1 skips step 1b; where the venv cannot be made
 # (offline) step 1b is skipped with the reason, except under CI=true, where that fails the run.
+# ETNP_LIVE_RECORDS=FILE (exports made on another system, tests/live/live_env.py) runs step 1b's comparisons
+# on those, without a venv (scripts/test-other-release.sh passes the host's exports so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
@@ -20,7 +22,7 @@ step() { echo; echo "=== $*"; }
 # torch-oracle tests use its Python too (ETNP_TORCH_PYTHON).
 venv_rc=0
 venv=""
-if [ "${ETNP_SKIP_LIVE:-0}" != "1" ]; then
+if [ "${ETNP_SKIP_LIVE:-0}" != "1" ] && [ -z "${ETNP_LIVE_RECORDS:-}" ]; then
   venv=$(./scripts/dev-venv.sh) || venv_rc=$?
   [ $venv_rc -eq 0 ] && export ETNP_TORCH_PYTHON="$venv/bin/python"
 fi
@@ -38,6 +40,9 @@ fi
 step "live exports: etnp beside the official ExecuTorch runtime"
 if [ "${ETNP_SKIP_LIVE:-0}" = "1" ]; then
   echo "skipped: ETNP_SKIP_LIVE=1"
+elif [ -n "${ETNP_LIVE_RECORDS:-}" ]; then
+  echo "the $(grep -c . "$ETNP_LIVE_RECORDS") exports listed in ETNP_LIVE_RECORDS ($ETNP_LIVE_RECORDS), made elsewhere"
+  PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/live -q -p no:cacheprovider || status=1
 else
   if [ $venv_rc -ne 0 ]; then
     echo "the dev venv could not be made (scripts/dev-venv.sh exit $venv_rc): live exports not tested"
