@@ -142,7 +142,10 @@ def test_execute_releases_the_gil(runtime, fixtures):
 def test_set_output_while_other_threads_execute(runtime, programs):
     add_mul = runtime.load_program(programs["arith"]).load_method("add_mul")
     stop = threading.Event()
-    bound = []
+    # Bound before any call starts: a call that ran before the rebinding thread's first set_output would
+    # rightly return an array of its own (this test failed so once, on a loaded machine).
+    bound = [np.zeros((2, 3), np.float32)]
+    add_mul.set_output(bound[0], 1)
 
     def rebind():
         n = 0
