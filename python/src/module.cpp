@@ -499,6 +499,21 @@ using namespace etnp::python;
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "The compiled core of executorch_numpy_runtime (use the package's public API instead).";
+  m.attr("_pybind11_version") = py::make_tuple(PYBIND11_VERSION_MAJOR, PYBIND11_VERSION_MINOR);
+#if PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR < 12
+  // pybind11 before 2.12 reads numpy's array structures in their numpy 1 layout: under numpy 2 it reads
+  // garbage (seen as hangs and wrong results), so such a build refuses to load there.
+  {
+    const std::string numpy_version = py::module_::import("numpy").attr("__version__").cast<std::string>();
+    if (!numpy_version.empty() && numpy_version[0] != '1' && numpy_version[0] != '0') {
+      throw py::import_error("executorch_numpy_runtime: this build uses pybind11 " +
+                             std::to_string(PYBIND11_VERSION_MAJOR) + "." + std::to_string(PYBIND11_VERSION_MINOR) +
+                             ", which cannot read numpy 2 arrays, and this Python has numpy " + numpy_version +
+                             ": build the package for this Python with pybind11 2.12 or later "
+                             "(scripts/build-python.sh PYTHON takes pip's)");
+    }
+  }
+#endif
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
