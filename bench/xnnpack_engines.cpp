@@ -34,6 +34,7 @@ using etnp::EValue;
 using etnp::ScalarType;
 using etnp::ThreadPool;
 using etnp::testing::OwnedTensor;
+using etnp::testing::random_floats;
 using etnp::xnn::Engines;
 using etnp::xnn::Executor;
 using etnp::xnn::ExecutorOptions;
@@ -50,14 +51,6 @@ struct Case {
 };
 
 std::vector<uint32_t> u32(const std::vector<int64_t>& dims) { return {dims.begin(), dims.end()}; }
-
-std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 Case unary_case(const char* name, XNodeUnion kind, std::vector<int64_t> dims) {
   GraphBuilder g;

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -14,6 +15,15 @@
 #include "runtime/registry.h"
 
 namespace etnp::testing {
+
+/// `n` floats drawn uniformly from [lo, hi), the same for the same seed.
+inline std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
 
 /// A tensor that owns its storage (sized for its shape; `capacity` elements when larger).
 struct OwnedTensor {

@@ -25,19 +25,12 @@ namespace etnp::xnn {
 namespace {
 
 using etnp::testing::OwnedTensor;
+using etnp::testing::random_floats;
 using testing::GraphBuilder;
 using testing::XNodeUnion;
 using DT = fb_xnnpack::XNNDatatype;
 
 const bool kReshapeApi = ops::reshape_api();
-
-std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 struct Ran {
   std::vector<std::vector<float>> outputs;
