@@ -24,6 +24,7 @@ using testing::GraphBuilder;
 using testing::XNodeUnion;
 using DT = fb_xnnpack::XNNDatatype;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr uint32_t kNoExtForTest = testing::kNoExt;
 
 std::vector<EValue*> arg_ptrs(std::vector<EValue>& args) {
   std::vector<EValue*> p;
@@ -384,6 +385,76 @@ TEST(XnnpackBackend, QuantizedFullyConnected) {
       const int32_t yq_ref = std::clamp(static_cast<int32_t>(std::nearbyint(real / out_scale)) + out_zp, -128, 127);
       EXPECT_NEAR(got[r * n + j], (yq_ref - out_zp) * out_scale, out_scale * 1.01) << r << "," << j;
     }
+  }
+}
+
+// int8 transposed convolutions, per-tensor and per-channel weights (the 2022 library has only the first: the
+// second runs there through fp32), against the integer arithmetic in int32 and one rounding at the end.
+TEST(XnnpackBackend, QuantizedTransposedConvolutions) {
+  const uint32_t cin = 3, cout = 4, k = 3, s = 2, p = 1, h = 3, w = 4;
+  const uint32_t oh = (h - 1) * s + k - 2 * p, ow = (w - 1) * s + k - 2 * p;
+  std::vector<int8_t> weights(cout * k * k * cin);  // [cout, kh, kw, cin]
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<int8_t>(static_cast<int>(i * 7 % 23) - 11);
+  const float in_scale = 0.04f, out_scale = 0.03f;
+  const int32_t in_zp = -5, out_zp = 7;
+  const std::vector<int32_t> bias_q = {40, -25, 0, 13};
+  for (bool per_channel : {false, true}) {
+    const std::vector<float> w_scales =
+        per_channel ? std::vector<float>{0.01f, 0.02f, 0.015f, 0.005f} : std::vector<float>(cout, 0.01f);
+    GraphBuilder g;
+    const uint32_t x = g.input({1, h, w, cin}, 0);
+    const uint32_t xq = g.per_tensor(DT::xnn_datatype_qint8, {1, h, w, cin}, in_scale, in_zp);
+    const uint32_t wc = g.constant(weights.data(), weights.size());
+    const uint32_t wv = per_channel ? g.per_channel(DT::xnn_datatype_qcint8, {cout, k, k, cin}, w_scales, 0, wc)
+                                    : g.per_tensor(DT::xnn_datatype_qint8, {cout, k, k, cin}, w_scales[0], 0, 0,
+                                                   kNoExtForTest, wc);
+    std::vector<float> bias_scales(cout);
+    for (uint32_t c = 0; c < cout; ++c) bias_scales[c] = in_scale * w_scales[c];
+    const uint32_t bc = g.constant(bias_q.data(), cout * 4);
+    const uint32_t b = per_channel ? g.per_channel(DT::xnn_datatype_qcint32, {cout}, bias_scales, 0, bc)
+                                   : g.per_tensor(DT::xnn_datatype_qint32, {cout}, bias_scales[0], 0, 0, kNoExtForTest, bc);
+    const uint32_t yq = g.per_tensor(DT::xnn_datatype_qint8, {1, oh, ow, cout}, out_scale, out_zp);
+    const uint32_t y = g.output({1, oh, ow, cout}, 1);
+    g.unary(XNodeUnion::XNNConvert, x, xq);
+    g.conv(XNodeUnion::XNNConvTranspose2d, k, s, p, 1, cin, cout, xq, wv, b, yq);
+    g.unary(XNodeUnion::XNNConvert, yq, y);
+    Executor ex(parse_graph(g.payload(), nullptr));
+    const std::vector<float> input = iota_f(h * w * cin, -1.5f, 0.083f);
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, h, w, cin}, input));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, oh, ow, cout}, {}));
+    run(ex, t);
+    const std::vector<float> got = t[1]->values<float>();
+    std::vector<int32_t> q(input.size());
+    for (size_t i = 0; i < q.size(); ++i) {
+      q[i] = std::clamp(static_cast<int32_t>(std::nearbyint(input[i] / in_scale)) + in_zp, -128, 127);
+    }
+    size_t mismatched = 0;
+    for (uint32_t y0 = 0; y0 < oh; ++y0) {
+      for (uint32_t x0 = 0; x0 < ow; ++x0) {
+        for (uint32_t c = 0; c < cout; ++c) {
+          int32_t acc = bias_q[c];
+          for (uint32_t iy = 0; iy < h; ++iy) {
+            for (uint32_t ix = 0; ix < w; ++ix) {
+              const int ky = int(y0) + int(p) - int(iy * s), kx = int(x0) + int(p) - int(ix * s);
+              if (ky < 0 || ky >= int(k) || kx < 0 || kx >= int(k)) continue;
+              for (uint32_t ci = 0; ci < cin; ++ci) {
+                acc += (q[(iy * w + ix) * cin + ci] - in_zp) * weights[((c * k + ky) * k + kx) * cin + ci];
+              }
+            }
+          }
+          const double real = acc * double(in_scale) * w_scales[c];
+          const int32_t code = std::clamp(static_cast<int32_t>(std::nearbyint(real / out_scale)) + out_zp, -128, 127);
+          const float want = float(code - out_zp) * out_scale;
+          const float have = got[(y0 * ow + x0) * cout + c];
+          // One step at most, at a rounding tie (XNNPACK requantizes in fp32).
+          ASSERT_NEAR(have, want, out_scale * 1.01f) << (per_channel ? "per-channel " : "per-tensor ") << y0 << ","
+                                                     << x0 << "," << c;
+          mismatched += std::fabs(have - want) > out_scale * 0.5f;
+        }
+      }
+    }
+    EXPECT_LE(mismatched, 2u) << (per_channel ? "per-channel" : "per-tensor");
   }
 }
 

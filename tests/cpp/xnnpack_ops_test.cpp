@@ -278,7 +278,7 @@ TEST_F(XnnpackOps, ConvolutionsAndFullyConnected) {
   ASSERT_EQ(create_deconvolution_f32(dp, dk.data(), nullptr, -kInf, kInf, deconv), xnn_status_success);
   std::vector<float> dx_padded(dx);
   dx_padded.resize(dx.size() + kExtraBytes);
-  ASSERT_EQ(setup_deconvolution_f32(deconv, 1, 2, 2, 0, 0, dx_padded.data(), dy.data(), nullptr), xnn_status_success);
+  ASSERT_EQ(setup_deconvolution(deconv, 1, 2, 2, 0, 0, dx_padded.data(), dy.data(), nullptr), xnn_status_success);
   ASSERT_EQ(deconv.run(nullptr), xnn_status_success);
   for (size_t oh = 0; oh < 4; ++oh) {
     for (size_t ow = 0; ow < 4; ++ow) {

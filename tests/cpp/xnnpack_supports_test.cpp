@@ -77,15 +77,24 @@ TEST(XnnpackSupports, ScaledDotProductAttention) {
   expect_rejected(g.payload(), 1, {"node 0 (XNNScaledDotProductAttention)", "not implemented"});
 }
 
-TEST(XnnpackSupports, QuantizedTransposedConvolution) {
-  GraphBuilder g;
-  const std::vector<int8_t> w(1 * 3 * 3 * 1, 1);
-  const uint32_t x = g.per_tensor(DT::xnn_datatype_qint8, {1, 4, 4, 1}, 0.5f, 0, testing::kExtIn, 0);
-  const uint32_t filter = g.per_tensor(DT::xnn_datatype_qint8, {1, 3, 3, 1}, 0.25f, 0, 0, testing::kNoExt,
-                                       g.constant(w.data(), w.size()));
-  const uint32_t out = g.per_tensor(DT::xnn_datatype_qint8, {1, 6, 6, 1}, 0.5f, 0, testing::kExtOut, 1);
-  g.conv(XNodeUnion::XNNConvTranspose2d, 3, 1, 0, 1, 1, 1, x, filter, testing::kNoExt, out);
-  expect_rejected(g.payload(), 1, {"node 0 (XNNConvTranspose2d)", "(qint8, qint8, none -> qint8) is not supported"});
+// int8 transposed convolutions load (XnnpackBackend.QuantizedTransposedConvolutions runs them); per-channel
+// scales along the input channels do not.
+TEST(XnnpackSupports, QuantizedTransposedConvolutionScalesMustFollowTheOutputs) {
+  const std::vector<int8_t> w(2 * 3 * 3 * 2, 1);  // [cout 2, 3, 3, cin 2]
+  for (uint32_t channel_dim : {0u, 3u}) {
+    GraphBuilder g;
+    const uint32_t x = g.per_tensor(DT::xnn_datatype_qint8, {1, 4, 4, 2}, 0.5f, 0, testing::kExtIn, 0);
+    const uint32_t filter = g.per_channel(DT::xnn_datatype_qcint8, {2, 3, 3, 2}, {0.25f, 0.5f},
+                                          static_cast<int32_t>(channel_dim), g.constant(w.data(), w.size()));
+    const uint32_t out = g.per_tensor(DT::xnn_datatype_qint8, {1, 6, 6, 2}, 0.5f, 0, testing::kExtOut, 1);
+    g.conv(XNodeUnion::XNNConvTranspose2d, 3, 1, 0, 1, 2, 2, x, filter, testing::kNoExt, out);
+    if (channel_dim == 0) {
+      BackendInitContext ctx;
+      EXPECT_TRUE(xnnpack()->supports(ctx, g.payload(), {}).reasons.empty());
+    } else {
+      expect_rejected(g.payload(), 1, {"node 0 (XNNConvTranspose2d)", "per-channel scales must follow the outputs"});
+    }
+  }
 }
 
 TEST(XnnpackSupports, RuntimeConvolutionFilter) {

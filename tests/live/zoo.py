@@ -138,6 +138,21 @@ class _Conv1dNet(torch.nn.Module):
         return self.body(x)
 
 
+class _Upsampler(torch.nn.Module):
+    """A decoder-style upsampling stack (segmentation heads, autoencoders, generators): transposed convolutions,
+    one with an output padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1), torch.nn.ReLU(),
+            torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1))
+
+    def forward(self, x):
+        return self.body(x)
+
+
 # --- small programs for the program forms -----------------------------------------------------------------------
 
 class _SmallCnn(torch.nn.Module):
@@ -263,6 +278,7 @@ MODELS = [
     Model("vit_tiny", _seeded(_vit), _randn(1, 3, 32, 32)),
     Model("deeplabv3_mobilenet_v3", _seeded(_SegmentationLogits), _randn(1, 3, 64, 64)),
     Model("ssdlite_mobilenet_v3", _seeded(_SsdLiteHeads), _randn(1, 3, 128, 128)),
+    Model("upsampler", _seeded(_Upsampler), _randn(1, 3, 32, 32), forms=(PORTABLE, XNNPACK, INT8)),
     # language
     # (PT2E quantization of the whole BERT fails in the exporter: its index ops get float indices; the
     # encoder below carries the transformer qd8 case.)

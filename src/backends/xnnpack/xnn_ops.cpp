@@ -786,22 +786,72 @@ xnn_status create_deconvolution_f32(const ConvParams& p, const float* kernel, co
   return adopt(s, x, Operator::Kind::DeconvF32, out);
 }
 
-xnn_status setup_deconvolution_f32(Operator& op, size_t batch, size_t h, size_t w, uint32_t adjustment_h,
-                                   uint32_t adjustment_w, const float* in, float* out, pthreadpool_t pool) {
-  if (op.kind_ != Operator::Kind::DeconvF32) return xnn_status_invalid_state;
+xnn_status create_deconvolution_qs8(const ConvParams& p, QParams in, float kernel_scale, const int8_t* kernel,
+                                    const int32_t* bias, QParams o, int8_t lo, int8_t hi, Operator& out) {
+  xnn_operator_t x = nullptr;
+  const xnn_status s = xnn_create_deconvolution2d_nhwc_qs8(ETNP_XNN_CONV_GEOMETRY(p), in.zero_point, in.scale,
+                                                           kernel_scale, kernel, bias, o.zero_point, o.scale, lo, hi,
+                                                           0, ETNP_XNN_CACHES & x);
+  return adopt(s, x, Operator::Kind::DeconvQS8, out);
+}
+
+bool has_qc8_deconvolution() { return kReshapeApi; }
+
+xnn_status create_deconvolution_qc8(const ConvParams& p, QParams in, const float* kernel_scales, const int8_t* kernel,
+                                    const int32_t* bias, QParams o, int8_t lo, int8_t hi, Operator& out) {
+#if ETNP_XNNPACK_RESHAPE_API
+  xnn_operator_t x = nullptr;
+  const xnn_status s = xnn_create_deconvolution2d_nhwc_qs8_qc8w(ETNP_XNN_CONV_GEOMETRY(p), in.zero_point, in.scale,
+                                                                kernel_scales, kernel, bias, o.zero_point, o.scale,
+                                                                lo, hi, 0, ETNP_XNN_CACHES & x);
+  return adopt(s, x, Operator::Kind::DeconvQC8, out);
+#else
+  (void)p, (void)in, (void)kernel_scales, (void)kernel, (void)bias, (void)o, (void)lo, (void)hi, (void)out;
+  return xnn_status_unsupported_parameter;
+#endif
+}
+
+xnn_status setup_deconvolution(Operator& op, size_t batch, size_t h, size_t w, uint32_t adjustment_h,
+                               uint32_t adjustment_w, const void* in, void* out, pthreadpool_t pool) {
+  const auto* f = static_cast<const float*>(in);
+  const auto* q = static_cast<const int8_t*>(in);
+  auto* fo = static_cast<float*>(out);
+  auto* qo = static_cast<int8_t*>(out);
+  xnn_operator_t o = op.op_;
 #if ETNP_XNNPACK_RESHAPE_API
   if (op.needs_reshape({batch, h, w, adjustment_h, adjustment_w}, pool)) {
     size_t oh = 0, ow = 0;
-    const xnn_status s =
-        xnn_reshape_deconvolution2d_nhwc_f32(op.op_, batch, h, w, adjustment_h, adjustment_w, &oh, &ow, pool);
+    xnn_status s;
+    switch (op.kind_) {
+      case Operator::Kind::DeconvF32:
+        s = xnn_reshape_deconvolution2d_nhwc_f32(o, batch, h, w, adjustment_h, adjustment_w, &oh, &ow, pool);
+        break;
+      case Operator::Kind::DeconvQS8:
+        s = xnn_reshape_deconvolution2d_nhwc_qs8(o, batch, h, w, adjustment_h, adjustment_w, &oh, &ow, pool);
+        break;
+      case Operator::Kind::DeconvQC8:
+        s = xnn_reshape_deconvolution2d_nhwc_qs8_qc8w(o, batch, h, w, adjustment_h, adjustment_w, &oh, &ow, pool);
+        break;
+      default: return xnn_status_invalid_state;
+    }
     if (s != xnn_status_success) {
       op.reshaped_ = false;
       return s;
     }
   }
-  return xnn_setup_deconvolution2d_nhwc_f32(op.op_, in, out);
+  switch (op.kind_) {
+    case Operator::Kind::DeconvF32: return xnn_setup_deconvolution2d_nhwc_f32(o, f, fo);
+    case Operator::Kind::DeconvQS8: return xnn_setup_deconvolution2d_nhwc_qs8(o, q, qo);
+    default: return xnn_setup_deconvolution2d_nhwc_qs8_qc8w(o, q, qo);
+  }
 #else
-  return xnn_setup_deconvolution2d_nhwc_f32(op.op_, batch, h, w, adjustment_h, adjustment_w, in, out, pool);
+  switch (op.kind_) {
+    case Operator::Kind::DeconvF32:
+      return xnn_setup_deconvolution2d_nhwc_f32(o, batch, h, w, adjustment_h, adjustment_w, f, fo, pool);
+    case Operator::Kind::DeconvQS8:
+      return xnn_setup_deconvolution2d_nhwc_qs8(o, batch, h, w, adjustment_h, adjustment_w, q, qo, pool);
+    default: return xnn_status_invalid_state;
+  }
 #endif
 }
 

@@ -48,7 +48,7 @@ class Operator {
   // Implementation state (xnn_ops.cpp); not for callers.
   enum class Kind : uint8_t {
     None, Binary, Unary, FullyConnectedF32, FullyConnectedQS8, FullyConnectedQD8, BatchMatmulF32, SoftmaxF32,
-    ConvF32, ConvQS8, ConvQC8, DeconvF32, GlobalAvgPoolF32, GlobalAvgPoolQS8, AvgPoolF32, MaxPoolF32, MaxPoolS8,
+    ConvF32, ConvQS8, ConvQC8, DeconvF32, DeconvQS8, DeconvQC8, GlobalAvgPoolF32, GlobalAvgPoolQS8, AvgPoolF32, MaxPoolF32, MaxPoolS8,
     ArgMaxPoolF32, ResizeBilinearF32, PReLUF32
   };
   void reset();
@@ -182,8 +182,16 @@ xnn_status setup_convolution(Operator& op, size_t batch, size_t h, size_t w, con
 /// Transposed convolution (ConvParams' padding is the output padding, stride the upsampling).
 xnn_status create_deconvolution_f32(const ConvParams& p, const float* kernel, const float* bias, float out_min,
                                     float out_max, Operator& out);
-xnn_status setup_deconvolution_f32(Operator& op, size_t batch, size_t h, size_t w, uint32_t adjustment_h,
-                                   uint32_t adjustment_w, const float* in, float* out, pthreadpool_t pool);
+/// int8 transposed convolutions: a per-tensor kernel (zero point 0), or per-output-channel scales (2024 library
+/// only: has_qc8_deconvolution).
+xnn_status create_deconvolution_qs8(const ConvParams& p, QParams in, float kernel_scale, const int8_t* kernel,
+                                    const int32_t* bias, QParams o, int8_t lo, int8_t hi, Operator& out);
+xnn_status create_deconvolution_qc8(const ConvParams& p, QParams in, const float* kernel_scales, const int8_t* kernel,
+                                    const int32_t* bias, QParams o, int8_t lo, int8_t hi, Operator& out);
+bool has_qc8_deconvolution();
+/// Any of the three transposed convolutions above: NHWC input [batch, h, w, channels].
+xnn_status setup_deconvolution(Operator& op, size_t batch, size_t h, size_t w, uint32_t adjustment_h,
+                               uint32_t adjustment_w, const void* in, void* out, pthreadpool_t pool);
 
 // ---- pooling and resizing (NHWC) ------------------------------------------------------------------------
 /// Mean over the `width` pixels of each of `batch` images [width, channels].

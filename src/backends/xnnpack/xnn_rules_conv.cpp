@@ -9,6 +9,7 @@
 #include "compute/conv_indirect.h"
 #include "compute/depthwise.h"
 #include "compute/packed_gemm.h"
+#include "etnp/error.h"
 
 namespace etnp::xnn {
 namespace {
@@ -81,10 +82,10 @@ bool conv_is_f32(const NodeView& v) {
   return is_f32(v.in(0)) && is_f32(v.in(1)) && is_f32(v.out()) && (b == nullptr || is_f32(*b));
 }
 
-bool conv_is_qs8(const NodeView& v, const Conv& c) {
+bool conv_is_qs8(const NodeView& v) {
   const Value& f = v.in(1);
   const Value* b = v.optional_in(2);
-  return !c.deconv && is_qs8(v.in(0)) && is_qs8(v.out()) &&
+  return is_qs8(v.in(0)) && is_qs8(v.out()) &&
          (f.dtype == DataType::qint8 || f.dtype == DataType::qcint8) &&
          (b == nullptr || b->dtype == DataType::qint32 || b->dtype == DataType::qcint32);
 }
@@ -164,9 +165,8 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
         },
         [=](ops::Operator& op, const RunContext& c) {
           const Shape& s = c.shapes[in0];
-          return ops::setup_deconvolution_f32(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w,
-                                              static_cast<const float*>(c.data[in0]),
-                                              static_cast<float*>(c.data[out0]), c.pool);
+          return ops::setup_deconvolution(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w, c.data[in0],
+                                          c.data[out0], c.pool);
         });
     return;
   }
@@ -179,6 +179,50 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
         const Shape& s = c.shapes[in0];
         return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
       });
+}
+
+/// A per-channel int8 transposed convolution on the 2022 library, which has none: the weights dequantized at
+/// load, the input dequantized, XNNPACK's fp32 transposed convolution, the output quantized (int32 products
+/// of int8 codes are exact in fp32 below 2^24, so only the final rounding can differ, by a step at a tie).
+void build_deconv_qc8_via_f32(StepBuilder& b, const Conv& cv) {
+  const NodeView& v = b.view;
+  const uint32_t in0 = v.in_id(0), out0 = v.out_id();
+  const Value& x = v.in(0);
+  const Value& f = v.in(1);
+  const Value* bv = v.optional_in(2);
+  const size_t per_channel = cv.w.kernel_h * cv.w.kernel_w * cv.params.group_input_channels;
+  const size_t count = cv.cout * per_channel;
+  std::vector<float> kernel(count);
+  const auto* codes = reinterpret_cast<const int8_t*>(f.data);
+  for (size_t i = 0; i < count; ++i) kernel[i] = float(codes[i]) * f.channel_scales[i / per_channel];
+  std::vector<float> bias;
+  if (bv != nullptr) {
+    const auto* b32 = reinterpret_cast<const int32_t*>(bv->data);
+    bias.resize(cv.cout);
+    for (size_t c = 0; c < cv.cout; ++c) bias[c] = float(double(b32[c]) * x.scale * f.channel_scales[c]);
+  }
+  auto op = std::make_shared<ops::Operator>();
+  const xnn_status s = ops::create_deconvolution_f32(cv.params, kernel.data(), bias.empty() ? nullptr : bias.data(),
+                                                     v.node.output_min, v.node.output_max, *op);
+  if (s != xnn_status_success) {
+    throw Error(ErrorKind::ProgramLoadError, "XNNPACK payload: " + v.node.describe() +
+                                                 ": XNNPACK could not create its deconvolution f32 operator (" +
+                                                 ops::status_name(s) + ")");
+  }
+  const Quant8 qx = quant8(x), qo = quant8(v.out());
+  const WindowParams w = cv.w;
+  const std::string where = v.node.describe();
+  b.add_own([=, fx = std::vector<float>(), fo = std::vector<float>()](const RunContext& c) mutable {
+    const Shape &s_in = c.shapes[in0], &s_out = c.shapes[out0];
+    fx.resize(s_in.numel() + ops::kExtraBytes / sizeof(float));
+    fo.resize(s_out.numel());
+    dequantize_q8(c.data[in0], fx.data(), s_in.numel(), qx);
+    xnn_status st = ops::setup_deconvolution(*op, s_in[0], s_in[1], s_in[2], w.adjustment_h, w.adjustment_w, fx.data(),
+                                             fo.data(), c.pool);
+    if (st == xnn_status_success) st = op->run(c.pool);
+    if (st != xnn_status_success) run_fail(where + ": XNNPACK deconvolution f32 failed (" + ops::status_name(st) + ")");
+    quantize_q8(fo.data(), c.data[out0], fo.size(), qo);
+  });
 }
 
 void build_conv_qs8(StepBuilder& b, const Conv& cv) {
@@ -225,6 +269,32 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     });
     return;
   }
+  if (cv.deconv) {
+    auto setup_deconv = [=, w = cv.w](ops::Operator& op, const RunContext& c) {
+      const Shape& s = c.shapes[in0];
+      return ops::setup_deconvolution(op, s[0], s[1], s[2], w.adjustment_h, w.adjustment_w, c.data[in0], c.data[out0],
+                                      c.pool);
+    };
+    if (f.quant != QuantKind::PerChannel) {
+      const float k_scale = f.scale;
+      b.add_xnn(
+          "deconvolution qs8",
+          [=](const Shape*, ops::Operator& op) {
+            return ops::create_deconvolution_qs8(cp, in_q, k_scale, kernel, bias_data, qparams(o), r.lo, r.hi, op);
+          },
+          setup_deconv);
+      return;
+    }
+    if (!ops::has_qc8_deconvolution()) return build_deconv_qc8_via_f32(b, cv);
+    const std::vector<float> scales = f.channel_scales;
+    b.add_xnn(
+        "deconvolution qc8",
+        [=](const Shape*, ops::Operator& op) {
+          return ops::create_deconvolution_qc8(cp, in_q, scales.data(), kernel, bias_data, qparams(o), r.lo, r.hi, op);
+        },
+        setup_deconv);
+    return;
+  }
   if (f.quant == QuantKind::PerChannel) {
     const std::vector<float> scales = f.channel_scales;
     b.add_xnn(
@@ -252,7 +322,7 @@ Refusal check_conv(const NodeView& v) {
   if (v.node.flags != 0) return refuse("unsupported flags " + std::to_string(v.node.flags));
   if (conv_is_f32(v)) return kSupported;
   const Conv c = conv_of(v.node);
-  if (!conv_is_qs8(v, c)) return refuse();  // quantized transposed convolutions among them
+  if (!conv_is_qs8(v)) return refuse();
   const Value& f = v.in(1);
   if (Refusal r = check_q8_range(v, v.out())) return r;
   if (Refusal r = check_requantization(v.in(0), f, v.out())) return r;
