@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
         bad_library += std::isfinite(b[i]) ? 0 : 1;
         if (std::isfinite(b[i])) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
       }
-      // A large difference means one engine is wrong (as the 2024 library's qb4w kernels were on the last row
+      // A large difference means one engine is wrong (as the 2024 library's qd8 kernels were on the last row
       // before the spare row parameters were filled): say where.
       for (size_t i = 0; i < a.size(); ++i) {
         if (std::fabs(a[i] - b[i]) > 1e-2 * (1.0 + std::fabs(a[i]))) {

@@ -170,7 +170,7 @@ if [ -d "$repo/../shared" ]; then
 fi
 # The live exports, made here (the chroot has no torch wheels): this machine's venv exports what its cache
 # lacks and lists the folders; the cache is mounted read-only where those paths point.
-live_note="skipped (no dev venv on this machine)"
+live_note="skipped ($([ ${#command[@]} -gt 0 ] || [ "$prepare_only" = 1 ] && echo "not running the suite" || echo "no dev venv on this machine"))"
 live_vars=(ETNP_SKIP_LIVE=1)
 if [ ${#command[@]} -eq 0 ] && [ "$prepare_only" = 0 ] && [ "${ETNP_SKIP_LIVE:-0}" != "1" ] &&
    venv="$("$repo/scripts/dev-venv.sh" 2>/dev/null)"; then

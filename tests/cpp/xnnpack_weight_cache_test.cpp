@@ -360,9 +360,11 @@ TEST(XnnpackWeightCache, ProgramsShareDynamicallyQuantizedLinears) {
   ETNP_REQUIRE_FIXTURES();
   // The delegate's int8 GEMM's packed weights (the 2024 library's qd8 operators, which it would pick here,
   // pack their own, which the cache does not hold).
-  setenv("ETNP_XNNPACK_ENGINE", "own", 1);
+  struct OwnEngine {
+    OwnEngine() { setenv("ETNP_XNNPACK_ENGINE", "own", 1); }
+    ~OwnEngine() { unsetenv("ETNP_XNNPACK_ENGINE"); }  // also when an assertion returns early
+  } own;
   expect_programs_share("exported/mlp_dq8_xnnpack");
-  unsetenv("ETNP_XNNPACK_ENGINE");
 }
 
 TEST(XnnpackWeightCache, MethodsOfOneProgramShare) {

@@ -33,7 +33,7 @@ namespace measured {
 
 // bench/xnnpack_engines.cpp, 2026-12-01, on this project's 2-core Zen 3 machines (figures: README.md, "What
 // runs where"). The functions only the 2024 library has are asked about only where it is the one built.
-bool library_unary_faster(NodeKind) { return true; }
+bool library_unary_faster() { return true; }
 bool library_softmax_faster() { return true; }
 bool library_fully_connected_f32_faster() { return false; }
 bool library_fully_connected_qd8_faster(DataType weights, size_t group_size) {

@@ -87,7 +87,7 @@ std::string refusal_message(const NodeView& v, const std::string& why);
 // where", has the figures). StepBuilder::use_library applies them unless ETNP_XNNPACK_ENGINE says otherwise.
 namespace measured {
 /// The unary functions the 2022 library lacks (tanh, exp, log, gelu, rsqrt, sin, cos): 1.1-50x faster.
-bool library_unary_faster(NodeKind kind);
+bool library_unary_faster();
 /// Softmax: 1.5-4x faster on both releases.
 bool library_softmax_faster();
 /// fp32 fully-connected layers (and so 1x1 convolutions) with constant weights: the delegate's GEMM is

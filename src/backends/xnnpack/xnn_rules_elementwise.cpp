@@ -287,7 +287,7 @@ void build_own_unary(StepBuilder& b) {
   if (q8_table_applies(v)) return build_q8_table(b);
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
   b.keep(in0);
-  if (ops::has_unary_f32(unary_op(v.node.kind)) && b.use_library(measured::library_unary_faster(v.node.kind))) {
+  if (ops::has_unary_f32(unary_op(v.node.kind)) && b.use_library(measured::library_unary_faster())) {
     return add_library_unary(b, in0, out0);
   }
   add_own_unary(b, in0, out0);

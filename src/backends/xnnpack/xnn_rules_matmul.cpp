@@ -222,13 +222,11 @@ void build_linear_qd8_library(StepBuilder& b, const Linear& l) {
   const float* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data);
   const Value xv = v.in(0);
   const std::string where = v.node.describe();
+  // The operator is created (and packs `q`'s bytes) inside add_xnn, while `kernel` and `bf16` still live.
   b.add_xnn(
       "fully-connected qd8",
-      [=, kernel = std::move(kernel), bf16 = std::move(bf16)](const Shape*, ops::Operator& op) {
-        ops::QD8Kernel qk = q;
-        if (!kernel.empty()) qk.data = kernel.data();
-        if (!bf16.empty()) qk.block_scales = bf16.data();
-        return ops::create_fully_connected_qd8(k, units, qk, bias_data, out_min, out_max, op);
+      [=](const Shape*, ops::Operator& op) {
+        return ops::create_fully_connected_qd8(k, units, q, bias_data, out_min, out_max, op);
       },
       [=](ops::Operator& op, const RunContext& c) {
         const Shape& s = c.shapes[in0];

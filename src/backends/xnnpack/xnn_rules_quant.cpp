@@ -128,8 +128,8 @@ void build_convert(StepBuilder& b) {
         auto* q = static_cast<int8_t*>(c.data[out0]);
         auto* params = reinterpret_cast<DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
         quantize_dynamic_rows(static_cast<const float*>(c.data[in0]), rows, cols, q, params);
-        // The spare entries XNNPACK's qd8 operators read past the last row repeat it: the 2024 library's
-        // blockwise (qb4w) kernels let them change the last row's result (stale arena bytes there gave
+        // The spare entries XNNPACK's qd8 operators read past the last row repeat it: the 2024 library's qd8
+        // kernels (qc8w, qc4w, qb4w) let them change the last row's result (stale arena bytes there gave
         // infinities or wrong values; copies of the last row give the right ones).
         const DynamicQuantParams last = rows > 0 ? params[rows - 1] : DynamicQuantParams{0, 1.0f};
         std::fill(params + rows, params + rows + kExtraDynamicQuantParams, last);
