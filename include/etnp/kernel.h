@@ -59,6 +59,10 @@ struct KernelEntry {
   KernelFn fn = nullptr;
   int num_args = -1;      ///< Exact argument count (schema args + 1 return slot); -1 = not checked.
   KernelPrepareFn prepare = nullptr;
+  /// Argument positions, besides the out slot, that the kernel writes in place: the `Tensor(a!)` inputs of
+  /// its schema (a KV cache it updates, say). The load-time passes treat them as written, so that no copy
+  /// elision or caller binding assumes the argument keeps its bytes.
+  std::vector<int> mutated_args = {};
 };
 
 /// Adds a kernel to the process-wide registry. Throws InvalidArgument if the name is already registered.

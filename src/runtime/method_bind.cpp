@@ -1,5 +1,6 @@
 // Binding a method's inputs (checked against what the program was exported with) and outputs (read back, or
 // redirected to caller memory where nothing aliases them).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -202,15 +203,19 @@ Value Method::Impl::output(size_t index) const {
 
 void Method::Impl::find_written_inputs() {
   // An unplanned input is bound to the caller's memory. A kernel writes its out argument (the last two slots:
-  // out and the returned value) and a move its target; the delegates write only their own outputs.
+  // out and the returned value) and the arguments it declares mutated, a move its target; the delegates write
+  // only their own outputs.
   const auto* inputs = plan->inputs();
   written_inputs.assign(inputs->size(), false);
   for (size_t k = 0; k < inputs->size(); ++k) {
     const EValue* input = &values[static_cast<size_t>(inputs->Get(k))];
     if (!input->is_tensor() || planned_input[k]) continue;  // a planned input is a copy of the caller's
     for (const Instruction& ins : instructions) {
-      const bool kernel_writes = ins.kind == Instruction::Kind::Kernel && !ins.args.empty() &&
-                                 (ins.args.back() == input || (ins.args.size() >= 2 && ins.args[ins.args.size() - 2] == input));
+      const bool kernel_writes =
+          ins.kind == Instruction::Kind::Kernel && !ins.args.empty() &&
+          (ins.args.back() == input || (ins.args.size() >= 2 && ins.args[ins.args.size() - 2] == input) ||
+           std::any_of(ins.mutated_args.begin(), ins.mutated_args.end(),
+                       [&](int m) { return ins.args[static_cast<size_t>(m)] == input; }));
       const bool move_writes = ins.kind == Instruction::Kind::Move && &values[static_cast<size_t>(ins.b)] == input;
       if (kernel_writes || move_writes) {
         written_inputs[k] = true;

@@ -29,6 +29,7 @@ struct Instruction {
   Backend* backend = nullptr;
   DelegateHandle* delegate = nullptr;
   std::span<EValue* const> args;
+  std::span<const int> mutated_args;  // KernelEntry::mutated_args: arguments written besides the out slot
   int32_t a = 0;  // move_from / cond_value_index / value_index
   int32_t b = 0;  // move_to / destination_instruction
   const std::string* name = nullptr;  // operator or backend name, for errors and profiles

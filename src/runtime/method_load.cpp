@@ -322,6 +322,15 @@ void Method::Impl::build_instructions() {
                           std::to_string(ins.args.size()),
                       where);
         }
+        for (int m : entry->mutated_args) {
+          if (m < 0 || static_cast<size_t>(m) >= ins.args.size()) {
+            throw Error(ErrorKind::ProgramLoadError,
+                        "the kernel declares argument " + std::to_string(m) + " as written in place, but the instruction passes " +
+                            std::to_string(ins.args.size()) + " arguments",
+                        where);
+          }
+        }
+        ins.mutated_args = entry->mutated_args;
         ins.prepare = entry->prepare;
         break;
       }

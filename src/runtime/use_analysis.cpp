@@ -29,6 +29,9 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
     switch (ins.kind) {
       case Instruction::Kind::Kernel:
         if (!ins.args.empty() && in_table(ins.args.back())) ++writes[index(ins.args.back())];
+        for (int m : ins.mutated_args) {
+          if (in_table(ins.args[static_cast<size_t>(m)])) ++writes[index(ins.args[static_cast<size_t>(m)])];
+        }
         break;
       case Instruction::Kind::Delegate:
         for (const EValue* v : ins.args) {
