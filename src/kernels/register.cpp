@@ -19,6 +19,7 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_fill_kernels(registry);
   register_quantized_kernels(registry);
   register_custom_kernels(registry);
+  register_llm_kernels(registry);
 }
 
 }  // namespace etnp::kernels

@@ -23,5 +23,6 @@ void register_index_kernels(KernelRegistry& registry);       // index.cpp: index
 void register_fill_kernels(KernelRegistry& registry);        // fill.cpp: full, arange, pads, flip, roll, ...
 void register_quantized_kernels(KernelRegistry& registry);   // quantized.cpp: quantized_decomposed::*
 void register_custom_kernels(KernelRegistry& registry);      // custom.cpp: etnp::lstm.out, etnp::triple.out
+void register_llm_kernels(KernelRegistry& registry);         // llm.cpp: llama::custom_sdpa, update_cache, ...
 
 }  // namespace etnp::kernels
