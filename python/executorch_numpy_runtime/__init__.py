@@ -35,6 +35,7 @@ from .errors import (
 )
 from . import _C
 from ._C import ExecuTorchResult, Method, MethodMeta, Program, TensorInfo, Verification
+from ._C import StreamDecoder, Tokenizer
 
 #: Element types, numbered as in the .pte format (PyTorch's c10::ScalarType); an IntEnum, so ScalarType.Float == 6.
 ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)
@@ -84,6 +85,8 @@ __all__ = [
     "OperatorRegistry",
     "runtime_info",
     "parse_etdump",
+    "Tokenizer",
+    "StreamDecoder",
     "BFLOAT16_DTYPE",
     "ExecuTorchError",
     "ProgramLoadError",

@@ -76,6 +76,9 @@ class PyRef {
 
 uint64_t now_ns();
 
+/// Adds Tokenizer and StreamDecoder (tokenizer_bindings.cpp) to the module.
+void bind_tokenizer(py::module_& m);
+
 // --- Errors ---------------------------------------------------------------------------------------------------
 
 /// Registers the Python exception classes (errors.py) the extension raises, keyed by etnp::ErrorKind name plus

@@ -525,6 +525,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
 
+  bind_tokenizer(m);
   py::enum_<Verification>(m, "Verification", "How much of a program is checked when it is loaded.")
       .value("Minimal", Verification::Minimal, "Header, identifier and FlatBuffers structure.")
       .value("InternalConsistency", Verification::InternalConsistency,

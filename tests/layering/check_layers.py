@@ -24,19 +24,22 @@ ALLOWED = {
     "kernels": {"core", "compute"},
     "backends/xnnpack": {"core", "compute"},
     "runtime": {"core", "format", "compute", "kernels", "backends/xnnpack"},
-    "cli": {"core", "format", "runtime"},
-    "python": {"core", "format", "runtime"},
-    "tools": {"core", "format", "compute", "kernels", "backends/xnnpack", "runtime"},
+    "llm": {"core", "format", "runtime"},
+    "cli": {"core", "format", "runtime", "llm"},
+    "python": {"core", "format", "runtime", "llm"},
+    "tools": {"core", "format", "compute", "kernels", "backends/xnnpack", "runtime", "llm"},
 }
 # Layers above the runtime that use it only through its public API (include/etnp/), never runtime/*.h.
-API_ONLY = {"cli", "python"}
+API_ONLY = {"cli", "python", "llm"}
 # CMake library target -> layer.
 TARGETS = {
     "etnp_core": "core", "etnp_format": "format", "etnp_compute": "compute", "etnp_kernels": "kernels",
-    "etnp_backend_xnnpack": "backends/xnnpack", "etnp_runtime": "runtime",
+    "etnp_backend_xnnpack": "backends/xnnpack", "etnp_runtime": "runtime", "etnp_llm": "llm",
 }
 # Public headers (include/etnp/): the runtime's API sits on top of the core types.
 PUBLIC_RUNTIME = {"etnp/program.h", "etnp/etnp.h"}
+# Public headers of the layers above the runtime.
+PUBLIC_UPPER = {"etnp/tokenizer.h": "llm"}
 # Headers flatc writes, by the layer that owns the schema.
 GENERATED = {
     "program_generated.h": "format", "scalar_type_generated.h": "format", "flat_tensor_generated.h": "format",
@@ -45,7 +48,8 @@ GENERATED = {
 }
 # Third-party headers only one layer (or one file) may use.
 SYSTEM_OWNERS = {"xnnpack.h": {"backends/xnnpack"}, "pybind11/": {"python"}, "sleef.h": {"compute"},
-                 "sys/sdt.h": {"src/runtime/probes.h"}}
+                 "sys/sdt.h": {"src/runtime/probes.h"}, "pcre2.h": {"llm"}, "utf8proc.h": {"llm"},
+                 "sentencepiece_processor.h": {"llm"}}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 
@@ -65,7 +69,7 @@ def layer_of_header(name: str):
     if name in GENERATED:
         return GENERATED[name]
     if name.startswith("etnp/"):
-        return "runtime" if name in PUBLIC_RUNTIME else "core"
+        return PUBLIC_UPPER.get(name, "runtime" if name in PUBLIC_RUNTIME else "core")
     if name.startswith("backends/"):
         return "backends/xnnpack"
     if name.startswith("tools/"):
