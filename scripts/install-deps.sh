@@ -9,6 +9,7 @@ packages=(
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libfp16-dev libsleef-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy
   systemtap-sdt-dev  # <sys/sdt.h>: the USDT probes (docs/tracing.md)
+  libpcre2-dev libutf8proc-dev libsentencepiece-dev  # the tokenizers (docs/tokenizers.md)
 )
 if [ "${1:-}" = "--test" ]; then
   packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev libssl-dev

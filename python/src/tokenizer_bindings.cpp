@@ -25,9 +25,10 @@ void bind_tokenizer(py::module_& m) {
       .def_static("load", &load_tokenizer, py::arg("path"), "Loads the tokenizer in path (str or os.PathLike).")
       .def(
           "encode",
-          [](const Tokenizer& t, const std::string& text, bool bos) {
+          [](const Tokenizer& t, py::handle text, bool bos) {
+            const std::string utf8 = str_arg(text, "text");
             py::gil_scoped_release release;
-            return t.encode(text, bos);
+            return t.encode(utf8, bos);
           },
           py::arg("text"), py::arg("bos") = true,
           "The ids of text. bos=True adds the tokens the format adds around a sequence: the post-processor's "
@@ -44,7 +45,9 @@ void bind_tokenizer(py::module_& m) {
       .def_property_readonly("eos_ids", &Tokenizer::eos_ids)
       .def_property_readonly("format", &Tokenizer::format,
                              "'tokenizer.json', 'sentencepiece' or 'tiktoken'.")
-      .def("token_id", &Tokenizer::token_id, py::arg("piece"), "The id of a token by its spelling, or None.")
+      .def(
+          "token_id", [](const Tokenizer& t, py::handle piece) { return t.token_id(str_arg(piece, "piece")); },
+          py::arg("piece"), "The id of a token by its spelling, or None.")
       .def(
           "token_to_piece", [](const Tokenizer& t, int64_t id) { return py::bytes(t.token_to_piece(id)); },
           py::arg("id"), "The vocabulary's spelling of a token, as bytes (byte-level tokens are not decoded).")
