@@ -1,6 +1,8 @@
 // Shared pieces of the `etnp` subcommands.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,10 @@ class Args {
   bool has_flag(const std::string& flag);                           // consumes it
   std::vector<std::string> values(const std::string& option);      // consumes every "--option V"
   std::string value(const std::string& option, const std::string& fallback);
+  /// The option's value as a number in [min, max]; InvalidArgument naming the option otherwise.
+  int64_t int_value(const std::string& option, int64_t fallback, int64_t min = 0,
+                    int64_t max = std::numeric_limits<int64_t>::max());
+  double double_value(const std::string& option, double fallback, double min, double max);
   /// Remaining positional arguments; fails on unknown options.
   std::vector<std::string> positionals();
 
@@ -25,6 +31,9 @@ class Args {
 };
 
 [[noreturn]] void usage_error(const std::string& message);
+/// Whole-string number parsing: false on anything else (trailing text, overflow, inf/nan).
+bool parse_int(const std::string& s, int64_t* out);
+bool parse_double(const std::string& s, double* out);
 
 /// Inputs for a method: from .npy paths and literals, then --fill for the rest. The arrays keep the data.
 struct PreparedInputs {
@@ -39,6 +48,8 @@ LoadOptions load_options_from(Args& args);
 int run_inspect(Args& args);
 int run_run(Args& args);
 int run_bench(Args& args);
+int run_generate(Args& args);
+
 
 std::string value_summary(const Value& v);
 

@@ -1,11 +1,32 @@
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 
 #include "cli/cli.h"
 
 namespace etnp::cli {
+
+bool parse_int(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_double(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0' || errno != 0 || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
 
 Args::Args(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) args_.emplace_back(argv[i]);
@@ -46,6 +67,30 @@ std::string Args::value(const std::string& option, const std::string& fallback) 
   return v.empty() ? fallback : v[0];
 }
 
+int64_t Args::int_value(const std::string& option, int64_t fallback, int64_t min, int64_t max) {
+  const auto v = values(option);
+  if (v.size() > 1) usage_error(option + " given more than once");
+  if (v.empty()) return fallback;
+  int64_t n = 0;
+  if (!parse_int(v[0], &n)) usage_error(option + " takes an integer, got '" + v[0] + "'");
+  if (n < min || n > max) {
+    usage_error(option + " must be " + (max == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(min)
+                                                                                    : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]") +
+                ", got " + v[0]);
+  }
+  return n;
+}
+
+double Args::double_value(const std::string& option, double fallback, double min, double max) {
+  const auto v = values(option);
+  if (v.size() > 1) usage_error(option + " given more than once");
+  if (v.empty()) return fallback;
+  double d = 0;
+  if (!parse_double(v[0], &d)) usage_error(option + " takes a number, got '" + v[0] + "'");
+  if (d < min || d > max) usage_error(option + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + v[0]);
+  return d;
+}
+
 std::vector<std::string> Args::positionals() {
   std::vector<std::string> out;
   for (size_t i = 0; i < args_.size(); ++i) {
@@ -67,25 +112,6 @@ LoadOptions load_options_from(Args& args) {
 }
 
 namespace {
-
-bool parse_int(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (*end != '\0' || errno != 0) return false;
-  *out = v;
-  return true;
-}
-
-bool parse_double(const std::string& s, double* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (*end != '\0') return false;
-  *out = v;
-  return true;
-}
 
 format::NpyArray filled_array(const TensorInfo& info, const std::vector<int64_t>& shape, const std::string& fill,
                               std::mt19937_64& rng) {

@@ -24,6 +24,14 @@ commands:
              [--shape I=1x3x224x224]... [--input PATH.npy]... [--json] [--profile]
       Time a method: min/median/p90/p99/max, throughput, load time and peak memory. Inputs are random
       unless given (in order) with --input.
+  generate FILE --tokenizer TOKENIZER --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P]
+           [--seed S] [--stop TEXT]... [--no-bos] [--threads N] [--method NAME] [--data F.ptd]... [--json]
+      Generate text with a language-model program (ExecuTorch's LLM export, optimum-executorch): the prompt
+      (after the program's BOS) is prefilled, then tokens are decoded until EOS, N new tokens, a --stop text
+      or a full context. Greedy unless --temperature > 0 (then seeded, with nucleus --top-p). The text streams
+      to stdout; prefill and decode tokens/s, time to first token and peak memory go to stderr (--json: one
+      object on stdout with the text, ids and figures). TOKENIZER: tokenizer.json, a SentencePiece .model or
+      a tiktoken file (docs/llm.md).
   version
       Print the etnp version and the program schema it reads.
 
@@ -44,6 +52,7 @@ int main(int argc, char** argv) {
     if (command == "inspect") return etnp::cli::run_inspect(args);
     if (command == "run") return etnp::cli::run_run(args);
     if (command == "bench") return etnp::cli::run_bench(args);
+    if (command == "generate") return etnp::cli::run_generate(args);
     if (command == "version" || command == "--version") {
       std::printf("etnp %s (reads ExecuTorch programs with schema %s; verified against ExecuTorch %s)\n",
                   etnp::version(), etnp::schema_identifier(), etnp::executorch_version());
