@@ -36,6 +36,7 @@ from .errors import (
 from . import _C
 from ._C import ExecuTorchResult, Method, MethodMeta, Program, TensorInfo, Verification
 from ._C import StreamDecoder, Tokenizer
+from .llm import LLM, GenerationResult, GenerationStep
 
 #: Element types, numbered as in the .pte format (PyTorch's c10::ScalarType); an IntEnum, so ScalarType.Float == 6.
 ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)
@@ -87,6 +88,9 @@ __all__ = [
     "parse_etdump",
     "Tokenizer",
     "StreamDecoder",
+    "LLM",
+    "GenerationResult",
+    "GenerationStep",
     "BFLOAT16_DTYPE",
     "ExecuTorchError",
     "ProgramLoadError",

@@ -78,6 +78,8 @@ uint64_t now_ns();
 
 /// Adds Tokenizer and StreamDecoder (tokenizer_bindings.cpp) to the module.
 void bind_tokenizer(py::module_& m);
+/// Adds Generator and Generation (generator_bindings.cpp); after Program and Tokenizer.
+void bind_generator(py::module_& m);
 
 // --- Errors ---------------------------------------------------------------------------------------------------
 
@@ -198,6 +200,7 @@ class PyProgram {
   std::shared_ptr<PyMethod> load_method_arg(py::handle name) { return load_method(str_arg(name, "method name")); }
   MethodMeta metadata_arg(py::handle name) const { return metadata(str_arg(name, "method name")); }
   bool has_etdump() const { return state_->recorder != nullptr; }
+  const std::shared_ptr<ProgramState>& state() const { return state_; }
   void write_etdump_result_to_file(const std::string& etdump_path, const std::optional<std::string>& debug_path);
 
  private:

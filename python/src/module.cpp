@@ -705,6 +705,8 @@ PYBIND11_MODULE(_C, m) {
            "Writes the ETDump recorded since load (or the last write) and, when a path is given, the debug buffer.")
       .def("__repr__", [](const PyProgram& p) { return "<Program with methods " + join_names(p.method_names()) + ">"; });
 
+  bind_generator(m);
+
   m.def("_load_program_file", &load_program_file, py::arg("path"), py::arg("verification"), py::arg("enable_etdump"),
         py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"));
   m.def("_load_program_buffer", &load_program_buffer, py::arg("buffer"), py::arg("verification"),

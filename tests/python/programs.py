@@ -254,3 +254,37 @@ ALL = {
 
 def build_all(directory: pathlib.Path) -> Dict[str, pathlib.Path]:
     return {name: compile_program(make(), directory / f"{name}.pte") for name, make in ALL.items()}
+
+
+def successor_lm_program(vocab: int = 16, max_seq: int = 32, bos: int = 1, eos: int = 15) -> Dict:
+    """A language-model program in the shape of ExecuTorch's LLM export, whose next token is known:
+    forward(tokens i64[1, <=max_seq-1], start_pos i64[1]) -> logits f32[1, vocab] of the last token, read from a
+    table whose row t peaks at t + 1 (the last row at itself), logits[t][j] = -|j - (t + 1)|. Greedy decoding
+    after token t therefore yields t + 1, t + 2, ... up to `eos`. The metadata methods say max_seq_len, BOS,
+    EOS, the vocabulary size and that there is a KV cache (the start position is taken and unused)."""
+    import struct
+
+    table = []
+    for t in range(vocab):
+        successor = min(t + 1, vocab - 1)
+        table.extend(-float(abs(j - successor)) for j in range(vocab))
+    weight = list(struct.pack("<%df" % len(table), *table))
+    bound = max_seq - 1
+    values = [
+        tensor("int64", [1, bound], dynamism="DYNAMIC_BOUND"),              # 0 tokens (caller's memory)
+        tensor("int64", [1]),                                                # 1 start position
+        tensor("float32", [vocab, vocab], constant=1),                       # 2 the table
+        int_value(-1), bool_value(False),                                    # 3 padding_idx, 4 flags
+        tensor("float32", [1, bound, vocab], offset=0, dynamism="DYNAMIC_BOUND"),  # 5 every token's logits
+        int_value(1), int_value(-1),                                         # 6 dim, 7 index: the last token
+        tensor("float32", [1, vocab], offset=bound * vocab * 4),             # 8 logits
+    ]
+    forward = plan("forward", values, [0, 1], [8],
+                   [kernel(0, [2, 0, 3, 4, 4, 5, 5]), kernel(1, [5, 6, 7, 8, 8])],
+                   ["aten::embedding.out", "aten::select_copy.int_out"], arena_bytes=(bound + 1) * vocab * 4)
+    constants = [plan("get_max_seq_len", [int_value(max_seq)], [], [0]),
+                 plan("get_bos_id", [int_value(bos)], [], [0]),
+                 plan("get_eos_ids", [int_value(eos)], [], [0]),
+                 plan("get_vocab_size", [int_value(vocab)], [], [0]),
+                 plan("use_kv_cache", [bool_value(True)], [], [0])]
+    return program([forward] + constants, constants=[weight])
