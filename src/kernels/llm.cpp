@@ -22,7 +22,7 @@
 // rest of the cache) by one GEMM, a softmax per row over its own prefix, then the weighted sum of values by a
 // second GEMM. Blocks are split across the thread pool; their shapes depend on the problem alone, so every
 // thread count gives the same bits. Other dtypes (half, bfloat16, int8 with parameters) are converted to
-// float32 first — only the keys and values that are read.
+// float32 rows per block, only the keys and values the block reads.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -42,14 +42,98 @@ namespace {
 ThreadPool& pool_of(KernelContext& ctx) { return ctx.pool() != nullptr ? *ctx.pool() : ThreadPool::current(); }
 
 // ---------------------------------------------------------------------------------------------------------
-// The attention core.
+// Operands.
 
-/// A float32 operand seen as [batch, seq, heads, head_dim] with head_dim contiguous: element (b, s, h, d) is
-/// data[b * sb + s * ss + h * sh + d].
-struct HeadsView {
-  float* data = nullptr;
-  int64_t sb = 0, ss = 0, sh = 0;
+/// Logical dims of sequence and heads (batch is 0, the head dim 3).
+struct Layout {
+  int seq = 1, heads = 2;
 };
+constexpr Layout kSeqAtDim1{1, 2};
+constexpr Layout kSeqAtDim2{2, 1};
+
+/// Scale and zero point tensors of a quantized operand (per token: one pair per (b, s, h)).
+struct TokenParams {
+  const Tensor* scales = nullptr;
+  const Tensor* zero_points = nullptr;
+};
+
+/// An attention operand seen as [batch, seq, heads, head_dim]: element (b, s, h, d) at
+/// data[b * sb + s * ss + h * sh + d * sd], in elements of `dtype`. An int8 one has a float32 scale and an
+/// int8 zero point per (b, s, h) at scales[b * qb + s * qs + h * qh] (zero points likewise, strides z*).
+struct Operand {
+  const void* data = nullptr;
+  ScalarType dtype = ScalarType::Float;
+  int64_t sb = 0, ss = 0, sh = 0, sd = 1;
+  const float* scales = nullptr;
+  const int8_t* zero_points = nullptr;
+  int64_t qb = 0, qs = 0, qh = 0, zb = 0, zs = 0, zh = 0;
+
+  /// float32 rows with a contiguous head dim: read where they are, no copy.
+  bool in_place() const { return dtype == ScalarType::Float && sd == 1 && scales == nullptr; }
+  const float* row(int64_t b, int64_t s, int64_t h) const {
+    return static_cast<const float*>(data) + b * sb + s * ss + h * sh;
+  }
+};
+
+Operand operand(const Tensor& t, Layout l, const TokenParams* params) {
+  Operand x{t.data(), t.dtype(), t.stride(0), t.stride(l.seq), t.stride(l.heads), t.stride(3)};
+  if (params != nullptr) {
+    const Tensor& sc = *params->scales;
+    const Tensor& zp = *params->zero_points;
+    x.scales = sc.data_as<float>();
+    x.zero_points = zp.data_as<int8_t>();
+    x.qb = sc.stride(0), x.qs = sc.stride(l.seq), x.qh = sc.stride(l.heads);
+    x.zb = zp.stride(0), x.zs = zp.stride(l.seq), x.zh = zp.stride(l.heads);
+  }
+  return x;
+}
+
+/// Positions [s0, s1) of head h in batch b as float32 rows of `d` (dequantized: (x - zero_point) * scale).
+void load_rows(const Operand& x, int64_t b, int64_t h, int64_t s0, int64_t s1, int64_t d, float* dst) {
+  for (int64_t s = s0; s < s1; ++s) {
+    float* row = dst + (s - s0) * d;
+    const int64_t off = b * x.sb + s * x.ss + h * x.sh;
+    if (x.scales != nullptr) {
+      const float scale = x.scales[b * x.qb + s * x.qs + h * x.qh];
+      const auto zero = static_cast<float>(x.zero_points[b * x.zb + s * x.zs + h * x.zh]);
+      const int8_t* src = static_cast<const int8_t*>(x.data) + off;
+      if (x.sd == 1) {
+        for (int64_t i = 0; i < d; ++i) row[i] = (static_cast<float>(src[i]) - zero) * scale;
+      } else {
+        for (int64_t i = 0; i < d; ++i) row[i] = (static_cast<float>(src[i * x.sd]) - zero) * scale;
+      }
+      continue;
+    }
+    dispatch<kFloats | kHalfs>(x.dtype, "attention operand", [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(x.data) + off;
+      for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(static_cast<OpMath<T>>(src[i * x.sd]));
+    });
+  }
+}
+
+/// The output, [batch, seq, heads, head_dim] as Operand (float32, float16 or bfloat16).
+struct Output {
+  void* data = nullptr;
+  ScalarType dtype = ScalarType::Float;
+  int64_t sb = 0, ss = 0, sh = 0, sd = 1;
+};
+
+void store_row(const Output& o, int64_t b, int64_t s, int64_t h, int64_t d, const float* src) {
+  const int64_t off = b * o.sb + s * o.ss + h * o.sh;
+  if (o.dtype == ScalarType::Float && o.sd == 1) {
+    std::memcpy(static_cast<float*>(o.data) + off, src, static_cast<size_t>(d) * sizeof(float));
+    return;
+  }
+  dispatch<kFloats | kHalfs>(o.dtype, "attention output", [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = static_cast<T*>(o.data) + off;
+    for (int64_t i = 0; i < d; ++i) dst[i * o.sd] = convert<T>(src[i]);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The attention core.
 
 struct Attention {
   int64_t batch = 0, q_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
@@ -59,7 +143,8 @@ struct Attention {
   const float* mask = nullptr;  ///< additive [q_len, num_keys] scores, row stride mask_stride, or nullptr
   int64_t mask_stride = 0;
   float scale = 1.0f;
-  HeadsView q, k, v, out;
+  Operand q, k, v;
+  Output out;
 };
 
 /// Query rows per block: enough for the GEMMs to reuse each key and value they load, few enough that the
@@ -68,7 +153,7 @@ constexpr int64_t kBlockRows = 48;
 constexpr int64_t kBlockScores = int64_t{1} << 16;
 
 struct BlockBuffers {
-  std::vector<float> q, scores, out;
+  std::vector<float> q, k, v, scores, out;
 };
 
 // Pool threads live as long as the process: each keeps its block buffers between calls.
@@ -77,7 +162,7 @@ BlockBuffers& block_buffers() {
   return buffers;
 }
 
-/// Rows [p0, p1) of batch b for the query heads of kv head `kvh`.
+/// Positions [p0, p1) of batch b for the query heads of kv head `kvh`.
 void attend_block(const Attention& a, int64_t b, int64_t kvh, int64_t p0, int64_t p1) {
   const int64_t group = a.heads / a.kv_heads, d = a.head_dim;
   const int64_t rows = (p1 - p0) * group;
@@ -87,16 +172,26 @@ void attend_block(const Attention& a, int64_t b, int64_t kvh, int64_t p0, int64_
   buf.scores.resize(static_cast<size_t>(rows * keys));
   buf.out.resize(static_cast<size_t>(rows * d));
   for (int64_t p = p0; p < p1; ++p) {
-    for (int64_t g = 0; g < group; ++g) {
-      const float* src = a.q.data + b * a.q.sb + p * a.q.ss + (kvh * group + g) * a.q.sh;
-      std::memcpy(buf.q.data() + ((p - p0) * group + g) * d, src, static_cast<size_t>(d) * sizeof(float));
-    }
+    for (int64_t g = 0; g < group; ++g) load_rows(a.q, b, kvh * group + g, p, p + 1, d, buf.q.data() + ((p - p0) * group + g) * d);
   }
+  // Keys and values [0, keys) of this kv head: in place, or converted once for the block.
+  auto rows_of = [&](const Operand& x, std::vector<float>& copy, int64_t& stride) -> const float* {
+    if (x.in_place()) {
+      stride = x.ss;
+      return x.row(b, 0, kvh);
+    }
+    copy.resize(static_cast<size_t>(keys * d));
+    load_rows(x, b, kvh, 0, keys, d, copy.data());
+    stride = d;
+    return copy.data();
+  };
+  int64_t k_stride = 0, v_stride = 0;
+  const float* k = rows_of(a.k, buf.k, k_stride);
+  const float* v = rows_of(a.v, buf.v, v_stride);
   // scores = scale * Q K^T: K's rows are the columns of B.
-  const float* k = a.k.data + b * a.k.sb + kvh * a.k.sh;
   GemmEpilogue scaled;
   scaled.alpha = a.scale;
-  gemm_f32(rows, keys, d, GemmMatrix{buf.q.data(), d, 1}, GemmMatrix{k, 1, a.k.ss}, buf.scores.data(), keys, 1,
+  gemm_f32(rows, keys, d, GemmMatrix{buf.q.data(), d, 1}, GemmMatrix{k, 1, k_stride}, buf.scores.data(), keys, 1,
            scaled, nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t p = p0 + r / group;
@@ -110,14 +205,10 @@ void attend_block(const Attention& a, int64_t b, int64_t kvh, int64_t p0, int64_
     std::fill(row + visible, row + keys, 0.0f);
   }
   // out = P V.
-  const float* v = a.v.data + b * a.v.sb + kvh * a.v.sh;
-  gemm_f32(rows, d, keys, GemmMatrix{buf.scores.data(), keys, 1}, GemmMatrix{v, a.v.ss, 1}, buf.out.data(), d, 1,
+  gemm_f32(rows, d, keys, GemmMatrix{buf.scores.data(), keys, 1}, GemmMatrix{v, v_stride, 1}, buf.out.data(), d, 1,
            GemmEpilogue{}, nullptr);
   for (int64_t p = p0; p < p1; ++p) {
-    for (int64_t g = 0; g < group; ++g) {
-      float* dst = a.out.data + b * a.out.sb + p * a.out.ss + (kvh * group + g) * a.out.sh;
-      std::memcpy(dst, buf.out.data() + ((p - p0) * group + g) * d, static_cast<size_t>(d) * sizeof(float));
-    }
+    for (int64_t g = 0; g < group; ++g) store_row(a.out, b, p, kvh * group + g, d, buf.out.data() + ((p - p0) * group + g) * d);
   }
 }
 
@@ -146,89 +237,6 @@ void run_attention(const Attention& a, ThreadPool& pool) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Operands: a tensor's [B, S, H, D] view in float32, the tensor itself where it already is one.
-
-/// Logical dims of batch, sequence and heads (the head dim is 3).
-struct Layout {
-  int seq = 1, heads = 2;
-};
-constexpr Layout kSeqAtDim1{1, 2};
-constexpr Layout kSeqAtDim2{2, 1};
-
-/// Floats carved from one scratch allocation: the staged copies of a call.
-class FloatArena {
- public:
-  FloatArena(KernelContext& ctx, size_t floats)
-      : base_(floats == 0 ? nullptr : static_cast<float*>(ctx.scratch(floats * sizeof(float)))), left_(floats) {}
-  float* take(size_t n) {
-    float* p = base_;
-    base_ += n;
-    left_ -= n;
-    return p;
-  }
-
- private:
-  float* base_;
-  size_t left_;
-};
-
-/// Floats a staged copy of the first `positions` sequence positions of `t` takes (0 when `t` is used in
-/// place).
-size_t staged_floats(const Tensor& t, int64_t positions, Layout l, bool quantized) {
-  if (!quantized && t.dtype() == ScalarType::Float && t.stride(3) == 1) return 0;
-  return static_cast<size_t>(t.size(0) * positions * t.size(l.heads) * t.size(3));
-}
-
-/// Scale and zero point of a quantized operand (per token: one pair per (b, s, h)).
-struct TokenParams {
-  const Tensor* scales = nullptr;
-  const Tensor* zero_points = nullptr;
-};
-
-/// The [B, S, H, D] float32 view of positions [0, positions) of `t`: `t` itself, or a copy in `arena`
-/// converted (dequantized with `params` when given) in parallel over positions.
-HeadsView stage(const Tensor& t, int64_t positions, Layout l, const TokenParams* params, FloatArena& arena,
-                ThreadPool& pool, const char* op) {
-  const int64_t bs = t.size(0), hs = t.size(l.heads), d = t.size(3);
-  if (params == nullptr && t.dtype() == ScalarType::Float && t.stride(3) == 1) {
-    return HeadsView{t.data_as<float>(), t.stride(0), t.stride(l.seq), t.stride(l.heads)};
-  }
-  HeadsView v{arena.take(static_cast<size_t>(bs * positions * hs * d)), positions * hs * d, hs * d, d};
-  const int64_t ts0 = t.stride(0), tss = t.stride(l.seq), tsh = t.stride(l.heads), tsd = t.stride(3);
-  auto rows = [&](size_t begin, size_t end) {
-    for (size_t r = begin; r < end; ++r) {
-      const int64_t b = static_cast<int64_t>(r) / positions, s = static_cast<int64_t>(r) % positions;
-      for (int64_t h = 0; h < hs; ++h) {
-        float* dst = v.data + b * v.sb + s * v.ss + h * v.sh;
-        const int64_t src = b * ts0 + s * tss + h * tsh;
-        if (params != nullptr) {
-          const Tensor& sc = *params->scales;
-          const Tensor& zp = *params->zero_points;
-          const float scale = sc.data_as<float>()[b * sc.stride(0) + s * sc.stride(l.seq) + h * sc.stride(l.heads)];
-          const float zero = static_cast<float>(
-              zp.data_as<int8_t>()[b * zp.stride(0) + s * zp.stride(l.seq) + h * zp.stride(l.heads)]);
-          const int8_t* x = t.data_as<int8_t>() + src;
-          for (int64_t i = 0; i < d; ++i) dst[i] = (static_cast<float>(x[i * tsd]) - zero) * scale;
-          continue;
-        }
-        dispatch<kFloats | kHalfs>(t.dtype(), op, [&](auto tag) {
-          using T = decltype(tag);
-          const T* x = t.data_as<T>() + src;
-          for (int64_t i = 0; i < d; ++i) dst[i] = static_cast<float>(static_cast<OpMath<T>>(x[i * tsd]));
-        });
-      }
-    }
-  };
-  const auto n = static_cast<size_t>(bs * positions);
-  if (static_cast<size_t>(bs * positions * hs * d) < kParallelWork) {
-    rows(0, n);
-  } else {
-    pool.parallel_for(n, 16, rows);
-  }
-  return v;
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // Argument checks shared by the attention kernels.
 
 const char* dims_name(Layout l) { return l.seq == 1 ? "[B, S, H, D]" : "[B, H, S, D]"; }
@@ -239,7 +247,7 @@ void check_rank4(const Tensor& t, const char* what, Layout l, const char* op) {
 }
 
 /// The arguments common to every attention kernel: shapes of query and the caches, start_pos, mask,
-/// dropout, causality, scale. Returns the problem with everything but the operand views filled in.
+/// dropout, causality, scale. Returns the problem with everything but the operands filled in.
 Attention attention_problem(const Tensor& q, const Tensor& k, const Tensor& v, int64_t start_pos,
                             const Tensor* mask, double dropout, bool causal, const EValue& scale, Layout l,
                             const char* op) {
@@ -287,70 +295,32 @@ Attention attention_problem(const Tensor& q, const Tensor& k, const Tensor& v, i
   return a;
 }
 
-/// The mask as contiguous float32 rows: the tensor itself, or a converted copy in `arena`.
-void stage_mask(Attention& a, const Tensor* mask, FloatArena& arena) {
-  if (mask == nullptr) return;
-  if (mask->dtype() == ScalarType::Float && mask->stride(1) == 1) {
-    a.mask = mask->data_as<float>();
-    a.mask_stride = mask->stride(0);
-    return;
-  }
-  float* m = arena.take(static_cast<size_t>(mask->numel()));
-  for (int64_t i = 0; i < mask->size(0); ++i) {
-    for (int64_t j = 0; j < mask->size(1); ++j) {
-      m[i * mask->size(1) + j] =
-          static_cast<float>(load_as_double(mask->dtype(), mask->data(), i * mask->stride(0) + j * mask->stride(1)));
-    }
-  }
-  a.mask = m;
-  a.mask_stride = mask->size(1);
-}
-
-size_t mask_floats(const Tensor* mask) {
-  return mask == nullptr || (mask->dtype() == ScalarType::Float && mask->stride(1) == 1)
-             ? 0
-             : static_cast<size_t>(mask->numel());
-}
-
-/// Runs `a` with q/k/v staged from the tensors (k and v only over the keys read) and writes `out` (resized
-/// to query's shape; staged through float32 when it is not float32 with a contiguous head dim).
+/// Runs `a` over the tensors (quantized with the given parameters) and writes `out`, resized to query's shape.
 void attend(KernelContext& ctx, Attention a, const Tensor& q, const Tensor& k, const Tensor& v,
             const Tensor* mask, const TokenParams* qp, const TokenParams* kp, const TokenParams* vp, Layout l,
             Tensor& out, const char* op) {
   resize_output(out, q.sizes(), op);
-  const bool quantized = qp != nullptr;
-  const bool out_in_place = out.dtype() == ScalarType::Float && out.stride(3) == 1;
-  const int64_t keys = a.num_keys;
-  const size_t floats = staged_floats(q, a.q_len, l, quantized) + staged_floats(k, keys, l, quantized) +
-                        staged_floats(v, keys, l, quantized) + mask_floats(mask) +
-                        (out_in_place ? 0 : static_cast<size_t>(out.numel()));
-  FloatArena arena(ctx, floats);
-  ThreadPool& pool = pool_of(ctx);
-  a.q = stage(q, a.q_len, l, qp, arena, pool, op);
-  a.k = stage(k, keys, l, kp, arena, pool, op);
-  a.v = stage(v, keys, l, vp, arena, pool, op);
-  stage_mask(a, mask, arena);
-  if (out_in_place) {
-    a.out = HeadsView{out.data_as<float>(), out.stride(0), out.stride(l.seq), out.stride(l.heads)};
-  } else {
-    const int64_t hs = a.heads, d = a.head_dim;
-    a.out = HeadsView{arena.take(static_cast<size_t>(out.numel())), a.q_len * hs * d, hs * d, d};
-  }
-  if (a.q_len > 0) run_attention(a, pool);
-  if (out_in_place) return;
-  dispatch<kFloats | kHalfs>(out.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = out.data_as<T>();
-    for (int64_t b = 0; b < a.batch; ++b) {
-      for (int64_t s = 0; s < a.q_len; ++s) {
-        for (int64_t h = 0; h < a.heads; ++h) {
-          const float* src = a.out.data + b * a.out.sb + s * a.out.ss + h * a.out.sh;
-          T* dst = o + b * out.stride(0) + s * out.stride(l.seq) + h * out.stride(l.heads);
-          for (int64_t i = 0; i < a.head_dim; ++i) dst[i * out.stride(3)] = convert<T>(src[i]);
-        }
+  a.q = operand(q, l, qp);
+  a.k = operand(k, l, kp);
+  a.v = operand(v, l, vp);
+  a.out = Output{out.data(), out.dtype(), out.stride(0), out.stride(l.seq), out.stride(l.heads), out.stride(3)};
+  // The mask as contiguous float32 rows: the tensor itself, or a converted copy.
+  std::vector<float> mask_copy;
+  if (mask != nullptr && mask->dtype() == ScalarType::Float && mask->stride(1) == 1) {
+    a.mask = mask->data_as<float>();
+    a.mask_stride = mask->stride(0);
+  } else if (mask != nullptr) {
+    mask_copy.resize(static_cast<size_t>(mask->numel()));
+    for (int64_t i = 0; i < mask->size(0); ++i) {
+      for (int64_t j = 0; j < mask->size(1); ++j) {
+        mask_copy[static_cast<size_t>(i * mask->size(1) + j)] = static_cast<float>(
+            load_as_double(mask->dtype(), mask->data(), i * mask->stride(0) + j * mask->stride(1)));
       }
     }
-  });
+    a.mask = mask_copy.data();
+    a.mask_stride = mask->size(1);
+  }
+  if (a.q_len > 0) run_attention(a, pool_of(ctx));
 }
 
 bool is_attention_float(ScalarType t) {
