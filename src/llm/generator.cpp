@@ -170,7 +170,12 @@ struct Generator::Impl {
 
   /// One forward call on context[begin, begin + n).
   void call(size_t begin, int64_t n) {
+    // A single token goes through one fixed int64, so that decoding binds the token input once.
     const int64_t* ids = context.data() + begin;
+    if (n == 1 && !tokens_planned) {
+      single_token = *ids;
+      ids = &single_token;
+    }
     if (n != bound_chunk || ids != bound_tokens || tokens_planned) {
       method->set_input(0, TensorRef{ScalarType::Long, {1, n}, {}, ids});
       bound_chunk = n;
@@ -189,6 +194,7 @@ struct Generator::Impl {
     method->run();
   }
   size_t bound_positions = 0;
+  int64_t single_token = 0;
 
   std::span<const float> logits(int64_t n) {
     const Value out = method->output(0);
