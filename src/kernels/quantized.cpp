@@ -642,11 +642,20 @@ void embedding_impl(KernelArgs args, int nbit, bool has_dtype_arg, const char* o
           }
         });
       } else {
+        // Group by group, the unpacking specialized per width (these rows are most of an LLM's embedding).
         const uint8_t* w = weight.data_as<uint8_t>() + index * w_row;
-        for (int64_t j = 0; j < dim; ++j) {
-          const size_t g = static_cast<size_t>(j / group_size);
-          dst[j * out_inner] =
-              convert<Out>((static_cast<float>(packed_value(w, w_col, j, nbit)) - row_zp[g]) * row_scale[g]);
+        auto unpack = [&](auto width) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const float zp = row_zp[static_cast<size_t>(g)], sc = row_scale[static_cast<size_t>(g)];
+            for (int64_t j = g * group_size; j < (g + 1) * group_size; ++j) {
+              dst[j * out_inner] = convert<Out>((static_cast<float>(packed_value(w, w_col, j, width())) - zp) * sc);
+            }
+          }
+        };
+        if (nbit == 2) {
+          unpack(std::integral_constant<int, 2>{});
+        } else {
+          unpack(std::integral_constant<int, 4>{});
         }
       }
     });
