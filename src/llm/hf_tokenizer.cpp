@@ -3,6 +3,8 @@
 // component and its type.
 #include <algorithm>
 #include <array>
+#include <bitset>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -748,6 +750,9 @@ class HfTokenizer : public Tokenizer::Impl {
   bool is_special(int64_t id) const override { return special_[static_cast<size_t>(id)]; }
 
   void load(const Reader& r, const json& root);
+  /// BOS and EOS by the names tokenizer_config.json gives; without them, BOS is the first token the
+  /// post-processor adds (or a known begin token), and EOS the known end tokens among the special tokens.
+  void name_bos_eos(const std::optional<std::string>& bos_name, const std::optional<std::string>& eos_name);
 
  private:
   struct Match {
@@ -770,6 +775,7 @@ class HfTokenizer : public Tokenizer::Impl {
   // Everything else.
   std::vector<AddedToken> added_;
   std::vector<const AddedToken*> raw_added_, normalized_added_;  ///< Matched before / after normalizing.
+  std::bitset<256> added_first_bytes_;  ///< The first bytes of all added tokens: positions to try.
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unique_ptr<Decoder> decoder_;
@@ -895,12 +901,33 @@ void HfTokenizer::load(const Reader& r, const json& root) {
 
   for (auto& t : added_) {
     if (t.normalized && normalizer_) normalizer_->normalize(t.content);
+    if (t.content.empty()) r.fail("added token " + std::to_string(t.id) + " normalizes to nothing");
     (t.normalized ? normalized_added_ : raw_added_).push_back(&t);
+    added_first_bytes_.set(static_cast<uint8_t>(t.content[0]));
   }
   // Longest first, so that the first token matching at a position is the longest.
   for (auto* list : {&raw_added_, &normalized_added_})
     std::stable_sort(list->begin(), list->end(),
                      [](const AddedToken* a, const AddedToken* b) { return a->content.size() > b->content.size(); });
+}
+
+void HfTokenizer::name_bos_eos(const std::optional<std::string>& bos_name,
+                               const std::optional<std::string>& eos_name) {
+  const auto special = [this](const char* name) -> std::optional<int64_t> {
+    const auto id = token_id(name);
+    return id && is_special(*id) ? id : std::nullopt;
+  };
+  if (bos_name) bos = token_id(*bos_name);
+  else if (!template_.before.empty()) bos = template_.before.front();
+  for (const char* name : {"<|begin_of_text|>", "<s>", "<bos>"})
+    if (!bos && !bos_name) bos = special(name);
+  if (eos_name) {
+    if (const auto id = token_id(*eos_name)) eos.push_back(*id);
+    return;
+  }
+  for (const char* name : {"</s>", "<eos>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>", "<|eot_id|>",
+                           "<|im_end|>", "<end_of_turn>", "<|end|>"})
+    if (const auto id = special(name)) eos.push_back(*id);
 }
 
 bool ends_with_word_char(std::string_view text) {
@@ -924,6 +951,10 @@ std::vector<HfTokenizer::Match> HfTokenizer::find_added(std::string_view text,
   size_t covered = 0;  // the end of the last match, whitespace it took included
   for (size_t pos = 0; pos < text.size();) {
     const AddedToken* found = nullptr;
+    if (!added_first_bytes_.test(static_cast<uint8_t>(text[pos]))) {
+      ++pos;
+      continue;
+    }
     for (const AddedToken* t : tokens)
       if (text.compare(pos, t->content.size(), t->content) == 0) {
         found = t;
@@ -1075,43 +1106,25 @@ std::shared_ptr<const Tokenizer::Impl> load_hf_json(std::string_view bytes, cons
   }
 
   // BOS and EOS: tokenizer.json does not name them; its tokenizer_config.json does, when it lies beside it.
-  // Without one, BOS is the first token the post-processor adds, and EOS the known end tokens among the specials.
   const std::filesystem::path config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   std::optional<std::string> bos_name, eos_name;
   if (std::filesystem::exists(config_path)) {
-    const auto source = format::ByteSource::map_file(config_path.string());
-    const auto span = source->bytes();
     json config;
     try {
+      const auto source = format::ByteSource::map_file(config_path.string());
+      const auto span = source->bytes();
       config = json::parse(std::string_view(reinterpret_cast<const char*>(span.data()), span.size()));
     } catch (const json::parse_error& e) {
       throw Error(ErrorKind::InvalidArgument, config_path.string() + ": not valid JSON: " + e.what());
+    } catch (const Error& e) {
+      throw Error(ErrorKind::InvalidArgument, e.detail());
     }
     if (config.is_object()) {
       bos_name = config_token(config, "bos_token");
       eos_name = config_token(config, "eos_token");
     }
   }
-  const auto id_of = [&](const std::string& name) { return tokenizer->token_id(name); };
-  if (bos_name) tokenizer->bos = id_of(*bos_name);
-  else if (!root["post_processor"].is_null()) {
-    Template t;
-    read_post_processor(reader, root["post_processor"], "post_processor", t);
-    if (!t.before.empty()) tokenizer->bos = t.before.front();
-  }
-  if (!tokenizer->bos)
-    for (const char* name : {"<|begin_of_text|>", "<s>", "<bos>"})
-      if (const auto id = id_of(name); id && tokenizer->is_special(*id)) {
-        tokenizer->bos = id;
-        break;
-      }
-  if (eos_name) {
-    if (const auto id = id_of(*eos_name)) tokenizer->eos.push_back(*id);
-  } else {
-    for (const char* name : {"</s>", "<eos>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>", "<|eot_id|>",
-                             "<|im_end|>", "<end_of_turn>", "<|end|>"})
-      if (const auto id = id_of(name); id && tokenizer->is_special(*id)) tokenizer->eos.push_back(*id);
-  }
+  tokenizer->name_bos_eos(bos_name, eos_name);
   return tokenizer;
 }
 

@@ -4,6 +4,8 @@
 #include <pcre2.h>
 #include <utf8proc.h>
 
+#include <queue>
+
 #include "etnp/error.h"
 
 namespace etnp::llm {
@@ -227,26 +229,45 @@ std::optional<std::string> base64_decode(std::string_view text) {
 // --- BPE --------------------------------------------------------------------------------------------------------
 
 void bpe_merge(std::vector<int64_t>& ids, const MergeLookup& lookup) {
-  // The words are short (pre-tokenization splits the text first), so a scan per merge is cheap; ranks of the
-  // current pairs are cached and only the neighbours of a merge are looked up again.
-  constexpr uint32_t kNone = UINT32_MAX;
-  std::vector<std::pair<uint32_t, int64_t>> pair(ids.size() > 1 ? ids.size() - 1 : 0, {kNone, -1});
-  const auto rank_at = [&](size_t i) {
-    const auto r = lookup(ids[i], ids[i + 1]);
-    pair[i] = r ? *r : std::pair<uint32_t, int64_t>{kNone, -1};
-  };
-  for (size_t i = 0; i + 1 < ids.size(); ++i) rank_at(i);
-  while (!pair.empty()) {
-    size_t best = 0;
-    for (size_t i = 1; i < pair.size(); ++i)
-      if (pair[i].first < pair[best].first) best = i;
-    if (pair[best].first == kNone) break;
-    ids[best] = pair[best].second;
-    ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    pair.erase(pair.begin() + static_cast<std::ptrdiff_t>(best));
-    if (best < pair.size()) rank_at(best);
-    if (best > 0) rank_at(best - 1);
+  // A word can be a whole prompt (Llama 2's tokenizer.json has no pre-tokenizer), so merges come from a heap of
+  // candidate pairs over a linked list of symbols: O(n log n). A candidate is stale once either symbol changed.
+  const size_t n = ids.size();
+  if (n < 2) return;
+  std::vector<size_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = i - 1;  // wraps to SIZE_MAX for the first: "none"
+    next[i] = i + 1;  // n for the last: "none"
   }
+  struct Candidate {
+    uint32_t rank;
+    size_t left;  // the left symbol's position: the leftmost of equal ranks merges first
+    int64_t left_id, right_id, result;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  const auto consider = [&](size_t left) {
+    const size_t right = next[left];
+    if (right >= n) return;
+    if (const auto m = lookup(ids[left], ids[right])) heap.push({m->first, left, ids[left], ids[right], m->second});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    const size_t right = next[c.left];
+    if (!alive[c.left] || right >= n || ids[c.left] != c.left_id || ids[right] != c.right_id) continue;
+    ids[c.left] = c.result;
+    alive[right] = false;
+    next[c.left] = next[right];
+    if (next[right] < n) prev[next[right]] = c.left;
+    if (prev[c.left] < n) consider(prev[c.left]);
+    consider(c.left);
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (alive[i]) ids[out++] = ids[i];
+  ids.resize(out);
 }
 
 }  // namespace etnp::llm

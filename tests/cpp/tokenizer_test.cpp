@@ -565,6 +565,13 @@ TEST_F(TokenizerTest, SentencePieceModel) {
 
 // --- Every format ---------------------------------------------------------------------------------------------
 
+TEST_F(TokenizerTest, FormatComesFromTheContentsNotTheName) {
+  EXPECT_EQ(Tokenizer::load(write("tokenizer.json", tiktoken_file({}))).format(), "tiktoken");
+  EXPECT_EQ(Tokenizer::load(write("tokenizer.txt", sentencepiece_model())).format(), "sentencepiece");
+  EXPECT_EQ(Tokenizer::load(write("tokenizer.model", bpe_json({{"a", 0}}, json::array()).dump())).format(),
+            "tokenizer.json");
+}
+
 TEST_F(TokenizerTest, RefusesOtherFilesAndBadArguments) {
   expect_refused("hello world\nthis is text\n", "not a tokenizer: expected a Hugging Face tokenizer.json", "t.txt");
   expect_refused("", "not a tokenizer", "empty.model");
