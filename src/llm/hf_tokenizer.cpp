@@ -902,6 +902,7 @@ void HfTokenizer::load(const Reader& r, const json& root) {
   for (auto& t : added_) {
     if (t.normalized && normalizer_) normalizer_->normalize(t.content);
     if (t.content.empty()) r.fail("added token " + std::to_string(t.id) + " normalizes to nothing");
+    pieces_[static_cast<size_t>(t.id)] = t.content;  // the library decodes a normalized token as normalized
     (t.normalized ? normalized_added_ : raw_added_).push_back(&t);
     added_first_bytes_.set(static_cast<uint8_t>(t.content[0]));
   }

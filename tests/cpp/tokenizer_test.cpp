@@ -243,6 +243,9 @@ TEST_F(TokenizerTest, NormalizedAddedTokensMatchAfterNormalizing) {
                                     {"rstrip", false}, {"normalized", true}, {"special", false}}});
   const Tokenizer t = load_json(j);
   EXPECT_EQ(t.encode("xHeLLox", false), (Ids{0, 1, 0}));
+  // As in the library: found by its content, decoded as its normalized form.
+  EXPECT_EQ(t.token_id("HELLO"), 1);
+  EXPECT_EQ(t.decode(Ids{1}), "hello");
 }
 
 TEST_F(TokenizerTest, SplitBehaviors) {

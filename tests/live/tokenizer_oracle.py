@@ -133,7 +133,9 @@ def word_bpe():
     tok.decoder = decoders.Fuse()
     trainer = trainers.BpeTrainer(vocab_size=900, special_tokens=["[UNK]", "[CLS]", "[SEP]"], show_progress=False)
     tok.train_from_iterator(training_text(), trainer)
-    tok.add_tokens([AddedToken("<m>", lstrip=True, rstrip=True, normalized=False)])
+    tok.add_tokens([AddedToken("<m>", lstrip=True, rstrip=True, normalized=False),
+                    AddedToken("WOLKEN", normalized=True),  # matched in the lowercased text
+                    AddedToken("ing", single_word=True)])
     tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
                                                    ("[CLS]", tok.token_to_id("[CLS]")))
     return tok
