@@ -616,7 +616,8 @@ class FuseDecoder : public Decoder {
 
 class StripDecoder : public Decoder {
  public:
-  StripDecoder(char32_t content, size_t start, size_t stop) : start_(start), stop_(stop) { append_utf8(content_, content); }
+  StripDecoder(char32_t content, size_t start, size_t stop)
+      : content_(utf8_of(content)), start_(start), stop_(stop) {}
   void decode(std::vector<std::string>& tokens) const override {
     for (std::string& token : tokens) {
       size_t begin = 0, end = token.size();
@@ -894,8 +895,9 @@ void HfTokenizer::load(const Reader& r, const json& root) {
     special_[static_cast<size_t>(t.id)] = t.special;
     token_ids_[t.content] = t.id;
   }
-  for (const auto& t : template_.before) if (t >= size) r.fail("post_processor adds token id " + std::to_string(t) + ", which is not in the vocabulary");
-  for (const auto& t : template_.after) if (t >= size) r.fail("post_processor adds token id " + std::to_string(t) + ", which is not in the vocabulary");
+  for (const auto* ids : {&template_.before, &template_.after})
+    for (int64_t id : *ids)
+      if (id >= size) r.fail("post_processor adds token id " + std::to_string(id) + ", which is not in the vocabulary");
   vocab_size = size;
   format = "tokenizer.json";
 

@@ -108,9 +108,9 @@ void Tiktoken::load(std::string_view bytes, const std::string& path) {
     }
   ids_ = ranks_;
   for (size_t i = 0; i < kLlama3SpecialCount; ++i) {
-    const std::string name = i < std::size(kLlama3BasicSpecials)
-                                 ? kLlama3BasicSpecials[i]
-                                 : "<|reserved_special_token_" + std::to_string(i - std::size(kLlama3BasicSpecials) + 2) + "|>";
+    const size_t basic = std::size(kLlama3BasicSpecials);
+    const std::string name = i < basic ? kLlama3BasicSpecials[i]
+                                       : "<|reserved_special_token_" + std::to_string(i - basic + 2) + "|>";
     const int64_t id = base_count_ + static_cast<int64_t>(i);
     pieces_[static_cast<size_t>(id)] = name;
     ids_[name] = id;  // a special token's text is never also an ordinary token in Llama 3's file

@@ -122,7 +122,8 @@ TEST_F(TokenizerTest, ByteLevelRoundTrip) {
   vocab["hi"] = 256;
   vocab["\xC4\xA0t"] = 257;  // "Ġt"
   json j = bpe_json(vocab, json::array({"h i", "\xC4\xA0 t"}));
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  j["pre_tokenizer"] = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}};
   const Tokenizer t = load_json(j);
@@ -428,7 +429,8 @@ TEST_F(TokenizerTest, RefusesMalformedJson) {
                  "model.unk_token '<unk>' is not in model.vocab");
   expect_refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "byte_fallback": "yes"}})",
                  "model.byte_fallback must be a boolean");
-  expect_refused(R"({"added_tokens": [{"id": -1, "content": "x"}], "model": {"type": "BPE", "vocab": {}, "merges": []}})",
+  expect_refused(R"({"added_tokens": [{"id": -1, "content": "x"}],
+                     "model": {"type": "BPE", "vocab": {}, "merges": []}})",
                  "added_tokens[0].id must be a token id");
   expect_refused(R"({"added_tokens": {}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
                  "added_tokens must be an array");
@@ -440,6 +442,9 @@ TEST_F(TokenizerTest, RefusesMalformedJson) {
                      "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}},
                      {"Sequence": {"id": "A"}}], "special_tokens": {}}})",
                  "names special token '<s>', which special_tokens lacks");
+  expect_refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                     "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 7], "cls": ["[CLS]", 0]}})",
+                 "post_processor adds token id 7, which is not in the vocabulary");
   expect_refused("[1, 2]", "not a tokenizer");  // JSON, but not an object: nothing tells it from other text
   expect_refused("{}", "tokenizer.json has no 'model'");
 }
@@ -526,7 +531,9 @@ std::string varint(uint64_t v) {
   } while (v != 0);
   return out;
 }
-std::string field_bytes(int field, const std::string& bytes) { return varint(field << 3 | 2) + varint(bytes.size()) + bytes; }
+std::string field_bytes(int field, const std::string& bytes) {
+  return varint(field << 3 | 2) + varint(bytes.size()) + bytes;
+}
 std::string field_varint(int field, uint64_t v) { return varint(field << 3) + varint(v); }
 std::string field_float(int field, float f) {
   std::string out = varint(field << 3 | 5);

@@ -9,8 +9,8 @@ import pytest
 
 from live_env import REPO, dev_python_or_skip
 
-NAMES = ["llama3_bpe", "qwen2_bpe", "gpt2_bpe", "llama2_bpe", "mistral_bpe", "word_bpe", "sentencepiece_bpe",
-         "sentencepiece_unigram", "llama3_tiktoken"]
+NAMES = ["llama3_bpe", "qwen2_bpe", "gpt2_bpe", "llama2_bpe", "mistral_bpe", "word_bpe", "split_bpe", "bert_bpe",
+         "metaspace_always", "sentencepiece_bpe", "sentencepiece_unigram", "llama3_tiktoken"]
 
 
 @pytest.fixture(scope="module")

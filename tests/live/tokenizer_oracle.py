@@ -141,6 +141,54 @@ def word_bpe():
     return tok
 
 
+def trained(tok, vocab_size=900, special=("[UNK]", "[CLS]", "[SEP]")):
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special), show_progress=False)
+    tok.train_from_iterator(training_text(), trainer)
+    return tok
+
+
+def split_bpe():
+    """Split in every behavior, Digits and Punctuation grouped, under NFKD and a Replace."""
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFKD(), normalizers.Replace(Regex(r"\d{3}"), "#")])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\s+"), behavior="merged_with_next"),
+        pre_tokenizers.Split(Regex(r"\p{N}+"), behavior="merged_with_previous"),
+        pre_tokenizers.Split(Regex(r"\p{P}"), behavior="contiguous"),
+        pre_tokenizers.Split(Regex(r"\p{Han}"), behavior="isolated"),
+        pre_tokenizers.Split(" ", behavior="removed"),
+        pre_tokenizers.Digits(individual_digits=False),
+        pre_tokenizers.Punctuation(behavior="merged_with_next")])
+    tok.decoder = decoders.Fuse()
+    return trained(tok)
+
+
+def bert_bpe():
+    """BertPreTokenizer, an inverted Split, RobertaProcessing and a Replace/Strip decoder."""
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.BertPreTokenizer(),
+        pre_tokenizers.Split(Regex(r"[\p{L}\p{M}]+|\p{N}"), behavior="removed", invert=True),
+        pre_tokenizers.WhitespaceSplit()])
+    # Strip("E", 1, 1) would make the library panic on a token "E" (it strips past the end).
+    tok.decoder = decoders.Sequence([decoders.Replace("e", "E"), decoders.Strip("E", 1, 0)])
+    tok = trained(tok)
+    tok.post_processor = processors.RobertaProcessing(("[SEP]", tok.token_to_id("[SEP]")),
+                                                      ("[CLS]", tok.token_to_id("[CLS]")))
+    return tok
+
+
+def metaspace_always():
+    """Metaspace splitting on ▁ with prepend_scheme always (the older add_prefix_space files)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True),
+                                     decoders.ByteFallback(), decoders.Fuse()])
+    tok = with_byte_tokens(trained(tok, 700, ["<unk>", "<s>", "</s>"]))
+    tok.add_special_tokens([AddedToken("<sep>", lstrip=False, rstrip=True, normalized=False)])
+    return tok
+
+
 def sentencepiece_model(out, name, model_type):
     prefix = str(out / name)
     spm.SentencePieceTrainer.train(sentence_iterator=iter(training_text()), model_prefix=prefix, vocab_size=600,
@@ -208,10 +256,14 @@ def main():
         "llama2_bpe": metaspace_bpe("llama2"),
         "mistral_bpe": metaspace_bpe("mistral"),
         "word_bpe": word_bpe(),
+        "split_bpe": split_bpe(),
+        "bert_bpe": bert_bpe(),
+        "metaspace_always": metaspace_always(),
     }
     extra = {"llama3_bpe": LLAMA3_SPECIAL, "qwen2_bpe": ["<|im_start|>user\nHi<|im_end|>\n<|endoftext|>"],
              "gpt2_bpe": ["a<|endoftext|>b"], "llama2_bpe": LLAMA2_SPECIAL, "mistral_bpe": LLAMA2_SPECIAL,
-             "word_bpe": ["x <m> y", "[CLS] a [SEP]"]}
+             "word_bpe": ["x <m> y", "[CLS] a [SEP]"], "split_bpe": ["[CLS]x"], "bert_bpe": ["[SEP] e"],
+             "metaspace_always": ["a<sep>  b <s>c"]}
     for name, tok in hf.items():
         folder = out / name
         folder.mkdir(exist_ok=True)
