@@ -325,19 +325,22 @@ TEST(LlmKernels, CustomQuantizedSdpaMatchesDequantizedReference) {
   uint32_t seed = 100;
   for (bool seq_at_dim_2 : {false, true}) {
     for (const SdpaCase& c : kSdpaCases) {
-      if (c.mask) continue;
       SCOPED_TRACE(describe(c) + (seq_at_dim_2 ? " seq at dim 2" : ""));
       const int64_t cache_len = c.start + c.q_len + 5;
       const QuantHeads q = quantize(random_heads(1, c.q_len, c.heads, c.head_dim, seed++));
       const QuantHeads k = quantize(random_heads(1, cache_len, c.kv_heads, c.head_dim, seed++));
       const QuantHeads v = quantize(random_heads(1, cache_len, c.kv_heads, c.head_dim, seed++));
-      const Heads ref = reference_sdpa(q.dequantized, k.dequantized, v.dequantized, c.start, true, 0, nullptr,
-                                       1.0 / std::sqrt(double(c.head_dim)));
+      // With a mask: not causal, every cache position.
+      const std::vector<float> m = random_floats(static_cast<size_t>(c.q_len * cache_len), -2.f, 2.f, seed++);
+      const std::vector<double> mask(m.begin(), m.end());
+      auto mt = f32({c.q_len, cache_len}, m);
+      const Heads ref = reference_sdpa(q.dequantized, k.dequantized, v.dequantized, c.start, !c.mask, cache_len,
+                                       c.mask ? &mask : nullptr, 1.0 / std::sqrt(double(c.head_dim)));
       QuantTensors qt = quant_tensors(q, seq_at_dim_2), kt = quant_tensors(k, seq_at_dim_2),
                    vt = quant_tensors(v, seq_at_dim_2);
       auto out = f32(seq_at_dim_2 ? std::vector<int64_t>{1, c.heads, c.q_len, c.head_dim}
                                   : std::vector<int64_t>{1, c.q_len, c.heads, c.head_dim});
-      std::vector<EValue> args = {T(qt.values), T(kt.values), T(vt.values), I(c.start), None(), D(0.0), B(true),
+      std::vector<EValue> args = {T(qt.values), T(kt.values), T(vt.values), I(c.start), c.mask ? T(mt) : None(), D(0.0), B(!c.mask),
                                   None(), T(qt.zps), T(qt.scales), T(kt.zps), T(kt.scales), T(vt.zps),
                                   T(vt.scales), B(seq_at_dim_2), T(out), T(out)};
       call_kernel("llama::custom_quantized_sdpa.out", args);
