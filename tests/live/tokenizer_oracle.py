@@ -47,6 +47,31 @@ CORPUS = [
     "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich.",
 ]
 
+def random_lines(count=100, seed=0):
+    """Lines of characters drawn from the corpus, whitespace runs and random code points (seeded, so the same
+    every run): what a hand-written corpus does not think of. The random code points are ones Unicode 3.2 already
+    assigned: each library has its own Unicode data (tokenizers' regex classes are newer than Debian 12's PCRE2,
+    its NFKC older than utf8proc's), and characters added lately are a letter to one and unassigned to another,
+    or decompose in one only."""
+    import random
+    import unicodedata
+
+    rng = random.Random(seed)
+    pool = sorted(set("".join(CORPUS))) + [" ", "  ", "\n", "\t", "\r\n", "'s", "'LL", "12345"]
+    lines = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 40)):
+            if rng.random() < 0.05:
+                code = rng.choice([rng.randint(0x80, 0x7FF), rng.randint(0x800, 0xD7FF), rng.randint(0x10000, 0x1FFFF)])
+                if unicodedata.ucd_3_2_0.category(chr(code)) not in ("Cn", "Cs", "Co"):
+                    parts.append(chr(code))
+            else:
+                parts.append(rng.choice(pool))
+        lines.append("".join(parts))
+    return lines
+
+
 LLAMA3_SPECIAL = ["<|begin_of_text|> Hello<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>",
                   "text <|end_of_text|> more <|reserved_special_token_5|>x<|not_a_special|>"]
 LLAMA2_SPECIAL = ["<s> Hello</s> world <s>", "a<unk>b </s>c"]
@@ -196,7 +221,7 @@ def sentencepiece_model(out, name, model_type):
                                    bos_id=1, eos_id=2, unk_id=0, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
     cases = []
-    for line in CORPUS + LLAMA2_SPECIAL:
+    for line in CORPUS + LLAMA2_SPECIAL + random_lines():
         ids = sp.encode(line)
         cases.append({"text": line, "ids": ids, "ids_bos": [sp.bos_id()] + ids, "decoded": sp.decode(ids),
                       "decoded_skip": sp.decode(ids)})
@@ -216,7 +241,7 @@ def tiktoken_from(tok, out):
                             special_tokens={t: len(ranks) + i for i, t in enumerate(LLAMA_SPECIAL_TOKENS)})
     wrapper = TiktokenTokenizer(str(path))
     cases = []
-    for line in CORPUS + LLAMA3_SPECIAL:
+    for line in CORPUS + LLAMA3_SPECIAL + random_lines():
         ids = enc.encode(line, allowed_special="all")
         with_bos = wrapper.encode(line, bos=True, eos=False, allowed_special="all")
         assert with_bos == [wrapper.bos_id] + ids, line
@@ -271,7 +296,7 @@ def main():
         tok.save(str(path))
         expected[name] = {"path": str(path), "format": "tokenizer.json",
                           "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-                          "cases": hf_cases(Tokenizer.from_file(str(path)), CORPUS + extra[name])}
+                          "cases": hf_cases(Tokenizer.from_file(str(path)), CORPUS + extra[name] + random_lines())}
     expected["sentencepiece_bpe"] = sentencepiece_model(out, "sp_bpe", "bpe")
     expected["sentencepiece_unigram"] = sentencepiece_model(out, "sp_unigram", "unigram")
     expected["llama3_tiktoken"] = tiktoken_from(hf["llama3_bpe"], out)
