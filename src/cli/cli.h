@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ class Args {
   bool has_flag(const std::string& flag);                           // consumes it
   std::vector<std::string> values(const std::string& option);      // consumes every "--option V"
   std::string value(const std::string& option, const std::string& fallback);
+  /// The value of an option given at most once (nullopt when absent; InvalidArgument when repeated).
+  std::optional<std::string> single_value(const std::string& option);
   /// The option's value as a number in [min, max]; InvalidArgument naming the option otherwise.
   int64_t int_value(const std::string& option, int64_t fallback, int64_t min = 0,
                     int64_t max = std::numeric_limits<int64_t>::max());

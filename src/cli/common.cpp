@@ -61,33 +61,36 @@ std::vector<std::string> Args::values(const std::string& option) {
   return out;
 }
 
-std::string Args::value(const std::string& option, const std::string& fallback) {
+std::optional<std::string> Args::single_value(const std::string& option) {
   auto v = values(option);
   if (v.size() > 1) usage_error(option + " given more than once");
-  return v.empty() ? fallback : v[0];
+  if (v.empty()) return std::nullopt;
+  return v[0];
+}
+
+std::string Args::value(const std::string& option, const std::string& fallback) {
+  return single_value(option).value_or(fallback);
 }
 
 int64_t Args::int_value(const std::string& option, int64_t fallback, int64_t min, int64_t max) {
-  const auto v = values(option);
-  if (v.size() > 1) usage_error(option + " given more than once");
-  if (v.empty()) return fallback;
+  const auto v = single_value(option);
+  if (!v) return fallback;
   int64_t n = 0;
-  if (!parse_int(v[0], &n)) usage_error(option + " takes an integer, got '" + v[0] + "'");
+  if (!parse_int(*v, &n)) usage_error(option + " takes an integer, got '" + *v + "'");
   if (n < min || n > max) {
     usage_error(option + " must be " + (max == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(min)
                                                                                     : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]") +
-                ", got " + v[0]);
+                ", got " + *v);
   }
   return n;
 }
 
 double Args::double_value(const std::string& option, double fallback, double min, double max) {
-  const auto v = values(option);
-  if (v.size() > 1) usage_error(option + " given more than once");
-  if (v.empty()) return fallback;
+  const auto v = single_value(option);
+  if (!v) return fallback;
   double d = 0;
-  if (!parse_double(v[0], &d)) usage_error(option + " takes a number, got '" + v[0] + "'");
-  if (d < min || d > max) usage_error(option + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + v[0]);
+  if (!parse_double(*v, &d)) usage_error(option + " takes a number, got '" + *v + "'");
+  if (d < min || d > max) usage_error(option + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + *v);
   return d;
 }
 
