@@ -40,7 +40,11 @@ std::vector<std::vector<int64_t>> parse_shapes(const std::vector<std::string>& s
   for (const auto& s : specs) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos) usage_error("--shape takes INDEX=D0xD1x..., got '" + s + "'");
-    const size_t index = std::stoul(s.substr(0, eq));
+    int64_t parsed = 0;
+    if (!parse_int(s.substr(0, eq), &parsed) || parsed < 0) {
+      usage_error("--shape takes INDEX=D0xD1x... with INDEX an input number, got '" + s + "'");
+    }
+    const auto index = static_cast<size_t>(parsed);
     if (index >= num_inputs) usage_error("--shape names input " + std::to_string(index) + "; the method has " +
                                          std::to_string(num_inputs));
     std::vector<int64_t> dims;
@@ -49,7 +53,11 @@ std::vector<std::vector<int64_t>> parse_shapes(const std::vector<std::string>& s
       size_t x = s.find('x', p);
       if (x == std::string::npos) x = s.size();
       if (x == p) usage_error("bad shape in '" + s + "'");
-      dims.push_back(std::stoll(s.substr(p, x - p)));
+      int64_t dim = 0;
+      if (!parse_int(s.substr(p, x - p), &dim) || dim < 0) {
+        usage_error("--shape takes INDEX=D0xD1x... with non-negative sizes, got '" + s + "'");
+      }
+      dims.push_back(dim);
       p = x + 1;
     }
     shapes[index] = dims;
@@ -62,16 +70,15 @@ std::vector<std::vector<int64_t>> parse_shapes(const std::vector<std::string>& s
 int run_bench(Args& args) {
   LoadOptions options = load_options_from(args);
   const std::string method_name = args.value("--method", "forward");
-  const int warmup = std::stoi(args.value("--warmup", "5"));
-  const int iters = std::stoi(args.value("--iters", "50"));
-  const int threads = std::stoi(args.value("--threads", "0"));
+  const auto warmup = static_cast<int>(args.int_value("--warmup", 5, 0, 1000000));
+  const auto iters = static_cast<int>(args.int_value("--iters", 50, 1, 100000000));
+  const auto threads = static_cast<int>(args.int_value("--threads", 0, 0, 1024));
   const auto shape_specs = args.values("--shape");
   const auto input_specs = args.values("--input");  // stored inputs (e.g. a KV-cache position); random otherwise
   const bool json = args.has_flag("--json");
   const bool profile = args.has_flag("--profile");
   const auto files = args.positionals();
   if (files.size() != 1) usage_error("bench takes one .pte file");
-  if (iters < 1 || warmup < 0 || threads < 0) usage_error("--iters must be >= 1, --warmup and --threads >= 0");
 
   if (threads > 0) ThreadPool::global().set_num_threads(static_cast<size_t>(threads));
   options.enable_profiling = profile;

@@ -89,10 +89,10 @@ int run_run(Args& args) {
   const std::string method_name = args.value("--method", "forward");
   const auto input_specs = args.values("--input");
   const std::string fill = args.value("--fill", "");
-  const uint64_t seed = std::stoull(args.value("--seed", "0"));
+  const auto seed = static_cast<uint64_t>(args.int_value("--seed", 0));
   const std::string output_dir = args.value("--output-dir", "");
   const std::string print = args.value("--print", "summary");
-  const int top = std::stoi(args.value("--top", "0"));
+  const auto top = static_cast<int>(args.int_value("--top", 0, 0, 1000000));
   if (print != "none" && print != "summary" && print != "all") usage_error("--print must be none, summary or all");
   const auto files = args.positionals();
   if (files.size() != 1) usage_error("run takes one .pte file");
