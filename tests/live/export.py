@@ -11,8 +11,11 @@ For each (model, form) of zoo.py it writes, under the cache folder, `<model>__<f
     <method>__<case>/input_<i>.npy           inputs (seeded), one folder per case
     <method>__<case>/torch_<i>.npy           PyTorch eager outputs on them (reference only)
     <method>__<case>/official_<i>.npy        the official runtime's outputs (the goldens)
+    tokenizer.json, generation.json          language models: the tokenizer trained for the model, and the
+                                             official runtime's greedy generation from a prompt
     export.json                              what was made, the cases, and how the official runtime fared
-A stateful case (the KV-cache decoder) holds `call_<k>/` folders, run in order on one loaded method.
+A stateful case (the KV-cache decoders) holds `call_<k>/` folders, run in order on one loaded method. The
+language models (ExecuTorch's LLM export) have no eager reference: the official runtime is their only golden.
 
 Each folder is keyed (entry_keys) by this script, the zoo's entry and the definitions it uses, and the versions
 of the packages that shape an export, so a change to any of them exports anew; an unchanged one costs nothing. The official runtime runs in child
@@ -25,8 +28,10 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -34,7 +39,7 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 OFFICIAL_TIMEOUT_S = 300
-VERSIONED_PACKAGES = ("torch", "executorch", "torchvision", "transformers", "torchao", "numpy")
+VERSIONED_PACKAGES = ("torch", "executorch", "torchvision", "transformers", "torchao", "numpy", "tokenizers")
 
 
 def package_versions() -> dict:
@@ -154,10 +159,128 @@ def _write_arrays(folder: pathlib.Path, prefix: str, values) -> list:
     return names
 
 
+# A short multilingual text: the language-model entries' tokenizers are trained on it (offline, at export time).
+TOKENIZER_CORPUS = [
+    "Once upon a time, a small robot walked through the quiet city at night.",
+    "The quick brown fox jumps over the lazy dog; numbers like 1234 and 3.14159 appear too.",
+    "Der schnelle braune Fuchs springt über den faulen Hund. Grüße aus München!",
+    "Le renard brun rapide saute par-dessus le chien paresseux, n'est-ce pas ?",
+    "Быстрая коричневая лиса прыгает через ленивую собаку.",
+    "敏捷的棕色狐狸跳过了懒狗。今天天气很好。", "素早い茶色の狐がのろまな犬を飛び越える。",
+    "def generate(tokens):\n    for t in tokens:\n        yield t * 2  # code, tabs\tand spaces",
+    "Emoji too: 🤖🚀✨ and accents: café, naïve, coöperate.",
+]
+LLM_PROMPT = "Once upon a time, a small robot"
+LLM_GREEDY_TOKENS = 24
+LLM_SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]  # ids 0, 1 (BOS) and 2 (EOS)
+
+
+def _train_tokenizer(vocab_size: int, path: pathlib.Path) -> None:
+    """A byte-level BPE tokenizer.json (GPT-2 / Llama 3 style) of `vocab_size` tokens, trained on the corpus."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=LLM_SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(TOKENIZER_CORPUS * 4, trainer)
+    tokenizer.save(str(path))
+
+
+def _random_checkpoint(params: dict, path: pathlib.Path) -> None:
+    """Seeded weights for llama_transformer at `params`, scaled so that the attention and MLP outputs outweigh
+    the embedding in the residual stream: the next token then depends on the context, not on the last token
+    alone (PyTorch's default initialisation makes greedy decoding of a random model repeat one token)."""
+    import math
+
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    torch.manual_seed(0)
+    model = construct_transformer(ModelArgs(**params))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, weight in model.named_parameters():  # parameters only: the RoPE tables are buffers
+            if weight.dim() >= 2:
+                weight.copy_(torch.randn(weight.shape, generator=generator) / math.sqrt(weight.shape[-1]))
+            elif name.endswith("weight"):  # norm scales around 1
+                weight.copy_(1 + 0.2 * torch.randn(weight.shape, generator=generator))
+            else:  # biases
+                weight.copy_(0.1 * torch.randn(weight.shape, generator=generator))
+    torch.save(model.state_dict(), path)
+
+
+def export_llm(model, form: str, out: pathlib.Path) -> dict:
+    """A language model through ExecuTorch's LLM export, with a tokenizer trained for it; the case is a prefill
+    of zoo.LLM_PREFILL random tokens, then zoo.LLM_DECODE_STEPS single tokens, on one loaded method."""
+    import torch
+    import zoo
+    from executorch.examples.models.llama.export_llama_lib import export_llama
+    from executorch.extension.llm.export.config.llm_config import LlmConfig, ModelType
+
+    spec, options = model.llm, zoo.LLM_FORM_OPTIONS[form]
+    (out / "params.json").write_text(json.dumps(spec["params"]))
+    _train_tokenizer(spec["params"]["vocab_size"], out / "tokenizer.json")
+    _random_checkpoint(spec["params"], out / "checkpoint.pth")
+    config = LlmConfig()
+    # llama3 with a params file and a checkpoint: the architecture is the params' own (the named model classes
+    # would download their checkpoints).
+    config.base.model_class = ModelType.llama3
+    config.base.params = str(out / "params.json")
+    # export_llama reads "int8" or "8da4w" in the checkpoint's path as "already quantized": the form is in this
+    # folder's name, so the checkpoint is passed through a link whose path has neither.
+    link_dir = tempfile.mkdtemp(prefix="etnp-llm-")
+    (pathlib.Path(link_dir) / "checkpoint.pth").symlink_to(out / "checkpoint.pth")
+    config.base.checkpoint = str(pathlib.Path(link_dir) / "checkpoint.pth")
+    config.base.metadata = json.dumps({"get_bos_id": 1, "get_eos_ids": [2]})
+    config.model.use_kv_cache = True
+    config.model.use_sdpa_with_kv_cache = True
+    config.model.enable_dynamic_shape = True
+    config.model.quantize_kv_cache = bool(options.get("quantize_kv_cache"))
+    for key, value in spec["model"].items():
+        setattr(config.model, key, value)
+    config.export.max_seq_length = config.export.max_context_length = zoo.LLM_MAX_SEQ
+    config.export.output_dir = str(out)
+    config.export.output_name = str(out / "program.pte")  # a name ending in .pte is the path itself
+    config.backend.xnnpack.enabled = config.backend.xnnpack.extended_ops = options["xnnpack"]
+    if "qmode" in options:
+        config.quantization.qmode = options["qmode"]
+        config.quantization.group_size = options["group_size"]
+    config.quantization.embedding_quantize = options.get("embedding_quantize")
+    torch.manual_seed(0)
+    try:
+        export_llama(config)
+    finally:
+        shutil.rmtree(link_dir, ignore_errors=True)
+    if not (out / "program.pte").is_file():
+        raise RuntimeError("export_llama wrote no program.pte")
+
+    generator = torch.Generator().manual_seed(0)
+    vocab = spec["params"]["vocab_size"]
+    prefill = torch.randint(0, vocab, (1, zoo.LLM_PREFILL), generator=generator)
+    calls = [(prefill, torch.tensor([0]))]
+    for k in range(zoo.LLM_DECODE_STEPS):
+        token = torch.randint(0, vocab, (1, 1), generator=generator)
+        calls.append((token, torch.tensor([zoo.LLM_PREFILL + k])))
+    record = {"model": model.name, "form": form, "stateful": True, "file": "program.pte", "data_files": [],
+              "tokenizer": "tokenizer.json", "cases": []}
+    folder = out / "forward__0"
+    record["cases"].append({"method": "forward", "dir": folder.name, "calls": [
+        {"inputs": _write_arrays(folder / ("call_%02d" % c), "input", call), "outputs": 1, "dir": "call_%02d" % c}
+        for c, call in enumerate(calls)]})
+    record["generation"] = {"prompt": LLM_PROMPT, "max_new_tokens": LLM_GREEDY_TOKENS}
+    return record
+
+
 def export_one(model, form: str, out: pathlib.Path) -> dict:
     """Exports `model` in `form` into `out`; returns the export record (without official results)."""
     import torch
     import zoo
+
+    if model.llm is not None:
+        return export_llm(model, form, out)
 
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
@@ -261,6 +384,10 @@ def official_outputs(program_dir: pathlib.Path) -> None:
     import torch
     from executorch.runtime import Runtime
 
+    # The official runtime runs the LLM exports' operators once their libraries are loaded.
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+
     record = json.loads((program_dir / "export.json").read_text())
     runtime = Runtime.get()
     loaded = {}
@@ -295,6 +422,34 @@ def official_outputs(program_dir: pathlib.Path) -> None:
                 _write_arrays(sub, "official", _flatten_outputs(run(case["method"], load(sub, call["inputs"]))))
         else:
             _write_arrays(folder, "official", _flatten_outputs(run(case["method"], load(folder, case["inputs"]))))
+    if "generation" in record:
+        official_greedy(program_dir, record, runtime.load_program(path))
+
+
+def official_greedy(program_dir: pathlib.Path, record: dict, program) -> None:
+    """The reference for etnp's generators: the prompt (BOS, then the tokenizer's ids) prefilled in one call,
+    then greedy decoding one token per call until EOS or max_new_tokens, with the official runtime. Writes
+    generation.json: the prompt's ids and the generated ones."""
+    import torch
+    from tokenizers import Tokenizer
+
+    spec = record["generation"]
+    tokenizer = Tokenizer.from_file(str(program_dir / record["tokenizer"]))
+    bos = program.load_method("get_bos_id").execute([])[0]
+    eos = set(program.load_method("get_eos_ids").execute([]))
+    prompt = [bos] + tokenizer.encode(spec["prompt"]).ids
+    forward = program.load_method("forward")
+    logits = forward.execute([torch.tensor([prompt]), torch.tensor([0])])[0]
+    generated, pos = [], len(prompt)
+    while len(generated) < spec["max_new_tokens"]:
+        token = int(torch.argmax(logits[0]))
+        generated.append(token)
+        if token in eos:
+            break
+        logits = forward.execute([torch.tensor([[token]]), torch.tensor([pos])])[0]
+        pos += 1
+    (program_dir / "generation.json").write_text(json.dumps({"prompt_ids": prompt, "official_ids": generated,
+                                                             "text": tokenizer.decode(generated)}))
 
 
 def run_official(program_dirs) -> dict:

@@ -15,6 +15,9 @@ from test_live_exports import QUANTIZED_FORMS, assert_close, calls_of, load_arra
 
 torch = pytest.importorskip("torch", reason="needs the dev venv's Python (torch and executorch)")
 official_runtime = pytest.importorskip("executorch.runtime", reason="needs the official executorch package")
+# The operator libraries of the LLM exports (custom SDPA, KV-cache updates, quantized embeddings).
+pytest.importorskip("executorch.extension.llm.custom_ops.custom_ops")
+pytest.importorskip("executorch.kernels.quantized")
 
 
 def test_numpy_2_and_torch_loaded_alongside():

@@ -23,6 +23,24 @@ PTD = "xnnpack_ptd"  # XNNPACK, weights in a .ptd
 PORTABLE_PTD = "portable_ptd"  # portable, constants in a .ptd
 BUNDLED = "bundled"  # a BundledProgram (.bpte) with the example inputs and eager outputs as its test case
 DEFAULT_FORMS = (PORTABLE, XNNPACK)
+# Language-model forms, made by ExecuTorch's LLM export (export_llama) with a KV cache and its custom SDPA:
+LLM_FP32 = "llm_fp32"  # XNNPACK fp32 linears
+LLM_PORTABLE = "llm_portable"  # no delegate: every linear on the portable operators
+LLM_8DA4W = "llm_8da4w_g32"  # int8 dynamic activations, 4-bit weights in groups of 32, 8-bit embedding
+LLM_8DA4W_G128 = "llm_8da4w_g128"  # groups of 128, 4-bit embedding in groups of 32
+LLM_QKV = "llm_8da4w_qkv"  # 8da4w with the int8 KV cache and the quantized SDPA
+LLM_FORMS = (LLM_FP32, LLM_PORTABLE, LLM_8DA4W, LLM_8DA4W_G128, LLM_QKV)
+# What the language-model forms ask of export_llama: the quantization config and the model config.
+LLM_FORM_OPTIONS = {
+    LLM_FP32: {"xnnpack": True},
+    LLM_PORTABLE: {"xnnpack": False},
+    LLM_8DA4W: {"xnnpack": True, "qmode": "8da4w", "group_size": 32, "embedding_quantize": "8,0"},
+    LLM_8DA4W_G128: {"xnnpack": True, "qmode": "8da4w", "group_size": 128, "embedding_quantize": "4,32"},
+    LLM_QKV: {"xnnpack": True, "qmode": "8da4w", "group_size": 32, "quantize_kv_cache": True},
+}
+LLM_PREFILL = 64  # tokens of the first call
+LLM_DECODE_STEPS = 32  # single-token calls after it
+LLM_MAX_SEQ = 128
 
 
 @dataclasses.dataclass
@@ -40,6 +58,9 @@ class Model:
     # A stateful program (mutable buffers, a KV cache): forward's case is this sequence of calls, made in order
     # on one loaded method.
     calls: Optional[Callable[[torch.Generator], list]] = None
+    # A language model for ExecuTorch's LLM export: its ModelArgs (llama_transformer's params.json) and model
+    # config overrides; `build` and `inputs` are unused.
+    llm: Optional[dict] = None
 
 
 def _randn(*shape):
@@ -267,6 +288,24 @@ def _batch_dim():
     return {"x": {0: torch.export.Dim("batch", min=1, max=8)}}
 
 
+# --- language models for ExecuTorch's LLM export (llama_transformer configurations, random weights) ------------
+# Small sizes of real architectures: what each architecture changes in the graph (GQA ratio, QKV bias, QK norm,
+# partial rotary, tied embeddings, GELU MLP and scaled embeddings) is kept, the widths are not. The in-features
+# are multiples of 128, so that groups of 128 fit.
+
+def _llm(**params):
+    base = {"dim": 128, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "hidden_dim": 256, "vocab_size": 512,
+            "norm_eps": 1e-5, "rope_theta": 10000.0}
+    base.update(params)
+    return {"params": base, "model": {}}
+
+
+def _smollm():
+    # (SmolLM ties its output projection to the embedding; export_llama ties them only with torchao's
+    # quantization of both, so the ties are not exported here.)
+    return _llm(n_heads=6, n_kv_heads=2, dim=384, head_dim=64, hidden_dim=1024, rope_theta=100000.0)
+
+
 MODELS = [
     # vision
     Model("resnet18", _tv("resnet18"), _randn(1, 3, 64, 64), forms=(PORTABLE, XNNPACK, INT8)),
@@ -304,6 +343,17 @@ MODELS = [
     Model("smallcnn_two_methods", _seeded(_SmallCnn), _randn(1, 3, 32, 32), forms=(PORTABLE, XNNPACK, BUNDLED),
           extra_methods={"features": (_Features, _randn(2, 3, 32, 32))}),
     Model("mlp", _seeded(_Mlp), _randn(4, 64), forms=(PORTABLE, XNNPACK, QD8, W4, PORTABLE_PTD)),
+    # language models (ExecuTorch's LLM export)
+    Model("llm_smollm", None, None, forms=LLM_FORMS, llm=_smollm()),
+    Model("llm_qwen2", None, None, forms=(LLM_FP32, LLM_8DA4W),
+          llm=_llm(attention_qkv_bias=True, use_hf_rope=True, rope_theta=1000000.0, norm_eps=1e-6)),
+    Model("llm_qwen3", None, None, forms=(LLM_FP32, LLM_8DA4W),
+          llm=_llm(use_qk_norm=True, qk_norm_before_rope=True, use_hf_rope=True, head_dim=64, n_kv_heads=1)),
+    Model("llm_phi3", None, None, forms=(LLM_FP32, LLM_8DA4W),
+          llm=_llm(use_hf_rope=True, partial_rotary_factor=0.75, n_kv_heads=4)),
+    Model("llm_gemma", None, None, forms=(LLM_FP32, LLM_8DA4W),
+          llm=_llm(act_fn="gelu_approx", rms_norm_add_unit_offset=True, embedding_scale_factor=11.3137,
+                   n_kv_heads=1, head_dim=64)),
 ]
 
 BY_NAME = {m.name: m for m in MODELS}
