@@ -60,6 +60,7 @@ FORMS = {  # form -> (tests/live/zoo.py form options, GGUF type of the matching 
 PROMPT_TOKENS = 96  # prompt ids after BOS
 DECODE_TOKENS = 64
 THREADS = (1, 2)
+ARGS_LIVE_CACHE = None  # --live-cache
 BOS = 1
 
 
@@ -122,6 +123,10 @@ def export_models(root: pathlib.Path, forms) -> None:
         subprocess.run(["rm", "-rf", str(out)], check=True)
         tmp.rename(out)
         log("exported %s in %.0f s" % (out.name, time.time() - t0))
+
+
+def exported_forms(root: pathlib.Path) -> list:
+    return [form for form in FORMS if (root / ("%s__%s" % (MODEL_NAME, form)) / "export.json").is_file()]
 
 
 def write_prompt(root: pathlib.Path) -> None:
@@ -265,7 +270,7 @@ class OfficialRunner:
         torch.set_num_threads(1)
         self.threads = _threadpool_get_thread_count()
         runtime = Runtime.get()
-        self.programs = {form: runtime.load_program(str(_program(root, form))) for form in FORMS}
+        self.programs = {form: runtime.load_program(str(_program(root, form))) for form in exported_forms(root)}
         self.methods = {form: p.load_method("forward") for form, p in self.programs.items()}
 
     def generate(self, form, ids, new_tokens):
@@ -295,7 +300,7 @@ class EtnpPythonRunner:
 
         etnp.Runtime.get().backend_registry.set_option("XnnpackBackend", {"num_threads": threads})
         self.threads = int(etnp.runtime_info()["num_threads"])
-        self.llms = {form: etnp.LLM(str(_program(root, form))) for form in FORMS}
+        self.llms = {form: etnp.LLM(str(_program(root, form))) for form in exported_forms(root)}
 
     def generate(self, form, ids, new_tokens):
         r = self.llms[form].generate(ids, max_new_tokens=new_tokens, add_bos=False)
@@ -314,7 +319,7 @@ class LlamaCppRunner:
         self.np = np
         self.threads = threads
         self.version = llama_cpp.__version__
-        files = {form: gguf_path(root, kind) for form, (_, kind) in FORMS.items()}
+        files = {form: gguf_path(root, FORMS[form][1]) for form in exported_forms(root)}
         self.models = {}
         for form, path in files.items():
             self.models[form] = llama_cpp.Llama(model_path=str(path), n_ctx=MAX_SEQ, n_batch=MAX_SEQ,
@@ -346,7 +351,7 @@ def worker_main(args) -> int:
         runner = EtnpPythonRunner(root, args.threads, args.build_dir)
     else:
         runner = LlamaCppRunner(root, args.threads)
-    for form in FORMS:  # warm-up: first-call costs (allocation, page faults of the weights) are not timed
+    for form in exported_forms(root):  # warm-up: first-call costs (allocation, page faults of the weights) are not timed
         runner.generate(form, ids, 4)
     print(json.dumps({"hello": args.worker, "threads": runner.threads, "version": getattr(runner, "version", None)}),
           flush=True)
@@ -466,13 +471,13 @@ RUNTIMES = ("etnp_cli", "etnp_py", "official", "llama")
 RUNTIME_TITLES = {"etnp_cli": "etnp C++", "etnp_py": "etnp Py", "official": "official", "llama": "llama.cpp"}
 
 
-def measure(args, root):
+def measure(args, root, worker_runtimes):
     prompt = json.loads((root / (MODEL_NAME + ".prompt.json")).read_text())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     workers = {}
     pythons = {"etnp_py": "/usr/bin/python3", "official": DEV_VENV_PYTHON, "llama": LLAMA_VENV_PYTHON}
     notes = []
-    for rt in ("etnp_py", "official", "llama"):
+    for rt in worker_runtimes:
         for threads in THREADS:
             log("starting worker %s-%d" % (rt, threads))
             try:
@@ -492,7 +497,7 @@ def measure(args, root):
         round_loads.append(float(load_average()[0]))
         log("round %d/%d (load %.1f)" % (rnd + 1, args.rounds, round_loads[-1]))
         cell = 0
-        for form in FORMS:
+        for form in exported_forms(root):
             for threads in THREADS:
                 order = RUNTIMES[cell % 4:] + RUNTIMES[:cell % 4]  # who goes first rotates
                 order = order if rnd % 2 == 0 else order[::-1]
@@ -568,14 +573,15 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "activations, int4 weights in groups of 32 with an 8-bit embedding, or of 128 with a 4-bit "
               "embedding in groups of 32). Cached in `%s`.\n"
               % (p["dim"], p["n_layers"], "" if p["n_layers"] == 30 else
-                 " where the real model has 30: exporting 30 layers took over 15 minutes per form on this machine",
+                 " where the real model has 30: on this loaded 2-core machine a 30-layer export had not finished "
+                 "after 15 minutes; %d layers took %.0f minutes a form" % (p["n_layers"], export_minutes()),
                  p["n_heads"], p["n_kv_heads"], p["head_dim"], p["hidden_dim"],
                  p["vocab_size"], total_params() / 1e6, MAX_SEQ, cache_root(args.live_cache)))
     md.append("Runtimes: **etnp C++** `etnp generate --json` (a fresh process per measurement: its first prefill "
               "call is also its first call); **etnp Py** `executorch_numpy_runtime.LLM.generate` on the ids (the "
               "same C++ Generator, warm); **official** ExecuTorch %s, a greedy loop over `executorch.runtime` "
               "Method.execute (the prompt in one call, one call per token, argmax in torch; pool set with "
-              "`_unsafe_reset_threadpool`); **llama.cpp** (llama-cpp-python %s, built from source here) "
+              "`_unsafe_reset_threadpool`); **llama.cpp** (%s) "
               "`Llama.eval` of the prompt ids and one `eval` per greedy token, n_threads = n_threads_batch = N, on "
               "a GGUF of the same checkpoint: F32 for the fp32 rows; Q4_0 for both 8da4w rows. What differs in "
               "the 4-bit rows: Q4_0 always groups 32 weights (an fp16 scale, values -8..7 scaled by max/-8) where "
@@ -583,7 +589,8 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "8 bits per block of 32, 8da4w per token; the embedding is Q8_0 in both GGUF rows. So the Q4_0 "
               "model is the same checkpoint rounded another way, not bit-identical weights. The Python loops "
               "(official, llama.cpp) pay a Python call per token; etnp's loop is C++ in both columns.\n"
-              % (versions.get("executorch", "?"), llama_version or "?"))
+              % (versions.get("executorch", "?"), "llama-cpp-python %s, built from source here" % llama_version
+                 if llama_version else "not timed in this run: see the notes"))
     md.append("Decode bandwidth: the weight bytes one token reads (every linear and the output projection, the "
               "norms, one embedding row; fp32 4 B a weight, 8da4w 0.5 B and a bf16 scale per group as XNNPACK "
               "packs it, Q4_0 18 B per 32) times decode tokens/s, against a numpy copy of 256 MiB in the same run "
@@ -591,16 +598,19 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               % (", ".join("%.1f" % b for b in bandwidth), best_bw))
     md.append("```sh\n./scripts/build.sh && VENV=$(./scripts/dev-venv.sh)\npython3 -m venv ~/.cache/etnp/llama-venv "
               "&& ~/.cache/etnp/llama-venv/bin/pip install llama-cpp-python==0.3.36 gguf==0.19.0\n"
-              "/usr/bin/python3 bench/llm_bench.py --build-dir build --output bench/RESULTS.md%s\n```\n"
-              % (" --quick" if args.quick else ""))
+              "/usr/bin/python3 bench/llm_bench.py %s\n```\n" % " ".join(sys.argv[1:]))
     head = ["form", "threads"]
     head += ["prefill %s" % RUNTIME_TITLES[rt] for rt in RUNTIMES]
     head += ["decode %s" % RUNTIME_TITLES[rt] for rt in RUNTIMES]
     head += ["etnp / official prefill, decode", "etnp / llama.cpp prefill, decode",
              "decode GB/s etnp (% of memcpy)", "official", "llama.cpp"]
+    md_notes = []
     md.append("| " + " | ".join(head) + " |")
     md.append("|" + "---|" * len(head))
     for form, (_, gguf_kind) in FORMS.items():
+        if not any(key[0] == form for key in summary):
+            md_notes.append("%s: not exported yet, not timed (`--exported-only`)." % form)
+            continue
         for threads in THREADS:
             s = {rt: summary.get((form, threads, rt)) for rt in RUNTIMES}
             row = [form, str(threads)]
@@ -636,11 +646,19 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
     bytes_rows = ", ".join("%s %.0f MB" % (k, weight_bytes_per_token(k) / 1e6)
                            for k in ("fp32", "8da4w_g32", "8da4w_g128", "Q4_0"))
     md.append("Weight bytes per decoded token: %s.\n" % bytes_rows)
-    for note in notes:
+    for note in md_notes + notes:
         md.append("- %s" % note)
-    if notes:
+    if md_notes or notes:
         md.append("")
     return "\n".join(md) + "\n"
+
+
+def export_minutes():
+    """The longest export of the forms timed, from their export.json."""
+    root = cache_root(ARGS_LIVE_CACHE)
+    times = [json.loads((root / ("%s__%s" % (MODEL_NAME, f)) / "export.json").read_text()).get("export_s", 0)
+             for f in exported_forms(root)]
+    return max(times, default=0) / 60
 
 
 def total_params():
@@ -676,6 +694,7 @@ def dev_venv_versions():
 
 
 def main() -> int:
+    global DECODE_TOKENS, ARGS_LIVE_CACHE
     import datetime
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -686,14 +705,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--layers", type=int, default=30, help="layers of the SmolLM2-135M shape (default 30, "
                                                                "the real model's; fewer export faster)")
+    parser.add_argument("--exported-only", action="store_true",
+                        help="time the forms already exported, export none")
     parser.add_argument("--form", action="append", choices=tuple(FORMS), help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help="2 rounds")
+    parser.add_argument("--quick", action="store_true", help="2 rounds of %d new tokens" % (DECODE_TOKENS // 2))
     parser.add_argument("--export", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--write-gguf", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=("official", "etnp_py", "llama"), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     configure(args.layers)
+    ARGS_LIVE_CACHE = args.live_cache
     root = cache_root(args.live_cache)
     if args.worker:
         return worker_main(args)
@@ -707,7 +729,7 @@ def main() -> int:
         checkpoint_npz(root)
         return 0
     if args.write_gguf:  # llama venv
-        for _, kind in FORMS.values():
+        for kind in sorted({FORMS[form][1] for form in exported_forms(root)}):
             if not gguf_path(root, kind).is_file():
                 log("writing %s" % gguf_path(root, kind).name)
                 write_gguf(root, root / (MODEL_NAME + ".checkpoint.npz"), kind)
@@ -715,21 +737,31 @@ def main() -> int:
 
     if args.quick:
         args.rounds = 2
+        DECODE_TOKENS //= 2
     started = datetime.datetime.now(datetime.timezone.utc)
     load_start = load_average()
     t0 = time.time()
-    if not all((root / ("%s__%s" % (MODEL_NAME, f)) / "export.json").is_file() for f in FORMS) \
+    if (len(exported_forms(root)) < len(FORMS) and not args.exported_only) \
             or not (root / (MODEL_NAME + ".prompt.json")).is_file() \
             or not (root / (MODEL_NAME + ".checkpoint.npz")).is_file():
         log("exporting (once) into %s" % root)
         subprocess.run([str(DEV_VENV_PYTHON), str(HERE / "llm_bench.py"), "--export", "--layers", str(args.layers)]
                        + (["--live-cache", args.live_cache] if args.live_cache else []), check=True)
-    if not all(gguf_path(root, kind).is_file() for _, kind in FORMS.values()):
+    runtimes = ["etnp_py", "official", "llama"]
+    skipped = []
+    probe = subprocess.run([str(LLAMA_VENV_PYTHON), "-c", "import gguf, llama_cpp"], capture_output=True) \
+        if LLAMA_VENV_PYTHON.is_file() else None
+    if probe is None or probe.returncode != 0:
+        runtimes.remove("llama")
+        skipped.append("llama.cpp: not timed, %s has no llama_cpp and gguf (install them as above)."
+                       % LLAMA_VENV_PYTHON)
+    elif not all(gguf_path(root, FORMS[form][1]).is_file() for form in exported_forms(root)):
         subprocess.run([str(LLAMA_VENV_PYTHON), str(HERE / "llm_bench.py"), "--write-gguf", "--layers",
                         str(args.layers)]
                        + (["--live-cache", args.live_cache] if args.live_cache else []), check=True)
     versions = dev_venv_versions()
-    results, ids_seen, bandwidth, round_loads, notes, llama_version, prompt = measure(args, root)
+    results, ids_seen, bandwidth, round_loads, notes, llama_version, prompt = measure(args, root, runtimes)
+    notes = skipped + notes
     summary = {key: summarize(replies) for key, replies in results.items()}
     load_end = load_average()
     section = markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_version, prompt, load_start,
