@@ -2,7 +2,10 @@
 // plus the scans cumsum and topk. A ReducePlan splits the input's dims into kept and reduced ones (any dim
 // order, strides only); each output element folds its reduced elements in row-major order of the reduced
 // dims, so the position in that order is the flat index argmax/argmin report. Floating sums accumulate in
-// double (ATen's CPU cumsum does too; for sum/mean/var it only makes the float results more accurate).
+// double (ATen's CPU cumsum does too; for sum/var it only makes the float results more accurate), except the
+// float32 mean: the official runtime adds its float32 elements one by one in float32 and divides by the count
+// in float32, and an LLM's RMSNorm (mean of squares) feeding int8 quantization turns any 1-ulp difference
+// there into visible differences downstream, so etnp folds it the same way.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -177,11 +180,18 @@ void check_dtype_arg(const std::optional<ScalarType>& dtype, const Tensor& out, 
 
 enum class Fold { Sum, Prod, Mean };
 
+/// The float32 mean of x[0, n), as the official runtime computes it (see the header).
+float float_mean(const float* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += x[i];
+  return acc / static_cast<float>(n);
+}
+
 /// out = fold(in over plan), elements converted to out's dtype first (ATen casts self to the result dtype).
 void fold_reduce(const Tensor& in, Tensor& out, const ReducePlan& plan, Fold fold, const char* op) {
   resize_output(out, plan.out_shape, op);
   // Float sums and means over trailing dims of contiguous tensors (a global average pool over NCHW): each
-  // output reduces one contiguous block, summed in double in four lanes.
+  // output reduces one contiguous block, summed in double in four lanes (means: float_mean).
   const bool trailing = std::is_sorted(plan.mask.begin(), plan.mask.end()) && !plan.red_sizes.empty();
   if (fold != Fold::Prod && trailing && in.dtype() == ScalarType::Float && out.dtype() == ScalarType::Float &&
       in.is_contiguous_order() && out.is_contiguous_order()) {
@@ -190,6 +200,10 @@ void fold_reduce(const Tensor& in, Tensor& out, const ReducePlan& plan, Fold fol
     const int64_t n = plan.red_numel;
     for (int64_t o = 0; o < plan.out_numel; ++o) {
       const float* x = src + o * n;
+      if (fold == Fold::Mean) {
+        dst[o] = float_mean(x, n);
+        continue;
+      }
       double lane[4] = {0, 0, 0, 0};
       int64_t i = 0;
       for (; i + 4 <= n; i += 4) {
@@ -197,12 +211,28 @@ void fold_reduce(const Tensor& in, Tensor& out, const ReducePlan& plan, Fold fol
       }
       double acc = (lane[0] + lane[1]) + (lane[2] + lane[3]);
       for (; i < n; ++i) acc += static_cast<double>(x[i]);
-      if (fold == Fold::Mean) acc /= static_cast<double>(n);
       dst[o] = static_cast<float>(acc);
     }
     return;
   }
   const std::vector<int64_t> os = plan.out_strides(out);
+  if (fold == Fold::Mean && out.dtype() == ScalarType::Float) {
+    float* dst = out.data_as<float>();
+    const auto count = static_cast<float>(plan.red_numel);
+    dispatch(in.dtype(), op, [&](auto in_tag) {
+      using I = decltype(in_tag);
+      const I* src = in.data_as<const I>();
+      for_each_output(plan, os, os, [&](int64_t base, int64_t o, int64_t) {
+        float acc = 0.0f;
+        for_each_reduced(plan, base, [&](int64_t off) {
+          acc += convert<float>(src[off]);
+          return true;
+        });
+        dst[o] = acc / count;
+      });
+    });
+    return;
+  }
   dispatch(out.dtype(), op, [&](auto out_tag) {
     using O = decltype(out_tag);
     using Acc = SumAcc<O>;

@@ -982,6 +982,42 @@ TEST(NnKernelsReduce, TrailingDimsMatchReference) {
   }
 }
 
+// A float32 mean is the official runtime's: its elements added one by one in float32, the sum divided by the
+// count in float32. An LLM's RMSNorm takes the mean of squares over the model dim; a double sum rounds
+// differently by an ulp in most rows, which the int8 KV cache after it turned into logits 0.1 apart. Both the
+// flat path (trailing dims) and the general one (a middle dim) must give those bits exactly.
+TEST(NnKernelsReduce, FloatMeanFoldsInFloat32LikeTheOfficialRuntime) {
+  const int64_t rows = 64, dim = 384;
+  std::vector<float> squares = random_values(rows * dim, 7, -0.2f, 0.2f);
+  for (float& v : squares) v *= v;
+  auto x = f32({1, rows, dim}, squares);
+  auto out = out_tensor(ScalarType::Float, {1, rows, 1});
+  Call().t(*x).ints({-1}).b(true).none().t(*out).run("aten::mean.out");
+  std::vector<float> want;
+  for (int64_t r = 0; r < rows; ++r) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) acc += squares[size_t(r * dim + i)];
+    want.push_back(acc / float(dim));
+  }
+  EXPECT_EQ(logical<float>(*out), want);
+
+  // [4, 300, 3] reduced over dim 1: strided elements, in index order.
+  const int64_t a = 4, n = 300, c = 3;
+  const std::vector<float> v = random_values(a * n * c, 8, -3, 5);
+  auto y = f32({a, n, c}, v);
+  auto mid = out_tensor(ScalarType::Float, {a, c});
+  Call().t(*y).ints({1}).b(false).none().t(*mid).run("aten::mean.out");
+  std::vector<float> want_mid;
+  for (int64_t i = 0; i < a; ++i) {
+    for (int64_t k = 0; k < c; ++k) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j) acc += v[size_t((i * n + j) * c + k)];
+      want_mid.push_back(acc / float(n));
+    }
+  }
+  EXPECT_EQ(logical<float>(*mid), want_mid);
+}
+
 TEST(NnKernelsReduce, MeanVariantsAndEmpty) {
   auto x = iota234();
   auto out = out_tensor(ScalarType::Float, {2, 3, 1});
