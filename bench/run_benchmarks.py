@@ -46,6 +46,7 @@ import datetime
 import hashlib
 import json
 import os
+import pathlib
 import platform
 import queue
 import re
@@ -885,8 +886,13 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
         for n in notes:
             md.append("- " + plain(n))
         md.append("")
+    import llm_bench  # its section comes from its own, slower run: carried over as it is
+
+    kept_llm_section = llm_bench.read_section(pathlib.Path(args.output))
     with open(args.output, "w") as f:
         f.write("\n".join(md))
+    if kept_llm_section:
+        llm_bench.replace_section(pathlib.Path(args.output), kept_llm_section)
 
 
 if __name__ == "__main__":
