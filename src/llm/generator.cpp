@@ -73,6 +73,9 @@ struct Generator::Impl {
   int64_t start_position = 0;
   int64_t bound_chunk = -1;         // the token input's shape now bound ([1, bound_chunk]), -1: none
   const int64_t* bound_tokens = nullptr;
+  size_t bound_positions = 0;       // positions bound ([bound_positions]) for the per-token signature
+  int64_t single_token = 0;         // a one-token call's id: one fixed address, bound once for decoding
+  uint64_t generation_id = 0;       // which Generation may step: a newer start(), feed() or reset() ends the old
   std::vector<float> converted;     // logits of a half / bfloat16 program, as float
   std::mt19937_64 rng;
   std::vector<std::pair<float, int64_t>> ranked;  // top-p scratch
@@ -193,8 +196,6 @@ struct Generator::Impl {
     }
     method->run();
   }
-  size_t bound_positions = 0;
-  int64_t single_token = 0;
 
   std::span<const float> logits(int64_t n) {
     const Value out = method->output(0);
@@ -299,7 +300,6 @@ struct Generator::Impl {
     return ids;
   }
 
-  uint64_t generation_id = 0;  // which Generation may step: a newer start(), feed() or reset() ends the old
 };
 
 struct Generation::State {
