@@ -7,4 +7,8 @@ namespace etnp {
 /// AVX2 code is compiled with target("avx2,fma")); false elsewhere, where the portable loops run.
 bool has_avx2_fma();
 
+/// Tests: while on, has_avx2_fma() is false, so that the portable twin of every kernel runs on this CPU too.
+/// Set it between calls, never while kernels run on other threads (they read it per call).
+void force_portable_kernels(bool on);
+
 }  // namespace etnp

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "compute/row_quant.h"
+
 namespace etnp {
 class NamedDataMap;
 }
@@ -174,10 +176,7 @@ size_t dynamic_quant_rows(const Value& value, const Shape& shape);
 
 /// Per-row quantization parameters stored after the int8 data of a qdint8 tensor (XNNPACK's
 /// xnn_quantization_params layout, so that its qd8 operators read them in place).
-struct DynamicQuantParams {
-  int32_t zero_point;
-  float scale;
-};
+using DynamicQuantParams = compute::RowQuantParams;
 /// Entries past the last row's a qdint8 tensor keeps (XNNPACK's qd8 operators read up to 10 more).
 inline constexpr size_t kExtraDynamicQuantParams = 10;
 /// Where a qdint8 tensor of `numel` codes keeps its per-row parameters: after the codes, 8-byte aligned.

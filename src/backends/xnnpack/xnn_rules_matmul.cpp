@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "backends/xnnpack/xnn_rules.h"
+#include "compute/int4_gemm.h"
 #include "compute/packed_gemm.h"
+#include "etnp/threadpool.h"
 
 namespace etnp::xnn {
 namespace {
@@ -274,11 +276,31 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
     std::memcpy(bias_copy.data(), bv->data, units * sizeof(float));
   }
   const bool blockwise = w.quant == QuantKind::Blockwise;
-  auto packed = b.packed.hold(std::make_shared<const QD8Weights>(
-      w_nk.data(), units, k, blockwise ? w.block_scales.data() : w.channel_scales.data(),
-      bv == nullptr ? nullptr : bias_copy.data(), blockwise ? w.group_size : 0));
+  const float* scales = blockwise ? w.block_scales.data() : w.channel_scales.data();
+  const float* bias = bv == nullptr ? nullptr : bias_copy.data();
+  const size_t group_size = blockwise ? w.group_size : 0;
   const Value xv = v.in(0);
   const std::string where = v.node.describe();
+  if (is_int4(w) && compute::Int4Weights::supports(k, group_size)) {
+    // 4-bit weights stay 4-bit (the bytes a decoding step streams halve).
+    auto packed = b.packed.hold(std::make_shared<const compute::Int4Weights>(w_nk.data(), units, k, scales, bias,
+                                                                              group_size));
+    b.add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
+      const Shape& s = c.shapes[in0];
+      const size_t rows = rows_of(c);
+      if (dynamic_quant_rows(xv, s) != rows) {
+        run_fail(where + ": dynamic quantization rows do not match the fully-connected rows");
+      }
+      const auto* q = static_cast<const int8_t*>(c.data[in0]);
+      const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
+      scratch.resize(compute::int4_gemm_scratch_ints(rows, *packed));
+      compute::gemm_qd8_int4_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]),
+                                 scratch.data(), &ThreadPool::current());
+    });
+    return;
+  }
+  auto packed = b.packed.hold(std::make_shared<const QD8Weights>(
+      w_nk.data(), units, k, scales, bias, group_size));
   b.add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
     const Shape& s = c.shapes[in0];
     const size_t rows = rows_of(c);
