@@ -4,10 +4,12 @@
 // an int8 copy) and are widened in registers.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "compute/large_pages.h"
 #include "compute/row_quant.h"
 #include "compute/weight_cache.h"
 
@@ -17,15 +19,17 @@ class ThreadPool;
 
 namespace etnp::compute {
 
-/// 4-bit weights [n, k], packed at load. Blocks of 8 output channels; within a block, every 8 consecutive k
-/// are 32 bytes: byte j holds channel j / 4's values at k + j % 4 (low nibble) and k + 4 + j % 4 (high
-/// nibble), stored as w + 8 (0..15). Widening the low and the high nibbles of those 32 bytes gives two
-/// vectors whose 32-bit lanes are the 8 channels' four k each, so one unsigned x signed byte multiply-add
-/// per four k serves eight channels. Scales are [n, groups] (a channel has one group, its whole row, for
-/// per-channel weights), kept as bfloat16 when every one of them is a bfloat16 value (the block scales of
-/// ExecuTorch's 8da4w are), so that a decoding step reads 1/16 byte of scale per weight rather than 1/8.
-/// The activations' zero point meets the weights through one float per channel: the sum over groups of
-/// scale times the group's weight sum.
+/// 4-bit weights [n, k], packed at load. Blocks of 8 output channels, in panels of 4 blocks (the last panel may
+/// hold fewer). For every 8 consecutive k a panel stores 32 bytes per block, one block after the other, so
+/// that a decoding step reads each panel as one sequential stream. In a block's 32 bytes, byte j holds
+/// channel j / 4's values at k + j % 4 (low nibble) and k + 4 + j % 4 (high nibble), stored as w + 8
+/// (0..15): widening the low and the high nibbles gives two vectors whose 32-bit lanes are the 8 channels'
+/// four k each, so one unsigned x signed byte multiply-add per four k serves eight channels. Scales are
+/// [n, groups] (a channel has one group, its whole row, for per-channel weights), stored per panel and group
+/// (8 per block), as bfloat16 when every one of them is a bfloat16 value (the block scales of ExecuTorch's
+/// 8da4w are), so that a decoding step reads 1/16 byte of scale per weight rather than 1/8. The activations'
+/// zero point meets the weights through one float per channel: the sum over groups of scale times the
+/// group's weight sum.
 class Int4Weights {
  public:
   /// The shapes this packing takes: k a multiple of 32, and groups (group_size > 0) a multiple of 32 that
@@ -43,12 +47,16 @@ class Int4Weights {
   /// k per group (the whole row for per-channel weights).
   size_t group_k() const { return group_size_ == 0 ? k_ : group_size_; }
   size_t groups() const { return k_ / group_k(); }
-  /// Block b's packed weights: k / 8 runs of 32 bytes.
-  const uint8_t* block(size_t b) const { return packed_.data() + b * k_ * 4; }
+  static constexpr size_t kPanelBlocks = 4;
+  /// Blocks in block b's panel.
+  size_t panel_blocks(size_t b) const { return std::min(kPanelBlocks, blocks() - b / kPanelBlocks * kPanelBlocks); }
+  /// Block b's 32 bytes of its first 8 k; those of the next 8 k follow run_stride(b) bytes on.
+  const uint8_t* block(size_t b) const { return packed_.data() + offset(b, 0); }
+  size_t run_stride(size_t b) const { return panel_blocks(b) * 32; }
   /// Block b's 8 scales of group g: bfloat16 (the high halves of the floats) when bf16_scales(), else floats.
   bool bf16_scales() const { return !scales_bf16_.empty(); }
-  const uint16_t* scales_bf16(size_t b, size_t g) const { return scales_bf16_.data() + (b * groups() + g) * 8; }
-  const float* scales_f32(size_t b, size_t g) const { return scales_f32_.data() + (b * groups() + g) * 8; }
+  const uint16_t* scales_bf16(size_t b, size_t g) const { return scales_bf16_.data() + scale_index(b, g); }
+  const float* scales_f32(size_t b, size_t g) const { return scales_f32_.data() + scale_index(b, g); }
   float scale(size_t j, size_t g) const;
   /// Per channel (8 per block): sum over groups, in group order, of float(weight sum of the group) * scale.
   const float* zero_point_terms(size_t b) const { return zp_terms_.data() + b * 8; }
@@ -64,22 +72,31 @@ class Int4Weights {
   }
 
  private:
+  size_t offset(size_t b, size_t k8) const {
+    const size_t panel = b / kPanelBlocks;
+    return panel * kPanelBlocks * k_ * 4 + k8 / 8 * run_stride(b) + b % kPanelBlocks * 32;
+  }
+  size_t scale_index(size_t b, size_t g) const {
+    const size_t panel = b / kPanelBlocks;
+    return panel * kPanelBlocks * groups() * 8 + g * panel_blocks(b) * 8 + b % kPanelBlocks * 8;
+  }
+
   size_t n_ = 0, k_ = 0, group_size_ = 0;
-  std::vector<uint8_t> packed_;
-  std::vector<uint16_t> scales_bf16_;  // [blocks][groups][8], 0 for the channels past n; or empty
+  std::vector<uint8_t, LargePageAllocator<uint8_t>> packed_;
+  std::vector<uint16_t> scales_bf16_;  // per panel [groups][panel blocks][8], 0 past n; or empty
   std::vector<float> scales_f32_;      // the same layout, where some scale is not a bfloat16
   std::vector<float> zp_terms_;        // [blocks * 8]
   std::vector<float> bias_;
 };
 
-/// out[r, j] = clamp((sum_g float(sum_{k in g} x[r,k] * w[j,k]) * scale[j,g] - zp_r * zp_term[j]) * scale_r
+/// out[r, j] = clamp((sum_c float(sum_{k in c} x[r,k] * w[j,k]) * scale[j,g(c)] - zp_r * zp_term[j]) * scale_r
 ///                    + bias[j], lo, hi),
-/// the group sums exact in int32 and folded in float in group order, starting from -zp_r * zp_term[j] (so
-/// every implementation gives the same bits). `scratch` holds int4_gemm_scratch_ints(rows, w) int32s. With `pool` (not nullptr) the channel
+/// c the runs of 32 consecutive k (g(c) the group holding run c): the run sums exact in int32, folded in
+/// float in k order, starting from -zp_r * zp_term[j] (so every implementation gives the same bits). `scratch` holds int4_gemm_scratch_ints(rows, w) int32s. With `pool` (not nullptr) the channel
 /// blocks are split across its threads when the product is large enough to gain from it.
 void gemm_qd8_int4_f32(const int8_t* x, const RowQuantParams* params, size_t rows, const Int4Weights& w,
                        float out_min, float out_max, float* out, int32_t* scratch, ThreadPool* pool);
-inline size_t int4_gemm_scratch_ints(size_t rows, const Int4Weights& w) { return rows * w.groups(); }
+inline size_t int4_gemm_scratch_ints(size_t rows, const Int4Weights& w) { return rows * (w.k() / 32); }
 
 /// The implementation in use ("avx2" or "generic"), for tests and benchmarks.
 const char* int4_gemm_kernel_name();

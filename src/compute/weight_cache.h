@@ -32,9 +32,9 @@ template <typename T>
 std::span<const std::byte> bytes_of(const T& scalar) {
   return std::as_bytes(std::span<const T>(&scalar, 1));
 }
-/// The bytes of a vector's elements.
-template <typename T>
-std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+/// The bytes of a vector's elements (any allocator).
+template <typename T, typename A>
+std::span<const std::byte> bytes_of(const std::vector<T, A>& v) {
   return std::as_bytes(std::span<const T>(v));
 }
 

@@ -61,7 +61,8 @@ struct Problem {
   }
 
   // The stated fold: the zero point's term first (its per-channel float computed as the packing states),
-  // then the exact group sums of x * w in group order, then the row scale and the bias.
+  // then the exact sums of x * w over each run of 32 k, scaled by their group's scale, in k order, then the
+  // row scale and the bias.
   std::vector<float> reference(bool with_bias, float lo, float hi) const {
     const size_t gk = c.group_size == 0 ? c.k : c.group_size, groups = c.k / gk;
     std::vector<float> out(c.rows * c.n);
@@ -74,10 +75,10 @@ struct Problem {
           zp_term += static_cast<float>(wsum) * scales[j * groups + g];
         }
         float sum = -static_cast<float>(params[r].zero_point) * zp_term;
-        for (size_t g = 0; g < groups; ++g) {
+        for (size_t run = 0; run < c.k / 32; ++run) {
           int64_t acc = 0;
-          for (size_t i = g * gk; i < (g + 1) * gk; ++i) acc += int64_t{x[r * c.k + i]} * w[j * c.k + i];
-          sum += static_cast<float>(acc) * scales[j * groups + g];
+          for (size_t i = run * 32; i < (run + 1) * 32; ++i) acc += int64_t{x[r * c.k + i]} * w[j * c.k + i];
+          sum += static_cast<float>(acc) * scales[j * groups + run * 32 / gk];
         }
         const float v = with_bias ? sum * params[r].scale + bias[j] : sum * params[r].scale;
         out[r * c.n + j] = std::min(std::max(v, lo), hi);
