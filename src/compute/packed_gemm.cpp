@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "compute/gemm_kernel.h"
+#include "core/cpu_features.h"
 #include "compute/parallel.h"
 #include "etnp/threadpool.h"
 
@@ -15,10 +20,56 @@ constexpr size_t kNr = kGemmPanel;
 constexpr size_t kKc = 256;  // K block: a panel's 256 x 16 floats (16 KiB) stay in L1
 
 // 64-byte aligned start inside a vector over-allocated by 16 floats (the kernels use aligned loads).
-const float* aligned(const std::vector<float>& v) {
+template <class A>
+const float* aligned(const std::vector<float, A>& v) {
   const auto p = reinterpret_cast<uintptr_t>(v.data());
   return reinterpret_cast<const float*>((p + 63) & ~uintptr_t{63});
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// One row times panels [p_begin, p_end), each streamed start to end: the single-row product of a decoding
+// step, bound by the bytes of the weights. The sums are the micro-kernel's: from the bias, one fused
+// multiply-add per k in k order (its K blocks continue from the stored sums), so the bits are the same.
+__attribute__((target("avx2,fma"))) void gemv_panels_avx2(const float* x, size_t k, const float* packed,
+                                                          const float* packed_bias, size_t n, size_t p_begin,
+                                                          size_t p_end, float lo, float hi, float* out) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (size_t p = p_begin; p < p_end; ++p) {
+    const float* panel = packed + p * k * kNr;
+    __m256 c0 = _mm256_load_ps(packed_bias + p * kNr), c1 = _mm256_load_ps(packed_bias + p * kNr + 8);
+    size_t i = 0;
+    for (; i + 4 <= k; i += 4) {
+      // 1 KiB on: the stream's next lines, which the hardware prefetcher reaches too late at a panel's start.
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1024), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1088), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1152), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1216), _MM_HINT_T0);
+      for (size_t j = 0; j < 4; ++j) {
+        const __m256 a = _mm256_broadcast_ss(x + i + j);
+        c0 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + (i + j) * kNr), c0);
+        c1 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + (i + j) * kNr + 8), c1);
+      }
+    }
+    for (; i < k; ++i) {
+      const __m256 a = _mm256_broadcast_ss(x + i);
+      c0 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + i * kNr), c0);
+      c1 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + i * kNr + 8), c1);
+    }
+    c0 = _mm256_min_ps(_mm256_max_ps(c0, vlo), vhi);
+    c1 = _mm256_min_ps(_mm256_max_ps(c1, vlo), vhi);
+    const size_t cols = std::min(kNr, n - p * kNr);
+    if (cols == kNr) {
+      _mm256_storeu_ps(out + p * kNr, c0);
+      _mm256_storeu_ps(out + p * kNr + 8, c1);
+    } else {
+      alignas(32) float tail[kNr];
+      _mm256_store_ps(tail, c0);
+      _mm256_store_ps(tail + 8, c1);
+      std::copy(tail, tail + cols, out + p * kNr);
+    }
+  }
+}
+#endif
 
 }  // namespace
 
@@ -44,6 +95,11 @@ WeightBytes PackedGemm::content() const {
 
 void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end,
                           float out_min, float out_max, float* out) const {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (rows == 1 && has_avx2_fma()) {
+    return gemv_panels_avx2(in, k_, aligned(panels_), aligned(bias_), n_, p_begin, p_end, out_min, out_max, out);
+  }
+#endif
   // K in blocks whose weight panel stays in L1; rows in blocks whose inputs stay in L2 while every panel
   // streams past them.
   const size_t kc_max = std::min(k_, kKc);

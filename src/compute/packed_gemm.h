@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "compute/large_pages.h"
 #include "compute/weight_cache.h"
 
 namespace etnp::compute {
@@ -38,7 +39,7 @@ class PackedGemm {
                 float out_max, float* out) const;
 
   size_t k_ = 0, n_ = 0;
-  std::vector<float> panels_;  ///< [n / 16 rounded up][k][16], zero-padded past n.
+  std::vector<float, LargePageAllocator<float>> panels_;  ///< [n / 16 rounded up][k][16], zero-padded past n.
   std::vector<float> bias_;    ///< [panels * 16], zero-padded.
 };
 

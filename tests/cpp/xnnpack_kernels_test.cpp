@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -223,6 +224,35 @@ TEST(XnnpackKernels, PackedGemmMatchesNaive) {
               ASSERT_EQ(out[r * n + j], static_cast<float>(acc)) << m << "x" << k << "x" << n << " v" << variant;
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(XnnpackKernels, PackedGemmOneRowHasTheMicroKernelsBits) {
+  // A single row (decoding) streams each panel whole; its sums must be the micro-kernel's, bit for bit, which
+  // row 0 of a several-row product gives. Random floats (rounding differs with any other order), K across
+  // the 256-deep blocks and not a multiple of 4, a partial last panel, one thread and two (panels split).
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  ThreadPool pool(2);
+  for (size_t threads : {1, 2}) {
+    for (size_t k : {3, 255, 577, 1000}) {
+      for (size_t n : {17, 49, 1536}) {
+        std::vector<float> x(7 * k), w(n * k), bias(n);
+        for (auto& v : x) v = dist(rng);
+        for (auto& v : w) v = dist(rng);
+        for (auto& v : bias) v = dist(rng);
+        const PackedGemm gemm(w.data(), true, k, n, bias.data());
+        std::vector<float> one(n), many(7 * n);
+        {
+          ThreadPool::Use use(threads == 2 ? pool : ThreadPool::global());
+          gemm.run(x.data(), 1, k, -0.5f, std::numeric_limits<float>::infinity(), one.data());
+        }
+        gemm.run(x.data(), 7, k, -0.5f, std::numeric_limits<float>::infinity(), many.data());
+        for (size_t j = 0; j < n; ++j) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(one[j]), std::bit_cast<uint32_t>(many[j])) << k << "x" << n << " at " << j;
         }
       }
     }
