@@ -198,7 +198,20 @@ void fold_reduce(const Tensor& in, Tensor& out, const ReducePlan& plan, Fold fol
     const float* src = in.data_as<const float>();
     float* dst = out.data_as<float>();
     const int64_t n = plan.red_numel;
-    for (int64_t o = 0; o < plan.out_numel; ++o) {
+    int64_t o = 0;
+    if (fold == Fold::Mean) {
+      // Eight outputs at a time: eight independent chains of float adds, each in its own element order (the
+      // same bits as one at a time; a single chain waits on every add's latency: RMSNorm's 96 x 576 took 40 us).
+      for (; o + 8 <= plan.out_numel; o += 8) {
+        float acc[8] = {};
+        const float* x = src + o * n;
+        for (int64_t i = 0; i < n; ++i) {
+          for (int l = 0; l < 8; ++l) acc[l] += x[l * n + i];
+        }
+        for (int l = 0; l < 8; ++l) dst[o + l] = acc[l] / static_cast<float>(n);
+      }
+    }
+    for (; o < plan.out_numel; ++o) {
       const float* x = src + o * n;
       if (fold == Fold::Mean) {
         dst[o] = float_mean(x, n);

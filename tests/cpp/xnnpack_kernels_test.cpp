@@ -142,6 +142,40 @@ TEST(XnnpackKernels, ConcatenateMiddleAxis) {
   EXPECT_EQ(out, expected);
 }
 
+TEST(XnnpackKernels, ConcatenateLastAxisInterleaves) {
+  // Along the last axis with runs of 1..4 elements of 1, 2 and 4 bytes from 2 or 3 inputs (RoPE's stack of
+  // halves: the fixed-size copies), and runs of unequal length: element by element against the definition.
+  for (size_t elem : {1, 2, 4}) {
+    for (size_t inputs : {2, 3}) {
+      for (size_t run : {1, 2, 3, 4}) {
+        const size_t outer = 37;
+        std::vector<std::vector<uint8_t>> in(inputs);
+        std::vector<Shape> shapes;
+        std::vector<const void*> ptrs;
+        std::vector<size_t> runs;
+        for (size_t j = 0; j < inputs; ++j) {
+          const size_t r = j == 2 ? run + 1 : run;  // the third input's runs differ: the general path
+          runs.push_back(r);
+          in[j].resize(outer * r * elem);
+          for (size_t i = 0; i < in[j].size(); ++i) in[j][i] = static_cast<uint8_t>(i * 7 + j * 101);
+          shapes.push_back(shape({outer, r}));
+          ptrs.push_back(in[j].data());
+        }
+        size_t total = 0;
+        for (size_t r : runs) total += r;
+        std::vector<uint8_t> out(outer * total * elem), want;
+        concatenate(ptrs, shapes, 1, out.data(), elem);
+        for (size_t o = 0; o < outer; ++o) {
+          for (size_t j = 0; j < inputs; ++j) {
+            want.insert(want.end(), in[j].begin() + o * runs[j] * elem, in[j].begin() + (o + 1) * runs[j] * elem);
+          }
+        }
+        ASSERT_EQ(out, want) << elem << "-byte elements, " << inputs << " inputs, runs of " << run;
+      }
+    }
+  }
+}
+
 TEST(XnnpackKernels, SliceAndPad) {
   // in [3, 4] = 0..11; slice rows 1..2, cols 1..3 -> [[5, 6], [9, 10]].
   const std::vector<float> in = iota_f(12);
