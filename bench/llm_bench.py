@@ -355,14 +355,35 @@ def worker_main(args) -> int:
         runner.generate(form, ids, 4)
     print(json.dumps({"hello": args.worker, "threads": runner.threads, "version": getattr(runner, "version", None)}),
           flush=True)
+    import resource
+
+    def cpu_seconds():
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime + u.ru_stime
+
     for line in sys.stdin:
         req = json.loads(line)
         try:
+            cpu0 = cpu_seconds()
             reply = runner.generate(req["form"], ids, req["new_tokens"])
+            reply["cpu_s"] = cpu_seconds() - cpu0  # every thread of the process: how many cores it really used
         except Exception as e:  # reported in the table's cell
             reply = {"error": "%s: %s" % (type(e).__name__, e)}
         print(json.dumps(reply), flush=True)
     return 0
+
+
+# The core every 1-thread measurement runs on. The official runtime's `_unsafe_reset_threadpool(1)` leaves it
+# using both cores (its process's CPU time is twice the wall time during decoding), so thread counts alone do
+# not make a 1-thread comparison: each 1-thread process is pinned to this core (the replies' cpu_s show it).
+ONE_THREAD_CPU = 1
+
+
+def pinned(threads):
+    """preexec_fn for a process measured at `threads` threads: pinned to one core at 1 thread, free otherwise."""
+    if threads != 1 or not hasattr(os, "sched_setaffinity") or ONE_THREAD_CPU not in os.sched_getaffinity(0):
+        return None
+    return lambda: os.sched_setaffinity(0, {ONE_THREAD_CPU})
 
 
 class Worker:
@@ -373,7 +394,7 @@ class Worker:
         self.name = "%s-%d" % (runtime, threads)
         self.stderr = open("/tmp/llm_bench_%s.log" % self.name, "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     text=True, env=env)
+                                     text=True, env=env, preexec_fn=pinned(threads))
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError("worker %s died at start (see %s)" % (self.name, self.stderr.name))
@@ -402,7 +423,7 @@ def etnp_cli(args, root, form, threads, text, new_tokens):
     cmd = [os.path.join(args.build_dir, "etnp"), "generate", str(pte), "--tokenizer",
            str(pte.parent / "tokenizer.json"), "--prompt", text, "--max-new-tokens", str(new_tokens),
            "--threads", str(threads), "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=pinned(threads))
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1][:200]}
     r = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -433,19 +454,24 @@ def memcpy_gbps(repeats=7):
 
 def weight_bytes_per_token(form: str) -> float:
     """Bytes of weights one decode step reads: every linear (the output projection included) and the norms,
-    and one embedding row. fp32: 4 B a weight. 8da4w: as XNNPACK packs it, 0.5 B a weight and a bf16 scale per
-    group. Q4_0 (llama.cpp): 18 B per 32 weights (an fp16 scale per 32)."""
+    and one embedding row. fp32: 4 B a weight. 8da4w in groups of G: 0.5 B a weight and a bf16 scale per
+    group, for the linears whose input size G divides; the exporter leaves the others fp32 (4 B a weight:
+    with dim 576 and G = 128 that is every linear but the MLP's down projection). Q4_0 (llama.cpp): 18 B per
+    32 weights (an fp16 scale per 32)."""
     p = PARAMS
-    d, hd, kv = p["dim"], p["head_dim"], p["n_kv_heads"]
-    per_layer = d * hd * p["n_heads"] * 2 + d * hd * kv * 2 + 3 * d * p["hidden_dim"]
-    linears = p["n_layers"] * per_layer + d * p["vocab_size"]
+    d, hd, kv, h = p["dim"], p["head_dim"], p["n_kv_heads"], p["hidden_dim"]
+    # (input size, weights) of each linear one token multiplies
+    linears = [(d, p["n_layers"] * (d * hd * p["n_heads"] + 2 * d * hd * kv + 2 * d * h)),
+               (hd * p["n_heads"], p["n_layers"] * hd * p["n_heads"] * d), (h, p["n_layers"] * h * d),
+               (d, d * p["vocab_size"])]
     norms = (2 * p["n_layers"] + 1) * d * 4
+    count = sum(n for _, n in linears)
     if form == "fp32" or form == "F32":
-        return linears * 4 + norms + d * 4
+        return count * 4 + norms + d * 4
     if form == "Q4_0":
-        return linears * 18 / 32 + norms + d * 34 / 32
+        return count * 18 / 32 + norms + d * 34 / 32
     group = int(form.rsplit("_g", 1)[1])
-    return linears * (0.5 + 2 / group) + norms + d * 1
+    return sum(n * ((0.5 + 2 / group) if k % group == 0 else 4) for k, n in linears) + norms + d * 1
 
 
 def load_average():
@@ -527,8 +553,9 @@ def summarize(replies):
         return {"error": next((r["error"] for r in replies if "error" in r), "no figures")}
     prefill = [r["prompt_tokens"] / r["prefill_s"] for r in ok]
     decode = [(len(r["ids"]) - 1) / r["decode_s"] for r in ok]
+    cores = [r["cpu_s"] / (r["prefill_s"] + r["decode_s"]) for r in ok if "cpu_s" in r]
     return {"prefill": median(prefill), "decode": median(decode), "prefill_best": max(prefill),
-            "decode_best": max(decode), "rounds": len(ok)}
+            "decode_best": max(decode), "rounds": len(ok), "cores": median(cores) if cores else None}
 
 
 # --- RESULTS.md -----------------------------------------------------------------------------------------------------
@@ -571,17 +598,18 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "(tests/live/export.py `_random_checkpoint`), exported by ExecuTorch's LLM export (`export_llm`, KV "
               "cache, custom SDPA, dynamic shapes, max_seq_len %d) to XNNPACK: fp32, and 8da4w (int8 dynamic "
               "activations, int4 weights in groups of 32 with an 8-bit embedding, or of 128 with a 4-bit "
-              "embedding in groups of 32). Cached in `%s`.\n"
+              "embedding in groups of 32; in groups of 128 the exporter quantizes only the linears whose input "
+              "size 128 divides, here the MLP's down projections, and leaves the others fp32). Cached in `%s`.\n"
               % (p["dim"], p["n_layers"], "" if p["n_layers"] == 30 else
-                 " where the real model has 30: on this loaded 2-core machine a 30-layer export had not finished "
-                 "after 15 minutes; %d layers took %.0f minutes a form" % (p["n_layers"], export_minutes()),
+                 " where the real model has 30, for a shorter export: %d layers took up to %.0f minutes a form "
+                 "here" % (p["n_layers"], export_minutes()),
                  p["n_heads"], p["n_kv_heads"], p["head_dim"], p["hidden_dim"],
                  p["vocab_size"], total_params() / 1e6, MAX_SEQ, cache_root(args.live_cache)))
     md.append("Runtimes: **etnp C++** `etnp generate --json` (a fresh process per measurement: its first prefill "
               "call is also its first call); **etnp Py** `executorch_numpy_runtime.LLM.generate` on the ids (the "
               "same C++ Generator, warm); **official** ExecuTorch %s, a greedy loop over `executorch.runtime` "
               "Method.execute (the prompt in one call, one call per token, argmax in torch; pool set with "
-              "`_unsafe_reset_threadpool`); **llama.cpp** (%s) "
+              "`_unsafe_reset_threadpool`, and pinned: below); **llama.cpp** (%s) "
               "`Llama.eval` of the prompt ids and one `eval` per greedy token, n_threads = n_threads_batch = N, on "
               "a GGUF of the same checkpoint: F32 for the fp32 rows; Q4_0 for both 8da4w rows. What differs in "
               "the 4-bit rows: Q4_0 always groups 32 weights (an fp16 scale, values -8..7 scaled by max/-8) where "
@@ -591,6 +619,16 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "(official, llama.cpp) pay a Python call per token; etnp's loop is C++ in both columns.\n"
               % (versions.get("executorch", "?"), "llama-cpp-python %s, built from source here" % llama_version
                  if llama_version else "not timed in this run: see the notes"))
+    cores = []
+    for rt in ("etnp_py", "official", "llama"):
+        per_threads = [[s["cores"] for (_, t, r), s in summary.items() if t == threads and r == rt and s.get("cores")]
+                       for threads in THREADS]
+        if all(per_threads):
+            cores.append("%s %s" % (RUNTIME_TITLES[rt], " / ".join("%.2f" % median(c) for c in per_threads)))
+    md.append("Threads: every 1-thread measurement runs pinned to CPU %d (`sched_setaffinity`), since the official "
+              "runtime's `_unsafe_reset_threadpool(1)` alone leaves it on both cores (its process CPU time is twice "
+              "its wall time while decoding); the 2-thread ones run unpinned. Cores used (process CPU time over "
+              "wall time, median over cells) at 1 / 2 threads: %s.\n" % (ONE_THREAD_CPU, "; ".join(cores) or "—"))
     md.append("Decode bandwidth: the weight bytes one token reads (every linear and the output projection, the "
               "norms, one embedding row; fp32 4 B a weight, 8da4w 0.5 B and a bf16 scale per group as XNNPACK "
               "packs it, Q4_0 18 B per 32) times decode tokens/s, against a numpy copy of 256 MiB in the same run "
