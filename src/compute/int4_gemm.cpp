@@ -32,13 +32,17 @@ Int4Weights::Int4Weights(const int8_t* w_nk, size_t n, size_t k, const float* sc
   zp_terms_.assign(blocks() * 8, 0.0f);
   std::vector<int32_t> sums(g);
   for (size_t j = 0; j < n; ++j) {
-    const size_t b = j / 8, lane = j % 8;
+    const size_t b = j / 8, lane = j % 8, stride = run_stride(b);
+    uint8_t* dst = packed_.data() + offset(b, 0) + lane * 4;
+    const int8_t* row = w_nk + j * k;
     std::fill(sums.begin(), sums.end(), 0);
-    for (size_t i = 0; i < k; ++i) {
-      const auto u = static_cast<uint8_t>(w_nk[j * k + i] + 8);
-      uint8_t& byte = packed_[offset(b, i) + lane * 4 + i % 4];
-      byte = (i % 8) < 4 ? static_cast<uint8_t>((byte & 0xF0) | u) : static_cast<uint8_t>((byte & 0x0F) | (u << 4));
-      sums[i / gk] += w_nk[j * k + i];
+    for (size_t i = 0; i < k; i += 8, dst += stride) {
+      for (size_t q = 0; q < 4; ++q) {
+        dst[q] = static_cast<uint8_t>((row[i + q] + 8) | ((row[i + 4 + q] + 8) << 4));
+      }
+    }
+    for (size_t q = 0; q < g; ++q) {
+      for (size_t i = q * gk; i < (q + 1) * gk; ++i) sums[q] += row[i];
     }
     float term = 0.0f;
     for (size_t q = 0; q < g; ++q) {
@@ -242,7 +246,9 @@ __attribute__((target("avx2"), noinline)) void tile_1xn(const int8_t* x, size_t 
     const size_t k32 = c * 32;
     // The same bytes of the panel two on, and its scales: the hardware prefetcher alone does not keep up
     // when the weights stream from memory.
-    for (size_t line = 0; line < 4 * stride; line += 64) prefetch(wp, ahead + k32 / 8 * stride + line);
+    // (A run of a full panel is 4 x 128 bytes: 2 * NB lines, unrolled.)
+#pragma GCC unroll 8
+    for (int line = 0; line < 2 * NB; ++line) prefetch(wp, ahead + k32 / 8 * stride + 64 * line);
     if (left == runs_per_group) {
       prefetch(BF16 ? static_cast<const void*>(w.scales_bf16(b0, g)) : w.scales_f32(b0, g), scales_ahead);
     }

@@ -245,7 +245,7 @@ void build_linear_qd8_library(StepBuilder& b, const Linear& l) {
 void build_linear_qd8(StepBuilder& b, const Linear& l) {
   const NodeView& v = b.view;
   const Value& w = v.in(1);
-  if (library_has_qd8(l, w) && b.use_library(measured::library_fully_connected_qd8_faster(w.dtype, w.group_size))) {
+  if (library_has_qd8(l, w) && b.use_library(measured::library_fully_connected_qd8_faster(w.dtype, w.group_size, l.k))) {
     return build_linear_qd8_library(b, l);
   }
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
@@ -258,10 +258,13 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
     // Two per byte, element 2i in the low nibble, stored with +8; rows padded to whole bytes.
     const size_t row_bytes = (k + 1) / 2;
     for (size_t j = 0; j < units; ++j) {
-      for (size_t i = 0; i < k; ++i) {
-        const uint8_t byte = w.data[j * row_bytes + i / 2];
-        w_nk[j * k + i] = static_cast<int8_t>(((i % 2 == 0) ? (byte & 0xF) : (byte >> 4)) - 8);
+      const uint8_t* src = w.data + j * row_bytes;
+      int8_t* dst = w_nk.data() + j * k;
+      for (size_t i = 0; i + 1 < k; i += 2) {
+        dst[i] = static_cast<int8_t>((src[i / 2] & 0xF) - 8);
+        dst[i + 1] = static_cast<int8_t>((src[i / 2] >> 4) - 8);
       }
+      if (k % 2 != 0) dst[k - 1] = static_cast<int8_t>((src[k / 2] & 0xF) - 8);
     }
   } else if (l.transposed) {
     const Shape kn{2, {k, units}};
