@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "compute/int4_gemm.h"
+
 namespace etnp::xnn {
 
 Refusal check_node(const NodeView& v) {
@@ -36,9 +38,14 @@ namespace measured {
 bool library_unary_faster() { return true; }
 bool library_softmax_faster() { return true; }
 bool library_fully_connected_f32_faster() { return false; }
-bool library_fully_connected_qd8_faster(DataType weights, size_t group_size) {
-  // qcint8: 0.75-0.89 of the delegate's time for one row, equal for 64; qcint4: 0.73-0.86; qbint4 groups of
-  // 32 or 64: 0.7-0.94, of 128 equal to 1.2, of 256 1.05-1.25 (the delegate's kernel scales each group once).
+bool library_fully_connected_qd8_faster(DataType weights, size_t group_size, size_t k) {
+  // qcint8: 0.75-0.89 of the delegate's time for one row, equal for 64. 4-bit weights that the delegate keeps
+  // 4-bit (compute/int4_gemm.h: k a multiple of 32, groups of 32n): the delegate's kernel. Others (the
+  // int8-packed kernel): qcint4 0.73-0.86; qbint4 groups of 32 or 64: 0.7-0.94, of 128 equal to 1.2, of 256
+  // 1.05-1.25 (that kernel scales each group once).
+  if (weights != DataType::qcint8 && compute::Int4Weights::supports(k, weights == DataType::qbint4 ? group_size : 0)) {
+    return false;
+  }
   return weights != DataType::qbint4 || group_size < 128;
 }
 bool library_batch_matmul_f32_faster() { return false; }

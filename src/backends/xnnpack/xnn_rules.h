@@ -95,7 +95,7 @@ bool library_softmax_faster();
 bool library_fully_connected_f32_faster();
 /// Dynamically quantized fully-connected layers with int8 (qcint8) or 4-bit (qcint4, qbint4 in groups of
 /// `group_size`) weights.
-bool library_fully_connected_qd8_faster(DataType weights, size_t group_size);
+bool library_fully_connected_qd8_faster(DataType weights, size_t group_size, size_t k);
 /// fp32 batch matrix multiplication: the delegate's is 1.3-3.3x faster.
 bool library_batch_matmul_f32_faster();
 }  // namespace measured
