@@ -271,11 +271,19 @@ struct Generator::Impl {
     }
     size_t keep = ranked.size();
     if (o.top_p < 1) {
-      std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+      // The most probable first (ties by id: a total order, so the kept prefix is what a full sort gives).
+      // The nucleus is usually a few dozen of a vocabulary's tens of thousands: only a growing prefix is
+      // sorted, until it holds the nucleus.
+      auto before = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
       double kept = 0;
-      for (keep = 0; keep < ranked.size();) {
-        kept += ranked[keep++].first;
-        if (kept >= o.top_p * mass) break;
+      for (size_t sorted = std::min<size_t>(64, ranked.size());; sorted = std::min(ranked.size(), sorted * 8)) {
+        std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(sorted), ranked.end(), before);
+        kept = 0;
+        for (keep = 0; keep < sorted;) {
+          kept += ranked[keep++].first;
+          if (kept >= o.top_p * mass) break;
+        }
+        if (kept >= o.top_p * mass || sorted == ranked.size()) break;
       }
       mass = kept;
     }
