@@ -8,8 +8,9 @@
 #
 # The venv lives in $ETNP_DEV_VENV, default ~/.cache/etnp/dev-venv. It is keyed by the requirements file and
 # the interpreter: while both are unchanged a second run only checks the stamp (well under a second), so every
-# clone on a machine shares one venv. The interpreter is $ETNP_VENV_PYTHON, else the first Python 3.11 found
-# (the torch wheels this project pins are built for 3.11), else /usr/bin/python3.
+# clone on a machine shares one venv. The file's "# no-deps: " lines are installed last, without their
+# dependencies. The interpreter is $ETNP_VENV_PYTHON, else the first Python 3.11 found (the torch wheels this
+# project pins are built for 3.11), else /usr/bin/python3.
 # Exit status 3: the venv cannot be made here (no suitable Python, or the packages cannot be fetched).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +52,15 @@ mkdir -p "$(dirname "$venv")"
 # pip's own cache keeps the downloads, so a rebuild after a pin change fetches only what changed.
 if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" >&2; then
   log "installing requirements-dev.txt failed (offline, or a pinned version is not available for $python_id)"
+  rm -rf "$venv"
+  exit 3
+fi
+# The "# no-deps: NAME==VERSION" lines: packages whose own pins conflict with the ones above, installed after them
+# without their dependencies (the file lists those too).
+mapfile -t no_deps < <(sed -n 's/^# no-deps: *//p' "$requirements")
+if [ "${#no_deps[@]}" -gt 0 ] &&
+   ! "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${no_deps[@]}" >&2; then
+  log "installing the no-deps lines of requirements-dev.txt failed (${no_deps[*]})"
   rm -rf "$venv"
   exit 3
 fi

@@ -15,7 +15,8 @@ For each (model, form) of zoo.py it writes, under the cache folder, `<model>__<f
                                              official runtime's greedy generation from a prompt
     export.json                              what was made, the cases, and how the official runtime fared
 A stateful case (the KV-cache decoders) holds `call_<k>/` folders, run in order on one loaded method. The
-language models (ExecuTorch's LLM export) have no eager reference: the official runtime is their only golden.
+language models (ExecuTorch's LLM export, optimum-executorch) have no eager reference: the official runtime is
+their only golden.
 
 Each folder is keyed (entry_keys) by this script, the zoo's entry and the definitions it uses, and the versions
 of the packages that shape an export, so a change to any of them exports anew; an unchanged one costs nothing. The official runtime runs in child
@@ -39,7 +40,8 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 OFFICIAL_TIMEOUT_S = 300
-VERSIONED_PACKAGES = ("torch", "executorch", "torchvision", "transformers", "torchao", "numpy", "tokenizers")
+VERSIONED_PACKAGES = ("torch", "executorch", "torchvision", "transformers", "torchao", "numpy", "tokenizers",
+                     "optimum-executorch")
 
 
 def package_versions() -> dict:
@@ -192,14 +194,22 @@ def _random_checkpoint(params: dict, path: pathlib.Path) -> None:
     """Seeded weights for llama_transformer at `params`, scaled so that the attention and MLP outputs outweigh
     the embedding in the residual stream: the next token then depends on the context, not on the last token
     alone (PyTorch's default initialisation makes greedy decoding of a random model repeat one token)."""
-    import math
-
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
     torch.manual_seed(0)
     model = construct_transformer(ModelArgs(**params))
+    _scaled_random_weights(model)
+    torch.save(model.state_dict(), path)
+
+
+def _scaled_random_weights(model) -> None:
+    """Seeded weights in place: matrices N(0, 1/fan_in), norm scales around 1, biases around 0.1."""
+    import math
+
+    import torch
+
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, weight in model.named_parameters():  # parameters only: the RoPE tables are buffers
@@ -209,7 +219,6 @@ def _random_checkpoint(params: dict, path: pathlib.Path) -> None:
                 weight.copy_(1 + 0.2 * torch.randn(weight.shape, generator=generator))
             else:  # biases
                 weight.copy_(0.1 * torch.randn(weight.shape, generator=generator))
-    torch.save(model.state_dict(), path)
 
 
 def export_llm(model, form: str, out: pathlib.Path) -> dict:
@@ -274,6 +283,63 @@ def export_llm(model, form: str, out: pathlib.Path) -> dict:
     return record
 
 
+def _llm_calls(vocab: int, positions) -> list:
+    """The stateful case of a language model: a prefill of zoo.LLM_PREFILL random tokens, then
+    zoo.LLM_DECODE_STEPS single tokens; `positions(start, n)` is the cache-position input of a call."""
+    import torch
+    import zoo
+
+    generator = torch.Generator().manual_seed(0)
+    prefill = torch.randint(0, vocab, (1, zoo.LLM_PREFILL), generator=generator)
+    calls = [(prefill, positions(0, zoo.LLM_PREFILL))]
+    for k in range(zoo.LLM_DECODE_STEPS):
+        token = torch.randint(0, vocab, (1, 1), generator=generator)
+        calls.append((token, positions(zoo.LLM_PREFILL + k, 1)))
+    return calls
+
+
+def export_optimum(model, form: str, out: pathlib.Path) -> dict:
+    """A transformers decoder (zoo's `optimum` entries: a configuration, seeded weights) saved to a folder and
+    exported by optimum-executorch's main_export, with a tokenizer trained for it. The program takes token ids
+    [1, n] and one cache position per token [n]; the case is export_llm's prefill and decode steps."""
+    os.environ["HF_HUB_OFFLINE"] = "1"  # a local folder only: nothing may come from the hub
+    import torch
+    import transformers
+    import zoo
+    from optimum.exporters.executorch import main_export
+
+    spec, options = model.optimum, dict(zoo.OPTIMUM_FORM_OPTIONS[form])
+    params = spec["params"]
+    _train_tokenizer(params["vocab_size"], out / "tokenizer.json")
+    config = getattr(transformers, spec["config"])(**params)
+    torch.manual_seed(0)
+    decoder = transformers.AutoModelForCausalLM.from_config(config).eval()
+    _scaled_random_weights(decoder)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="etnp-optimum-"))
+    try:
+        decoder.save_pretrained(work / "hf")
+        torch.manual_seed(0)
+        main_export(str(work / "hf"), task="text-generation", recipe=options.pop("recipe"),
+                    output_dir=str(work / "pte"), attn_implementation="custom_sdpa", max_seq_len=zoo.LLM_MAX_SEQ,
+                    local_files_only=True, **options)
+        written = sorted(p.name for p in (work / "pte").iterdir())
+        if written != ["model.pte"]:
+            raise RuntimeError("optimum-executorch wrote %s, not one model.pte" % written)
+        shutil.move(str(work / "pte" / "model.pte"), str(out / "program.pte"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    calls = _llm_calls(params["vocab_size"], lambda start, n: torch.arange(start, start + n))
+    record = {"model": model.name, "form": form, "stateful": True, "file": "program.pte", "data_files": [],
+              "tokenizer": "tokenizer.json", "cases": []}
+    folder = out / "forward__0"
+    record["cases"].append({"method": "forward", "dir": folder.name, "calls": [
+        {"inputs": _write_arrays(folder / ("call_%02d" % c), "input", call), "outputs": 1, "dir": "call_%02d" % c}
+        for c, call in enumerate(calls)]})
+    record["generation"] = {"prompt": LLM_PROMPT, "max_new_tokens": LLM_GREEDY_TOKENS, "positions": "per_token"}
+    return record
+
+
 def export_one(model, form: str, out: pathlib.Path) -> dict:
     """Exports `model` in `form` into `out`; returns the export record (without official results)."""
     import torch
@@ -281,6 +347,8 @@ def export_one(model, form: str, out: pathlib.Path) -> dict:
 
     if model.llm is not None:
         return export_llm(model, form, out)
+    if model.optimum is not None:
+        return export_optimum(model, form, out)
 
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
@@ -429,24 +497,35 @@ def official_outputs(program_dir: pathlib.Path) -> None:
 def official_greedy(program_dir: pathlib.Path, record: dict, program) -> None:
     """The reference for etnp's generators: the prompt (BOS, then the tokenizer's ids) prefilled in one call,
     then greedy decoding one token per call until EOS or max_new_tokens, with the official runtime. Writes
-    generation.json: the prompt's ids and the generated ones."""
+    generation.json: the prompt's ids and the generated ones. The position input is the call's start
+    (ExecuTorch's LLM export), or one position per token where the record says "positions": "per_token"
+    (transformers' static cache, optimum-executorch), whose logits are every token's."""
     import torch
     from tokenizers import Tokenizer
 
     spec = record["generation"]
+    per_token = spec.get("positions") == "per_token"
     tokenizer = Tokenizer.from_file(str(program_dir / record["tokenizer"]))
     bos = program.load_method("get_bos_id").execute([])[0]
-    eos = set(program.load_method("get_eos_ids").execute([]))
+    # ExecuTorch's LLM export writes get_eos_ids, optimum-executorch get_eos_id (etnp reads either).
+    eos_method = "get_eos_ids" if "get_eos_ids" in program.method_names else "get_eos_id"
+    eos = set(program.load_method(eos_method).execute([]))
     prompt = [bos] + tokenizer.encode(spec["prompt"]).ids
     forward = program.load_method("forward")
-    logits = forward.execute([torch.tensor([prompt]), torch.tensor([0])])[0]
+
+    def step(ids, start):
+        positions = torch.arange(start, start + len(ids)) if per_token else torch.tensor([start])
+        logits = forward.execute([torch.tensor([ids]), positions])[0]
+        return logits[0, -1] if per_token else logits[0]
+
+    logits = step(prompt, 0)
     generated, pos = [], len(prompt)
     while len(generated) < spec["max_new_tokens"]:
-        token = int(torch.argmax(logits[0]))
+        token = int(torch.argmax(logits))
         generated.append(token)
         if token in eos:
             break
-        logits = forward.execute([torch.tensor([[token]]), torch.tensor([pos])])[0]
+        logits = step([token], pos)
         pos += 1
     (program_dir / "generation.json").write_text(json.dumps({"prompt_ids": prompt, "official_ids": generated,
                                                              "text": tokenizer.decode(generated)}))

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-QUANTIZED_LLM_FORMS = ("llm_8da4w_g32", "llm_8da4w_g128", "llm_8da4w_qkv")
+QUANTIZED_LLM_FORMS = ("llm_8da4w_g32", "llm_8da4w_g128", "llm_8da4w_qkv", "optimum_8da4w")
 QUANTIZED_FORMS = ("xnnpack_int8", "xnnpack_qd8", "xnnpack_8da4w") + QUANTIZED_LLM_FORMS
 
 

@@ -1,7 +1,7 @@
-"""Generation from the zoo's language models (ExecuTorch's LLM export, tests/live/zoo.py): etnp's LLM class and
-`etnp generate` must produce the tokens of the official runtime's greedy loop (export.py's official_greedy:
-BOS, the prompt through the same tokenizer.json, one prefill call, then a token a call until EOS or
-max_new_tokens) for the same prompt."""
+"""Generation from the zoo's language models (ExecuTorch's LLM export and optimum-executorch, tests/live/zoo.py):
+etnp's LLM class and `etnp generate` must produce the tokens of the official runtime's greedy loop (export.py's
+official_greedy: BOS, the prompt through the same tokenizer.json, one prefill call, then a token a call until EOS
+or max_new_tokens) for the same prompt."""
 import json
 import os
 import pathlib

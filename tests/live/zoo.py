@@ -38,6 +38,19 @@ LLM_FORM_OPTIONS = {
     LLM_8DA4W_G128: {"xnnpack": True, "qmode": "8da4w", "group_size": 128, "embedding_quantize": "4,32"},
     LLM_QKV: {"xnnpack": True, "qmode": "8da4w", "group_size": 32, "quantize_kv_cache": True},
 }
+# Language-model forms made by optimum-executorch (its main_export, task "text-generation") from a transformers
+# model saved to a folder: transformers' static KV cache, attention through ExecuTorch's custom SDPA
+# (attn_implementation="custom_sdpa"); forward(input_ids [1, n], cache_position [n]) -> logits [1, n, vocab].
+OPTIMUM_XNNPACK = "optimum_xnnpack"  # recipe "xnnpack", fp32
+OPTIMUM_PORTABLE = "optimum_portable"  # recipe "portable": no delegate
+OPTIMUM_8DA4W = "optimum_8da4w"  # xnnpack; int8 dynamic activations, 4-bit weights in groups of 32, int8 embedding
+OPTIMUM_FORMS = (OPTIMUM_XNNPACK, OPTIMUM_8DA4W)
+# What the optimum forms pass to main_export (its qlinear groups are always 32, its qembedding "8w" per row).
+OPTIMUM_FORM_OPTIONS = {
+    OPTIMUM_XNNPACK: {"recipe": "xnnpack"},
+    OPTIMUM_PORTABLE: {"recipe": "portable"},
+    OPTIMUM_8DA4W: {"recipe": "xnnpack", "qlinear": "8da4w", "qembedding": "8w"},
+}
 LLM_PREFILL = 64  # tokens of the first call
 LLM_DECODE_STEPS = 32  # single-token calls after it
 LLM_MAX_SEQ = 128
@@ -61,6 +74,9 @@ class Model:
     # A language model for ExecuTorch's LLM export: its ModelArgs (llama_transformer's params.json) and model
     # config overrides; `build` and `inputs` are unused.
     llm: Optional[dict] = None
+    # A transformers decoder for optimum-executorch: its configuration class (in transformers) and arguments;
+    # `build` and `inputs` are unused.
+    optimum: Optional[dict] = None
 
 
 def _randn(*shape):
@@ -306,6 +322,16 @@ def _smollm():
     return _llm(n_heads=6, n_kv_heads=2, dim=384, head_dim=64, hidden_dim=1024, rope_theta=100000.0)
 
 
+# --- transformers decoders for optimum-executorch (configurations, random weights, saved to a folder offline) ----
+
+def _hf_decoder(config_class, **overrides):
+    base = {"vocab_size": 512, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": LLM_MAX_SEQ,
+            "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}
+    base.update(overrides)
+    return {"config": config_class, "params": base}
+
+
 MODELS = [
     # vision
     Model("resnet18", _tv("resnet18"), _randn(1, 3, 64, 64), forms=(PORTABLE, XNNPACK, INT8)),
@@ -354,6 +380,16 @@ MODELS = [
     Model("llm_gemma", None, None, forms=(LLM_FP32, LLM_8DA4W),
           llm=_llm(act_fn="gelu_approx", rms_norm_add_unit_offset=True, embedding_scale_factor=11.3137,
                    n_kv_heads=1, head_dim=64)),
+    # language models (optimum-executorch)
+    Model("optimum_llama", None, None, forms=OPTIMUM_FORMS + (OPTIMUM_PORTABLE,),
+          optimum=_hf_decoder("LlamaConfig")),
+    Model("optimum_qwen3", None, None, forms=OPTIMUM_FORMS,
+          optimum=_hf_decoder("Qwen3Config", head_dim=64, num_key_value_heads=1, rope_theta=1000000.0)),
+    Model("optimum_qwen2", None, None, forms=OPTIMUM_FORMS, optimum=_hf_decoder("Qwen2Config", rms_norm_eps=1e-6)),
+    Model("optimum_phi3", None, None, forms=OPTIMUM_FORMS,
+          optimum=_hf_decoder("Phi3Config", partial_rotary_factor=0.75, num_key_value_heads=4, pad_token_id=0)),
+    Model("optimum_gemma", None, None, forms=OPTIMUM_FORMS,
+          optimum=_hf_decoder("GemmaConfig", head_dim=64, num_key_value_heads=1)),
 ]
 
 BY_NAME = {m.name: m for m in MODELS}
