@@ -1,5 +1,7 @@
 #include "compute/conv_rows.h"
 
+#include <algorithm>
+
 #include "compute/parallel.h"
 #include "etnp/threadpool.h"
 

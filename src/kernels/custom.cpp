@@ -8,6 +8,7 @@
 //       A single-layer unidirectional LSTM over a whole sequence, as torch.nn.LSTM (gate order i, f, g, o):
 //       input [T, B, I], h0/c0 [B, H], w_ih [4H, I], w_hh [4H, H], b_ih/b_hh [4H];
 //       out [T, B, H] (h at every step), h_n / c_n [B, H] (the final state).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -3,6 +3,7 @@
 // that accumulates in the op-math type (integers wrap modulo 2^bits, computed in unsigned arithmetic).
 // Where the weights are constant float32 (the usual linear layer), mm, addmm and linear pack them once at
 // load (packed_gemm.h) and each call runs straight over the packed panels with the bias fused in.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

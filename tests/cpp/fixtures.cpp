@@ -3,6 +3,7 @@
 #include <openssl/sha.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>

@@ -6,6 +6,7 @@
 // text path on a token-driven program.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "etnp/generator.h"

@@ -3,6 +3,7 @@
 // against the exact value in doubles, and against the delegate's int8-packed kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -4,6 +4,8 @@
 // registered twice.)
 #include "../../examples/custom_kernel/my_kernels.cpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"

@@ -2,6 +2,7 @@
 // each against a reference written from the operator's definition in double precision.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

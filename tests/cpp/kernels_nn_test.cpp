@@ -15,6 +15,7 @@
 // and pasted as literals (torch is not needed to run the tests).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <limits>

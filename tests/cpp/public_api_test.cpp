@@ -3,6 +3,7 @@
 // of the build, and method metadata (attributes included) without loading the method.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>

@@ -2,6 +2,7 @@
 // error kinds and messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 

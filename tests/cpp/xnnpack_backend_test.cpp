@@ -2,6 +2,7 @@
 // quantization, int64 outputs, options and argument checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

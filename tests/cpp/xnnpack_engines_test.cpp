@@ -3,6 +3,7 @@
 // same operators across shape changes, and ETNP_XNNPACK_ENGINE through the backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>

@@ -2,6 +2,7 @@
 // etnp::Error: never crash, abort inside XNNPACK, or throw anything else.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>

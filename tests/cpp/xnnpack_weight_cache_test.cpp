@@ -3,6 +3,7 @@
 // pointer, never by the flag. Off (the default) every delegate keeps its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
