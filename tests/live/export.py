@@ -266,26 +266,14 @@ def export_llm(model, form: str, out: pathlib.Path) -> dict:
     if not (out / "program.pte").is_file():
         raise RuntimeError("export_llama wrote no program.pte")
 
-    generator = torch.Generator().manual_seed(0)
-    vocab = spec["params"]["vocab_size"]
-    prefill = torch.randint(0, vocab, (1, zoo.LLM_PREFILL), generator=generator)
-    calls = [(prefill, torch.tensor([0]))]
-    for k in range(zoo.LLM_DECODE_STEPS):
-        token = torch.randint(0, vocab, (1, 1), generator=generator)
-        calls.append((token, torch.tensor([zoo.LLM_PREFILL + k])))
-    record = {"model": model.name, "form": form, "stateful": True, "file": "program.pte", "data_files": [],
-              "tokenizer": "tokenizer.json", "cases": []}
-    folder = out / "forward__0"
-    record["cases"].append({"method": "forward", "dir": folder.name, "calls": [
-        {"inputs": _write_arrays(folder / ("call_%02d" % c), "input", call), "outputs": 1, "dir": "call_%02d" % c}
-        for c, call in enumerate(calls)]})
-    record["generation"] = {"prompt": LLM_PROMPT, "max_new_tokens": LLM_GREEDY_TOKENS}
-    return record
+    return _llm_record(model, form, out, spec["params"]["vocab_size"], lambda start, n: torch.tensor([start]),
+                       {"prompt": LLM_PROMPT, "max_new_tokens": LLM_GREEDY_TOKENS})
 
 
-def _llm_calls(vocab: int, positions) -> list:
-    """The stateful case of a language model: a prefill of zoo.LLM_PREFILL random tokens, then
-    zoo.LLM_DECODE_STEPS single tokens; `positions(start, n)` is the cache-position input of a call."""
+def _llm_record(model, form: str, out: pathlib.Path, vocab: int, positions, generation: dict) -> dict:
+    """The record of a language model, with its stateful case written: a prefill of zoo.LLM_PREFILL random
+    tokens, then zoo.LLM_DECODE_STEPS single tokens, on one loaded method; `positions(start, n)` is a call's
+    position input (its start, or one position per token)."""
     import torch
     import zoo
 
@@ -295,7 +283,13 @@ def _llm_calls(vocab: int, positions) -> list:
     for k in range(zoo.LLM_DECODE_STEPS):
         token = torch.randint(0, vocab, (1, 1), generator=generator)
         calls.append((token, positions(zoo.LLM_PREFILL + k, 1)))
-    return calls
+    record = {"model": model.name, "form": form, "stateful": True, "file": "program.pte", "data_files": [],
+              "tokenizer": "tokenizer.json", "cases": [], "generation": generation}
+    folder = out / "forward__0"
+    record["cases"].append({"method": "forward", "dir": folder.name, "calls": [
+        {"inputs": _write_arrays(folder / ("call_%02d" % c), "input", call), "outputs": 1, "dir": "call_%02d" % c}
+        for c, call in enumerate(calls)]})
+    return record
 
 
 def export_optimum(model, form: str, out: pathlib.Path) -> dict:
@@ -329,15 +323,8 @@ def export_optimum(model, form: str, out: pathlib.Path) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    calls = _llm_calls(params["vocab_size"], lambda start, n: torch.arange(start, start + n))
-    record = {"model": model.name, "form": form, "stateful": True, "file": "program.pte", "data_files": [],
-              "tokenizer": "tokenizer.json", "cases": []}
-    folder = out / "forward__0"
-    record["cases"].append({"method": "forward", "dir": folder.name, "calls": [
-        {"inputs": _write_arrays(folder / ("call_%02d" % c), "input", call), "outputs": 1, "dir": "call_%02d" % c}
-        for c, call in enumerate(calls)]})
-    record["generation"] = {"prompt": LLM_PROMPT, "max_new_tokens": LLM_GREEDY_TOKENS, "positions": "per_token"}
-    return record
+    return _llm_record(model, form, out, params["vocab_size"], lambda start, n: torch.arange(start, start + n),
+                       {"prompt": LLM_PROMPT, "max_new_tokens": LLM_GREEDY_TOKENS, "positions": "per_token"})
 
 
 def export_one(model, form: str, out: pathlib.Path) -> dict:
