@@ -1,6 +1,7 @@
 #include "compute/int4_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -85,11 +86,17 @@ void code_sums(const int8_t* x, size_t rows, size_t k, int32_t* out) {
   }
 }
 
-// The float epilogue shared by every implementation: out = clamp(sum * scale_r + bias, lo, hi) over `cols`.
+// The float epilogue shared by every implementation: out = clamp(sum * scale_r + bias, lo, hi) over `cols`,
+// the product rounded before the add. (GCC contracts a * b + c into a fused multiply-add in C++ wherever the
+// target has FMA, as the AVX2 tiles' callers do: the empty asm makes the product a value of its own there.)
 inline void store_row(const float* sum, float row_scale, const float* bias, float lo, float hi, size_t cols,
                       float* out) {
   for (size_t c = 0; c < cols; ++c) {
-    const float v = bias != nullptr ? sum[c] * row_scale + bias[c] : sum[c] * row_scale;
+    float v = sum[c] * row_scale;
+#if defined(__x86_64__) && defined(__GNUC__)
+    asm("" : "+x"(v));
+#endif
+    if (bias != nullptr) v += bias[c];
     out[c] = std::min(std::max(v, lo), hi);
   }
 }
@@ -114,7 +121,7 @@ void block_generic(const int8_t* x, const RowQuantParams* params, const int32_t*
           acc += u * x[r * k + i];
         }
         acc -= 8 * xsums[r * (k / 32) + c];
-        sum[lane] += static_cast<float>(acc) * w.scale(b * 8 + lane, c * 32 / gk);
+        sum[lane] = std::fma(static_cast<float>(acc), w.scale(b * 8 + lane, c * 32 / gk), sum[lane]);
       }
     }
     store_row(sum, params[r].scale, w.bias() != nullptr ? w.bias() + b * 8 : nullptr, lo, hi, cols,
@@ -125,12 +132,12 @@ void block_generic(const int8_t* x, const RowQuantParams* params, const int32_t*
 #if defined(__x86_64__) && defined(__GNUC__)
 // A hint to fetch the line at base + offset, which may lie past the end of base's array (a prefetch never
 // faults); the address is formed as an integer, since pointer arithmetic past the array is undefined.
-__attribute__((target("avx2"), always_inline)) inline void prefetch(const void* base, size_t offset) {
+__attribute__((target("avx2,fma"), always_inline)) inline void prefetch(const void* base, size_t offset) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(base) + offset), _MM_HINT_T0);
 }
 
 // Four bytes at p, in every 32-bit lane.
-__attribute__((target("avx2"), always_inline)) inline __m256i broadcast4(const int8_t* p) {
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i broadcast4(const int8_t* p) {
   int32_t v;
   __builtin_memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
@@ -138,7 +145,7 @@ __attribute__((target("avx2"), always_inline)) inline __m256i broadcast4(const i
 
 // The 8 scales of block b's group g, as floats.
 template <bool BF16>
-__attribute__((target("avx2"), always_inline)) inline __m256 load_scales(const Int4Weights& w, size_t b, size_t g) {
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 load_scales(const Int4Weights& w, size_t b, size_t g) {
   if constexpr (BF16) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_bf16(b, g)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -147,18 +154,18 @@ __attribute__((target("avx2"), always_inline)) inline __m256 load_scales(const I
   }
 }
 
-// sum += float(int16 pair sums widened - 8 * code sum) * scale: one run of 32 k folded into the float sums.
-__attribute__((target("avx2"), always_inline)) inline __m256 fold_run(__m256 sum, __m256i acc16, int32_t code_sum,
+// sum = fma(float(int16 pair sums widened - 8 * code sum), scale, sum): one run of 32 k folded into the sums.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 fold_run(__m256 sum, __m256i acc16, int32_t code_sum,
                                                                       __m256 scale) {
   const __m256i exact =
       _mm256_sub_epi32(_mm256_madd_epi16(acc16, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * code_sum));
-  return _mm256_add_ps(sum, _mm256_mul_ps(_mm256_cvtepi32_ps(exact), scale));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), scale, sum);
 }
 
 // acc += the int16 pair products of 8 k: the block's widened low and high nibbles with the codes at k, k + 4.
 // (The empty asm pins the running sum to a register there: without it GCC reassociates the unrolled integer
 // adds into a tree whose partial products it spills to the stack.)
-__attribute__((target("avx2"), always_inline)) inline __m256i madd8(__m256i acc, __m256i lo, __m256i hi,
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i madd8(__m256i acc, __m256i lo, __m256i hi,
                                                                     __m256i c0, __m256i c1) {
   acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(lo, c0));
   acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(hi, c1));
@@ -167,7 +174,7 @@ __attribute__((target("avx2"), always_inline)) inline __m256i madd8(__m256i acc,
 }
 
 // The 32 packed bytes of 8 k, widened: low nibbles (k .. k + 3 of each channel) and high (k + 4 .. k + 7).
-__attribute__((target("avx2"), always_inline)) inline void widen(const uint8_t* p, __m256i& lo, __m256i& hi) {
+__attribute__((target("avx2,fma"), always_inline)) inline void widen(const uint8_t* p, __m256i& lo, __m256i& hi) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   lo = _mm256_and_si256(v, low4);
@@ -178,13 +185,14 @@ __attribute__((target("avx2"), always_inline)) inline void widen(const uint8_t* 
 // lanes are its 8 channels' four k each; a row's 4 codes at k and at k + 4 are broadcast and multiplied with
 // _mm256_maddubs_epi16 (unsigned x signed bytes, adjacent pairs summed into int16). Over 32 k the int16
 // lanes add at most 8 * 2 * 15 * 128 = 30720 in magnitude; then they are widened to int32, corrected
-// (-8 * code sum), converted, scaled by their group's scale and added to the float sums, in k order: the
-// same operations, in the same order, as block_generic, so both give the same bits. Accumulators are named
+// (-8 * code sum), converted, and multiplied by their group's scale into the float sums with one fused
+// multiply-add, in k order: the same operations, in the same order, as block_generic, so both give the same
+// bits. Accumulators are named
 // variables, not arrays, so that GCC keeps them all in the 16 vector registers.
 //
 // 4 rows x 1 block (prefill: the widened weights serve four rows).
 template <bool BF16>
-__attribute__((target("avx2"), noinline)) void tile_4x1(const int8_t* x, size_t k, const RowQuantParams* params,
+__attribute__((target("avx2,fma"), noinline)) void tile_4x1(const int8_t* x, size_t k, const RowQuantParams* params,
                                               const int32_t* xsums, const Int4Weights& w, size_t b,
                                               float (*out_sum)[8]) {
   const size_t gk = w.group_k(), runs = k / 32;
@@ -226,7 +234,7 @@ __attribute__((target("avx2"), noinline)) void tile_4x1(const int8_t* x, size_t 
 
 // 1 row x NB blocks (decoding: the broadcast codes serve NB blocks), NB <= 4.
 template <int NB, bool BF16>
-__attribute__((target("avx2"), noinline)) void tile_1xn(const int8_t* x, size_t k, const RowQuantParams* params,
+__attribute__((target("avx2,fma"), noinline)) void tile_1xn(const int8_t* x, size_t k, const RowQuantParams* params,
                                               const int32_t* xsums, const Int4Weights& w, size_t b0,
                                               float (*out_sum)[NB * 8]) {
   static_assert(NB >= 1 && NB <= 4);
@@ -288,7 +296,7 @@ __attribute__((target("avx2"), noinline)) void tile_1xn(const int8_t* x, size_t 
 
 // One tile: 4 x 1 or 1 x NB.
 template <int MR, int NB, bool BF16>
-__attribute__((target("avx2"), always_inline)) inline void tile_avx2(const int8_t* x, size_t k,
+__attribute__((target("avx2,fma"), always_inline)) inline void tile_avx2(const int8_t* x, size_t k,
                                                                      const RowQuantParams* params,
                                                                      const int32_t* xsums, const Int4Weights& w,
                                                                      size_t b0, float (*sum)[NB * 8]) {
@@ -301,7 +309,7 @@ __attribute__((target("avx2"), always_inline)) inline void tile_avx2(const int8_
 }
 
 template <int MR, int NB>
-__attribute__((target("avx2"))) void tiles_avx2(const int8_t* x, const RowQuantParams* params,
+__attribute__((target("avx2,fma"))) void tiles_avx2(const int8_t* x, const RowQuantParams* params,
                                                 const int32_t* xsums, size_t rows, const Int4Weights& w,
                                                 size_t b0, float lo, float hi, float* out) {
   const size_t k = w.k(), n = w.n(), runs = k / 32;
@@ -322,8 +330,9 @@ __attribute__((target("avx2"))) void tiles_avx2(const int8_t* x, const RowQuantP
 }
 
 // Blocks [b0, b1) for every row: tiles of 4 rows x 1 block while 4 rows remain (the widened weights serve
-// four rows), then single rows over 4, 2 or 1 blocks (the broadcast codes serve several blocks).
-__attribute__((target("avx2"))) void blocks_avx2(const int8_t* x, const RowQuantParams* params,
+// four rows; 8 x 1, its sums in memory, measured slower), then single rows over 4, 2 or 1 blocks (the
+// broadcast codes serve several blocks).
+__attribute__((target("avx2,fma"))) void blocks_avx2(const int8_t* x, const RowQuantParams* params,
                                                  const int32_t* xsums, size_t rows, const Int4Weights& w, size_t b0,
                                                  size_t b1, float lo, float hi, float* out) {
   const size_t k = w.k(), n = w.n(), runs = k / 32;

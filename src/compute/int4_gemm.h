@@ -92,7 +92,8 @@ class Int4Weights {
 /// out[r, j] = clamp((sum_c float(sum_{k in c} x[r,k] * w[j,k]) * scale[j,g(c)] - zp_r * zp_term[j]) * scale_r
 ///                    + bias[j], lo, hi),
 /// c the runs of 32 consecutive k (g(c) the group holding run c): the run sums exact in int32, folded in
-/// float in k order, starting from -zp_r * zp_term[j] (so every implementation gives the same bits). `scratch` holds int4_gemm_scratch_ints(rows, w) int32s. With `pool` (not nullptr) the channel
+/// float in k order with one fused multiply-add each, starting from -zp_r * zp_term[j] (so every
+/// implementation gives the same bits). `scratch` holds int4_gemm_scratch_ints(rows, w) int32s. With `pool` (not nullptr) the channel
 /// blocks are split across its threads when the product is large enough to gain from it.
 void gemm_qd8_int4_f32(const int8_t* x, const RowQuantParams* params, size_t rows, const Int4Weights& w,
                        float out_min, float out_max, float* out, int32_t* scratch, ThreadPool* pool);

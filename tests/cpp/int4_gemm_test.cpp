@@ -62,8 +62,8 @@ struct Problem {
   }
 
   // The stated fold: the zero point's term first (its per-channel float computed as the packing states),
-  // then the exact sums of x * w over each run of 32 k, scaled by their group's scale, in k order, then the
-  // row scale and the bias.
+  // then the exact sums of x * w over each run of 32 k times their group's scale, each added with one fused
+  // multiply-add, in k order, then the row scale and the bias.
   std::vector<float> reference(bool with_bias, float lo, float hi) const {
     const size_t gk = c.group_size == 0 ? c.k : c.group_size, groups = c.k / gk;
     std::vector<float> out(c.rows * c.n);
@@ -79,7 +79,7 @@ struct Problem {
         for (size_t run = 0; run < c.k / 32; ++run) {
           int64_t acc = 0;
           for (size_t i = run * 32; i < (run + 1) * 32; ++i) acc += int64_t{x[r * c.k + i]} * w[j * c.k + i];
-          sum += static_cast<float>(acc) * scales[j * groups + run * 32 / gk];
+          sum = std::fma(static_cast<float>(acc), scales[j * groups + run * 32 / gk], sum);
         }
         const float v = with_bias ? sum * params[r].scale + bias[j] : sum * params[r].scale;
         out[r * c.n + j] = std::min(std::max(v, lo), hi);
@@ -120,8 +120,9 @@ const float kInf = std::numeric_limits<float>::infinity();
 // Rows cover the 4-row tile and each single-row tile width (4, 2, 1 blocks) and their remainders; channels
 // cover partial blocks; groups are per channel, 32, 64 and 128.
 const Case kCases[] = {
-    {1, 8, 32, 0},    {1, 1, 32, 32},   {1, 21, 64, 32},  {2, 40, 96, 32},   {3, 64, 128, 64},
-    {4, 24, 256, 128}, {5, 57, 64, 0},  {7, 33, 192, 64}, {9, 72, 576, 32},  {16, 48, 128, 128},
+    {1, 8, 32, 0},     {1, 1, 32, 32},   {1, 21, 64, 32},  {2, 40, 96, 32},   {3, 64, 128, 64},
+    {4, 24, 256, 128}, {5, 57, 64, 0},   {7, 33, 192, 64}, {9, 72, 576, 32},  {16, 48, 128, 128},
+    {13, 17, 64, 32},  {23, 40, 128, 0},
 };
 
 TEST(Int4Gemm, MatchesTheDefinitionBitForBitOnEveryImplementation) {
