@@ -284,10 +284,8 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
   const size_t group_size = blockwise ? w.group_size : 0;
   const Value xv = v.in(0);
   const std::string where = v.node.describe();
-  if (is_int4(w) && compute::Int4Weights::supports(k, group_size)) {
-    // 4-bit weights stay 4-bit (the bytes a decoding step streams halve).
-    auto packed = b.packed.hold(std::make_shared<const compute::Int4Weights>(w_nk.data(), units, k, scales, bias,
-                                                                              group_size));
+  // One step over either packing: `multiply(weights, codes, params, rows, out, scratch)` runs its GEMM.
+  auto add_step = [&](auto packed, auto multiply) {
     b.add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
       const size_t rows = rows_of(c);
@@ -296,26 +294,27 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
       }
       const auto* q = static_cast<const int8_t*>(c.data[in0]);
       const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
-      scratch.resize(compute::int4_gemm_scratch_ints(rows, *packed));
-      compute::gemm_qd8_int4_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]),
-                                 scratch.data(), &ThreadPool::current());
+      multiply(*packed, q, params, rows, static_cast<float*>(c.data[out0]), scratch);
     });
+  };
+  if (is_int4(w) && compute::Int4Weights::supports(k, group_size)) {
+    // 4-bit weights stay 4-bit (the bytes a decoding step streams halve).
+    add_step(b.packed.hold(std::make_shared<const compute::Int4Weights>(w_nk.data(), units, k, scales, bias,
+                                                                         group_size)),
+             [out_min, out_max](const compute::Int4Weights& weights, const int8_t* q, const DynamicQuantParams* p,
+                                size_t rows, float* out, std::vector<int32_t>& scratch) {
+               scratch.resize(compute::int4_gemm_scratch_ints(rows, weights));
+               compute::gemm_qd8_int4_f32(q, p, rows, weights, out_min, out_max, out, scratch.data(),
+                                          &ThreadPool::current());
+             });
     return;
   }
-  auto packed = b.packed.hold(std::make_shared<const QD8Weights>(
-      w_nk.data(), units, k, scales, bias, group_size));
-  b.add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
-    const Shape& s = c.shapes[in0];
-    const size_t rows = rows_of(c);
-    if (dynamic_quant_rows(xv, s) != rows) {
-      run_fail(where + ": dynamic quantization rows do not match the fully-connected rows");
-    }
-    const auto* q = static_cast<const int8_t*>(c.data[in0]);
-    const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
-    scratch.resize(qd8_scratch_ints(rows, *packed));
-    fully_connected_qd8_f32(q, params, rows, *packed, out_min, out_max, static_cast<float*>(c.data[out0]),
-                            scratch.data());
-  });
+  add_step(b.packed.hold(std::make_shared<const QD8Weights>(w_nk.data(), units, k, scales, bias, group_size)),
+           [out_min, out_max](const QD8Weights& weights, const int8_t* q, const DynamicQuantParams* p, size_t rows,
+                              float* out, std::vector<int32_t>& scratch) {
+             scratch.resize(qd8_scratch_ints(rows, weights));
+             fully_connected_qd8_f32(q, p, rows, weights, out_min, out_max, out, scratch.data());
+           });
 }
 
 }  // namespace
