@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/xnnpack/xnnpack_backend.h"
+#include "compute/int4_gemm.h"
 #include "compute/packed_gemm.h"
 #include "compute/weight_cache.h"
 #include "etnp/backend.h"
@@ -28,6 +29,7 @@ namespace {
 
 using etnp::testing::OwnedTensor;
 using testing::GraphBuilder;
+using testing::XNodeUnion;
 
 std::shared_ptr<Backend> xnnpack() { return find_backend("XnnpackBackend"); }
 
@@ -203,6 +205,55 @@ TEST(XnnpackWeightCache, DelegatesShareByMemoryAndPointer) {
   const std::vector<float> expected = TwoLayers::run(*off_a);
   EXPECT_TRUE(same_bits(TwoLayers::run(*on_a), expected));
   EXPECT_TRUE(same_bits(TwoLayers::run(*on_b), expected));
+}
+
+TEST(XnnpackWeightCache, DelegatesShareFourBitLinears) {
+  // An 8da4w linear (dynamically quantized activations, 4-bit weights in groups of 32, bf16 scales): the
+  // delegate's 4-bit packing is held once, the same bytes compute::Int4Weights packs, with the same results.
+  constexpr uint32_t kRows = 3, kIn = 64, kOut = 24, kGroup = 32;
+  std::vector<int8_t> codes(kOut * kIn);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<int8_t>(int(i * 7 % 16) - 8);
+  std::vector<uint8_t> nibbles(codes.size() / 2);
+  for (size_t i = 0; i < nibbles.size(); ++i) {
+    nibbles[i] = static_cast<uint8_t>((codes[2 * i] + 8) | ((codes[2 * i + 1] + 8) << 4));
+  }
+  std::vector<uint16_t> bf16(kOut * kIn / kGroup);
+  std::vector<float> scales;
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    bf16[i] = static_cast<uint16_t>(0x3C00 + i % 61);
+    const uint32_t bits = uint32_t(bf16[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    scales.push_back(f);
+  }
+  GraphBuilder g;
+  const uint32_t x = g.input({kRows, kIn}, 0), xq = g.dynamic_quant({kRows, kIn}, 1);
+  const uint32_t y = g.output({kRows, kOut}, 1);
+  g.unary(XNodeUnion::XNNConvert, x, xq);
+  g.fully_connected(xq, g.blockwise({kOut, kIn}, bf16, kGroup, g.constant(nibbles.data(), nibbles.size())),
+                    testing::kNoExt, y);
+  const auto payload = g.payload();
+  const size_t packed = compute::Int4Weights(codes.data(), kOut, kIn, scales.data(), nullptr, kGroup).bytes();
+  const auto start = packed_weight_cache_stats();
+  const auto off = init(payload, false);
+  const auto on_a = init(payload, true), on_b = init(payload, true);
+  ASSERT_EQ(packings(*on_a).size(), 1u);
+  EXPECT_EQ(packings(*on_a), packings(*on_b));
+  EXPECT_NE(packings(*on_a), packings(*off));
+  EXPECT_EQ(packed_weight_cache_stats().entries, start.entries + 1);
+  EXPECT_EQ(packed_weight_cache_stats().bytes, start.bytes + packed);
+  EXPECT_EQ(on_a->bytes(), off->bytes() - packed);
+  auto run = [&](DelegateHandle& h) {
+    auto in = OwnedTensor::make<float>(ScalarType::Float, {kRows, kIn}, pattern(kRows * kIn, 5));
+    auto out = OwnedTensor::make<float>(ScalarType::Float, {kRows, kOut}, {});
+    std::vector<EValue> args = {EValue::from_tensor(&in->tensor), EValue::from_tensor(&out->tensor)};
+    std::vector<EValue*> ptrs = {&args[0], &args[1]};
+    xnnpack()->execute(h, ptrs);
+    return out->values<float>();
+  };
+  const std::vector<float> expected = run(*off);
+  EXPECT_TRUE(same_bits(run(*on_a), expected));
+  EXPECT_TRUE(same_bits(run(*on_b), expected));
 }
 
 TEST(XnnpackWeightCache, EntriesGoWithTheirLastUser) {
