@@ -326,17 +326,22 @@ class LlamaCppRunner:
                                                 n_ubatch=MAX_SEQ, n_threads=threads, n_threads_batch=threads,
                                                 verbose=False)
 
+    def last_logits(self, llm):
+        # The last evaluated token's logits, from the context: llama-cpp-python 0.3 no longer copies them into
+        # Llama.scores unless logits_all=True (which would compute every prompt position's logits).
+        return self.np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+
     def generate(self, form, ids, new_tokens):
         np, llm = self.np, self.models[form]
         llm.reset()
         t0 = time.perf_counter()
         llm.eval(ids)
-        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        token = int(np.argmax(self.last_logits(llm)))
         t1 = time.perf_counter()
         out = [token]
         while len(out) < new_tokens:
             llm.eval([token])
-            token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            token = int(np.argmax(self.last_logits(llm)))
             out.append(token)
         t2 = time.perf_counter()
         return {"prefill_s": t1 - t0, "decode_s": t2 - t1, "prompt_tokens": len(ids), "ids": out}
