@@ -101,15 +101,15 @@ inline void store_row(const float* sum, float row_scale, const float* bias, floa
   }
 }
 
-// One block of 8 channels for rows [r0, r1), one value at a time: the definition.
-void block_generic(const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t r0, size_t r1,
+// One block of 8 channels for every row, one value at a time: the definition.
+void block_generic(const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t rows,
                    const Int4Weights& w, size_t b, float lo, float hi, float* out) {
   const size_t k = w.k(), gk = w.group_k(), n = w.n();
   const size_t cols = std::min<size_t>(8, n - b * 8);
   const uint8_t* packed = w.block(b);
   const size_t stride = w.run_stride(b);
   const float* zp_terms = w.zero_point_terms(b);
-  for (size_t r = r0; r < r1; ++r) {
+  for (size_t r = 0; r < rows; ++r) {
     float sum[8];
     for (size_t lane = 0; lane < 8; ++lane) sum[lane] = -static_cast<float>(params[r].zero_point) * zp_terms[lane];
     for (size_t c = 0; c < k / 32; ++c) {
@@ -187,8 +187,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void widen(const uint8
 // lanes add at most 8 * 2 * 15 * 128 = 30720 in magnitude; then they are widened to int32, corrected
 // (-8 * code sum), converted, and multiplied by their group's scale into the float sums with one fused
 // multiply-add, in k order: the same operations, in the same order, as block_generic, so both give the same
-// bits. Accumulators are named
-// variables, not arrays, so that GCC keeps them all in the 16 vector registers.
+// bits. Accumulators are named variables, not arrays, so that GCC keeps them all in the 16 vector registers.
 //
 // 4 rows x 1 block (prefill: the widened weights serve four rows).
 template <bool BF16>
@@ -379,7 +378,7 @@ void gemm_qd8_int4_f32(const int8_t* x, const RowQuantParams* params, size_t row
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx2) return blocks_avx2(x, params, scratch, rows, w, b0, b1, out_min, out_max, out);
 #endif
-    for (size_t b = b0; b < b1; ++b) block_generic(x, params, scratch, 0, rows, w, b, out_min, out_max, out);
+    for (size_t b = b0; b < b1; ++b) block_generic(x, params, scratch, rows, w, b, out_min, out_max, out);
   };
   // A parallel region costs a few microseconds of wake-up: worth it from about 128K multiply-adds (a 64 KB
   // weight read) per thread. Chunks of 4 blocks keep the one-row tile at its widest.

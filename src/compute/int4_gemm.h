@@ -93,8 +93,8 @@ class Int4Weights {
 ///                    + bias[j], lo, hi),
 /// c the runs of 32 consecutive k (g(c) the group holding run c): the run sums exact in int32, folded in
 /// float in k order with one fused multiply-add each, starting from -zp_r * zp_term[j] (so every
-/// implementation gives the same bits). `scratch` holds int4_gemm_scratch_ints(rows, w) int32s. With `pool` (not nullptr) the channel
-/// blocks are split across its threads when the product is large enough to gain from it.
+/// implementation gives the same bits). `scratch` holds int4_gemm_scratch_ints(rows, w) int32s. With `pool`
+/// (not nullptr) the channel blocks are split across its threads when the product is large enough to gain.
 void gemm_qd8_int4_f32(const int8_t* x, const RowQuantParams* params, size_t rows, const Int4Weights& w,
                        float out_min, float out_max, float* out, int32_t* scratch, ThreadPool* pool);
 inline size_t int4_gemm_scratch_ints(size_t rows, const Int4Weights& w) { return rows * (w.k() / 32); }

@@ -39,11 +39,13 @@ __attribute__((target("avx2,fma"))) void gemv_panels_avx2(const float* x, size_t
     __m256 c0 = _mm256_load_ps(packed_bias + p * kNr), c1 = _mm256_load_ps(packed_bias + p * kNr + 8);
     size_t i = 0;
     for (; i + 4 <= k; i += 4) {
-      // 1 KiB on: the stream's next lines, which the hardware prefetcher reaches too late at a panel's start.
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1024), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1088), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1152), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1216), _MM_HINT_T0);
+      // 1 KiB on: the stream's next four lines (these 4 k's 256 bytes), which the hardware prefetcher reaches
+      // too late at a panel's start. The address is an integer: it may lie past the array, where pointer
+      // arithmetic is undefined and a prefetch does nothing.
+      const uintptr_t next = reinterpret_cast<uintptr_t>(panel + i * kNr) + 1024;
+      for (uintptr_t line = 0; line < 256; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + line), _MM_HINT_T0);
+      }
       for (size_t j = 0; j < 4; ++j) {
         const __m256 a = _mm256_broadcast_ss(x + i + j);
         c0 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + (i + j) * kNr), c0);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "etnp/generator.h"
@@ -28,14 +29,18 @@ TensorSpec i64(std::vector<int32_t> sizes, ShapeDynamism d = ShapeDynamism::Stat
 
 enum class Signature { StartPosition, OneTokenStatic, PerTokenPositions };
 
-std::vector<uint8_t> positional_program(Signature signature, bool with_metadata = true) {
+// logit(p, j): row p's logit of token j, over `vocab` tokens (default: peaked at peak(p)).
+float peaked(int64_t p, int64_t j) { return -static_cast<float>(std::abs(j - peak(p))); }
+
+std::vector<uint8_t> positional_program(Signature signature, bool with_metadata = true,
+                                        float (*logit)(int64_t, int64_t) = peaked, int64_t vocab = kVocab) {
   format::ProgramWriter w;
   auto& m = w.add_method("forward");
-  std::vector<float> table(static_cast<size_t>(kMaxSeq * kVocab));
+  std::vector<float> table(static_cast<size_t>(kMaxSeq * vocab));
   for (int64_t p = 0; p < kMaxSeq; ++p) {
-    for (int64_t j = 0; j < kVocab; ++j) table[static_cast<size_t>(p * kVocab + j)] = -static_cast<float>(std::abs(j - peak(p)));
+    for (int64_t j = 0; j < vocab; ++j) table[static_cast<size_t>(p * vocab + j)] = logit(p, j);
   }
-  const int32_t weight = m.constant_tensor(writer_testing::f32({static_cast<int32_t>(kMaxSeq), static_cast<int32_t>(kVocab)}),
+  const int32_t weight = m.constant_tensor(writer_testing::f32({static_cast<int32_t>(kMaxSeq), static_cast<int32_t>(vocab)}),
                                            format::as_bytes(table));
   const auto bound = static_cast<int32_t>(kMaxSeq - 1);
   const bool per_token = signature == Signature::PerTokenPositions;
@@ -44,8 +49,8 @@ std::vector<uint8_t> positional_program(Signature signature, bool with_metadata 
                              : m.unplanned_tensor(i64({1, bound}, ShapeDynamism::DynamicBound));
   const int32_t positions = per_token ? m.unplanned_tensor(i64({bound}, ShapeDynamism::DynamicBound))
                                       : m.unplanned_tensor(i64({1}));
-  const int32_t logits = per_token ? m.planned_tensor(writer_testing::f32({bound, static_cast<int32_t>(kVocab)}, ShapeDynamism::DynamicBound))
-                                   : m.planned_tensor(writer_testing::f32({1, static_cast<int32_t>(kVocab)}));
+  const int32_t logits = per_token ? m.planned_tensor(writer_testing::f32({bound, static_cast<int32_t>(vocab)}, ShapeDynamism::DynamicBound))
+                                   : m.planned_tensor(writer_testing::f32({1, static_cast<int32_t>(vocab)}));
   const int32_t pad = m.int_value(-1), no = m.bool_value(false);
   m.kernel("aten::embedding.out", {weight, positions, pad, no, no, logits, logits});
   m.set_inputs({tokens, positions});
@@ -110,6 +115,35 @@ TEST(Generator, PerTokenPositionsSignatureReadsTheLastRow) {
   const auto logits = g.feed(std::vector<int64_t>{3, 3});
   ASSERT_EQ(logits.size(), static_cast<size_t>(kVocab));
   EXPECT_EQ(std::max_element(logits.begin(), logits.end()) - logits.begin(), peak(6));
+}
+
+TEST(Generator, NucleusSamplingDrawsOnlyFromTheNucleusHoweverLarge) {
+  // 512 tokens whose probabilities fall slowly with the id (logit -j / 64): at top_p 0.9 the nucleus is the
+  // first few hundred ids, far more than the first prefix the sampler sorts. Every draw must come from the
+  // nucleus the definition gives, and over many draws ids past that first prefix must appear.
+  constexpr int64_t vocab = 512;
+  const Program program = load_bytes(positional_program(Signature::StartPosition, /*with_metadata=*/false,
+                                                        [](int64_t, int64_t j) { return -static_cast<float>(j) / 64; },
+                                                        vocab));
+  double mass = 0, kept = 0;
+  for (int64_t j = 0; j < vocab; ++j) mass += std::exp(-static_cast<double>(j) / 64);
+  int64_t nucleus = 0;
+  while (kept < 0.9 * mass) kept += std::exp(-static_cast<double>(nucleus++) / 64);
+  ASSERT_GT(nucleus, 100);
+  Generator g(program);
+  GenerationOptions o;
+  o.temperature = 1.0;
+  o.top_p = 0.9;
+  o.max_new_tokens = 20;
+  int64_t highest = 0;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    o.seed = seed;
+    for (int64_t id : g.generate(std::vector<int64_t>{7}, o).ids) {
+      ASSERT_LT(id, nucleus) << "seed " << seed;
+      highest = std::max(highest, id);
+    }
+  }
+  EXPECT_GT(highest, 64);
 }
 
 TEST(Generator, WithoutMetadataMethodsTheBoundsComeFromTheSignature) {

@@ -66,15 +66,20 @@ struct TwoLayers {
     g.fully_connected(mid, g.f32_constant({kOut, kMid}, w2), testing::kNoExt, out);
     return g.payload();
   }
-  static std::vector<float> run(DelegateHandle& handle) {
-    auto x = OwnedTensor::make<float>(ScalarType::Float, {kRows, kIn}, pattern(kRows * kIn, 4));
-    auto y = OwnedTensor::make<float>(ScalarType::Float, {kRows, kOut}, {});
-    std::vector<EValue> args = {EValue::from_tensor(&x->tensor), EValue::from_tensor(&y->tensor)};
-    std::vector<EValue*> ptrs = {&args[0], &args[1]};
-    xnnpack()->execute(handle, ptrs);
-    return y->values<float>();
-  }
+  static std::vector<float> run(DelegateHandle& handle);
 };
+
+// Executes a delegate of one [rows, in] -> [rows, out] float graph on pattern(rows * in, seed).
+std::vector<float> run_rows(DelegateHandle& handle, int32_t rows, int32_t in, int32_t out, int seed) {
+  auto x = OwnedTensor::make<float>(ScalarType::Float, {rows, in}, pattern(size_t(rows) * size_t(in), seed));
+  auto y = OwnedTensor::make<float>(ScalarType::Float, {rows, out}, {});
+  std::vector<EValue> args = {EValue::from_tensor(&x->tensor), EValue::from_tensor(&y->tensor)};
+  std::vector<EValue*> ptrs = {&args[0], &args[1]};
+  xnnpack()->execute(handle, ptrs);
+  return y->values<float>();
+}
+
+std::vector<float> TwoLayers::run(DelegateHandle& handle) { return run_rows(handle, kRows, kIn, kOut, 4); }
 
 std::unique_ptr<DelegateHandle> init(const std::vector<uint8_t>& payload, std::optional<bool> cache) {
   BackendOptions options;
@@ -243,14 +248,7 @@ TEST(XnnpackWeightCache, DelegatesShareFourBitLinears) {
   EXPECT_EQ(packed_weight_cache_stats().entries, start.entries + 1);
   EXPECT_EQ(packed_weight_cache_stats().bytes, start.bytes + packed);
   EXPECT_EQ(on_a->bytes(), off->bytes() - packed);
-  auto run = [&](DelegateHandle& h) {
-    auto in = OwnedTensor::make<float>(ScalarType::Float, {kRows, kIn}, pattern(kRows * kIn, 5));
-    auto out = OwnedTensor::make<float>(ScalarType::Float, {kRows, kOut}, {});
-    std::vector<EValue> args = {EValue::from_tensor(&in->tensor), EValue::from_tensor(&out->tensor)};
-    std::vector<EValue*> ptrs = {&args[0], &args[1]};
-    xnnpack()->execute(h, ptrs);
-    return out->values<float>();
-  };
+  auto run = [&](DelegateHandle& h) { return run_rows(h, kRows, kIn, kOut, 5); };
   const std::vector<float> expected = run(*off);
   EXPECT_TRUE(same_bits(run(*on_a), expected));
   EXPECT_TRUE(same_bits(run(*on_b), expected));
