@@ -2,23 +2,50 @@
 
 #include <cpuinfo.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace etnp {
 namespace {
-std::atomic<bool> portable_forced{false};
-}  // namespace
 
-bool has_avx2_fma() {
+CpuLevel detected_level() {
 #if defined(__x86_64__) || defined(__i386__)
   // cpuinfo_initialize() is idempotent; a failure (an unreadable /proc, say) leaves the portable kernels.
-  static const bool yes = cpuinfo_initialize() && cpuinfo_has_x86_avx2() && cpuinfo_has_x86_fma3();
-  return yes && !portable_forced.load(std::memory_order_relaxed);
+  // cpuinfo reports an AVX-512 feature only where the OS saves the 512-bit state.
+  if (!cpuinfo_initialize() || !cpuinfo_has_x86_avx2() || !cpuinfo_has_x86_fma3()) return CpuLevel::portable;
+  if (cpuinfo_has_x86_avx512f() && cpuinfo_has_x86_avx512bw() && cpuinfo_has_x86_avx512vl() &&
+      cpuinfo_has_x86_avx512vnni()) {
+    return CpuLevel::avx512_vnni;
+  }
+  return CpuLevel::avx2_fma;
 #else
-  return false;
+  return CpuLevel::portable;
 #endif
 }
 
-void force_portable_kernels(bool on) { portable_forced.store(on, std::memory_order_relaxed); }
+std::atomic<CpuLevel> level_cap{CpuLevel::avx512_vnni};
+
+}  // namespace
+
+CpuLevel cpu_level() {
+  static const CpuLevel detected = detected_level();
+  return std::min(detected, level_cap.load(std::memory_order_relaxed));
+}
+
+bool has_avx2_fma() { return cpu_level() >= CpuLevel::avx2_fma; }
+
+void cap_cpu_level(CpuLevel max) { level_cap.store(max, std::memory_order_relaxed); }
+
+const char* cpu_level_name(CpuLevel level) {
+  switch (level) {
+    case CpuLevel::portable:
+      return "portable";
+    case CpuLevel::avx2_fma:
+      return "avx2_fma";
+    case CpuLevel::avx512_vnni:
+      return "avx512_vnni";
+  }
+  return "unknown";
+}
 
 }  // namespace etnp

@@ -1,6 +1,6 @@
 // compute::gemm_qd8_int4_f32 against its definition (exact int64 group sums, then the float fold it states),
-// on every tile shape, on both implementations (AVX2 and the portable one), split across threads or not,
-// against the exact value in doubles, and against the delegate's int8-packed kernel.
+// on every tile shape, on each implementation this CPU can run (AVX-512 VNNI, AVX2, the portable one), split
+// across threads or not, against the exact value in doubles, and against the delegate's int8-packed kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,6 +117,35 @@ void expect_bits_equal(const std::vector<float>& got, const std::vector<float>& 
 
 const float kInf = std::numeric_limits<float>::infinity();
 
+// The kernel's name at each vector level.
+const char* kernel_at(CpuLevel level) {
+  switch (level) {
+    case CpuLevel::avx512_vnni:
+      return "avx512_vnni";
+    case CpuLevel::avx2_fma:
+      return "avx2";
+    case CpuLevel::portable:
+      break;
+  }
+  return "generic";
+}
+
+// Calls fn(level) with cpu_level() capped at each level this CPU has, the portable one first; the cap is
+// lifted afterwards, a failed assertion included.
+template <class Fn>
+void at_each_level(Fn fn) {
+  struct Lift {
+    ~Lift() { cap_cpu_level(CpuLevel::avx512_vnni); }
+  } lift;
+  const CpuLevel top = cpu_level();
+  for (CpuLevel level : {CpuLevel::portable, CpuLevel::avx2_fma, CpuLevel::avx512_vnni}) {
+    if (level > top) break;
+    cap_cpu_level(level);
+    ASSERT_STREQ(int4_gemm_kernel_name(), kernel_at(level));
+    fn(level);
+  }
+}
+
 // Rows cover the 4-row tile and each single-row tile width (4, 2, 1 blocks) and their remainders; channels
 // cover partial blocks; groups are per channel, 32, 64 and 128.
 const Case kCases[] = {
@@ -141,11 +170,9 @@ TEST(Int4Gemm, MatchesTheDefinitionBitForBitOnEveryImplementation) {
               << r << "," << j;
         }
       }
-      expect_bits_equal(p.run(packed, nullptr, -kInf, kInf), want, c, int4_gemm_kernel_name());
-      force_portable_kernels(true);
-      EXPECT_STREQ(int4_gemm_kernel_name(), "generic");
-      expect_bits_equal(p.run(packed, nullptr, -kInf, kInf), want, c, "generic");
-      force_portable_kernels(false);
+      at_each_level([&](CpuLevel level) {
+        expect_bits_equal(p.run(packed, nullptr, -kInf, kInf), want, c, cpu_level_name(level));
+      });
     }
   }
 }
@@ -156,7 +183,10 @@ TEST(Int4Gemm, ExtremeValuesDoNotOverflowThePartialSums) {
   for (const Case& c : {Case{1, 16, 64, 32}, Case{4, 8, 128, 0}, Case{6, 16, 256, 128}}) {
     const Problem p(c, 7, /*extremes=*/true);
     const Int4Weights packed = p.pack();
-    expect_bits_equal(p.run(packed, nullptr, -kInf, kInf), p.reference(true, -kInf, kInf), c, "extremes");
+    at_each_level([&](CpuLevel level) {
+      expect_bits_equal(p.run(packed, nullptr, -kInf, kInf), p.reference(true, -kInf, kInf), c,
+                        cpu_level_name(level));
+    });
   }
 }
 
@@ -164,9 +194,11 @@ TEST(Int4Gemm, ClampsToTheOutputRange) {
   const Case c{3, 20, 64, 32};
   const Problem p(c, 11);
   const Int4Weights packed = p.pack();
-  const auto got = p.run(packed, nullptr, -0.25f, 0.5f);
-  expect_bits_equal(got, p.reference(true, -0.25f, 0.5f), c, "clamped");
-  EXPECT_GT(std::count(got.begin(), got.end(), 0.5f) + std::count(got.begin(), got.end(), -0.25f), 0);
+  at_each_level([&](CpuLevel level) {
+    const auto got = p.run(packed, nullptr, -0.25f, 0.5f);
+    expect_bits_equal(got, p.reference(true, -0.25f, 0.5f), c, cpu_level_name(level));
+    EXPECT_GT(std::count(got.begin(), got.end(), 0.5f) + std::count(got.begin(), got.end(), -0.25f), 0);
+  });
 }
 
 TEST(Int4Gemm, SplitAcrossThreadsGivesTheSameBits) {
@@ -175,7 +207,10 @@ TEST(Int4Gemm, SplitAcrossThreadsGivesTheSameBits) {
   for (const Case& c : {Case{1, 1536, 576, 32}, Case{5, 512, 512, 128}, Case{1, 1000, 384, 0}}) {
     const Problem p(c, 21);
     const Int4Weights packed = p.pack();
-    expect_bits_equal(p.run(packed, &pool, -kInf, kInf), p.run(packed, nullptr, -kInf, kInf), c, "2 threads");
+    at_each_level([&](CpuLevel level) {
+      expect_bits_equal(p.run(packed, &pool, -kInf, kInf), p.run(packed, nullptr, -kInf, kInf), c,
+                        cpu_level_name(level));
+    });
   }
 }
 
@@ -199,7 +234,7 @@ TEST(Int4Gemm, AgreesWithTheInt8PackedKernel) {
 TEST(Int4Gemm, KeepsBfloat16ScalesAsBfloat16) {
   // Scales that are bfloat16 values (ExecuTorch's 8da4w block scales) are stored in 2 bytes, others in 4;
   // both give the definition's bits.
-  const Case c{3, 16, 128, 32};
+  const Case c{6, 40, 128, 32};  // the 4-row tiles over a pair and a single block, then single rows
   Problem p(c, 41);
   const Int4Weights f32 = p.pack();
   EXPECT_FALSE(f32.bf16_scales());
@@ -212,10 +247,9 @@ TEST(Int4Gemm, KeepsBfloat16ScalesAsBfloat16) {
   const Int4Weights bf16 = p.pack();
   EXPECT_TRUE(bf16.bf16_scales());
   EXPECT_LT(bf16.bytes(), f32.bytes());
-  expect_bits_equal(p.run(bf16, nullptr, -kInf, kInf), p.reference(true, -kInf, kInf), c, "bf16 scales");
-  force_portable_kernels(true);
-  expect_bits_equal(p.run(bf16, nullptr, -kInf, kInf), p.reference(true, -kInf, kInf), c, "bf16 scales, generic");
-  force_portable_kernels(false);
+  at_each_level([&](CpuLevel level) {
+    expect_bits_equal(p.run(bf16, nullptr, -kInf, kInf), p.reference(true, -kInf, kInf), c, cpu_level_name(level));
+  });
 }
 
 TEST(Int4Gemm, SupportsOnlyWholeRunsOf32) {
