@@ -34,7 +34,8 @@ inline const float* row_segment(const void* a, size_t a_stride, int i, size_t s)
 
 template <bool Indirect, int MR>
 void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
-                    float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+                    float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
+                    const float* /*next_panel: no prefetch in the portable loops*/) {
   float acc[MR][kNr] = {};
   for (int i = 0; i < MR; ++i) {
     if (accumulate) {
@@ -90,7 +91,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* 
 template <bool Indirect, int MR>
 __attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a, size_t a_stride, size_t seg_k,
                                                      const float* panel, const float* bias, float lo, float hi,
-                                                     float* c, size_t ldc, size_t nr, bool accumulate, bool clamp) {
+                                                     float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
+                                                     const float* next_panel) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   // The last panel's columns past n are padding: only the first nr are loaded and stored.
   const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lane);
@@ -114,6 +116,8 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a,
     const float* a4 = MR > 4 ? row_segment<Indirect, MR>(a, a_stride, 4, s) : a0;
     const float* a5 = MR > 5 ? row_segment<Indirect, MR>(a, a_stride, 5, s) : a0;
     for (size_t p = 0; p < seg_k; ++p) {
+      // (Direct only: an indirect caller passes no next panel.)
+      if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + p * kNr), _MM_HINT_T0);
       const __m256 w0 = _mm256_loadu_ps(panel);
       const __m256 w1 = _mm256_loadu_ps(panel + 8);
       panel += kNr;
@@ -162,7 +166,7 @@ template <bool Indirect, int MR>
 __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const void* a, size_t a_stride,
                                                             size_t seg_k, const float* panel, const float* bias,
                                                             float lo, float hi, float* c, size_t ldc, size_t nr,
-                                                            bool accumulate, bool clamp) {
+                                                            bool accumulate, bool clamp, const float* /*next_panel*/) {
   const __m256i mask =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const __m256 b = _mm256_loadu_ps(bias);
@@ -190,7 +194,7 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
 #endif
 
 using Kernel = void (*)(size_t, const void*, size_t, size_t, const float*, const float*, float, float, float*, size_t,
-                        size_t, bool, bool);
+                        size_t, bool, bool, const float*);
 
 template <bool Indirect>
 Kernel kernel_for(size_t mr) {
@@ -220,7 +224,7 @@ Kernel kernel_for(size_t mr) {
 // the matrix (direct) or the row pointers (indirect); row r's tile starts at a + r * a_stride either way.
 template <bool Indirect, typename A>
 void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k, const float* panel,
-               const GemmPanelOut& out) {
+               const GemmPanelOut& out, const float* next_panel) {
   alignas(32) static constexpr float kZero[kNr] = {};
   const float* bias = out.bias != nullptr ? out.bias : kZero;
   const size_t nr = out.cols;
@@ -237,27 +241,28 @@ void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg
                                          kernel_narrow_avx2<Indirect, 8>};
     for (size_t r = 0; r < rows; r += kMrNarrow) {
       kNarrow[std::min(kMrNarrow, rows - r)](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi,
-                                             out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp);
+                                             out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp, nullptr);
     }
     return;
   }
 #endif
   for (size_t r = 0; r < rows; r += kMr) {
     kernel_for<Indirect>(std::min(kMr, rows - r))(segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo,
-                                                  out.hi, out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp);
+                                                  out.hi, out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp,
+                                                  r == 0 ? next_panel : nullptr);
   }
 }
 
 }  // namespace
 
 void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
-                    const GemmPanelOut& out) {
-  run_panel<false>(a, a_stride, rows, 1, k, panel, out);
+                    const GemmPanelOut& out, const float* next_panel) {
+  run_panel<false>(a, a_stride, rows, 1, k, panel, out, next_panel);
 }
 
 void gemm_panel_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,
                              const float* panel, const GemmPanelOut& out) {
-  run_panel<true>(a, a_stride, rows, segs, seg_k, panel, out);
+  run_panel<true>(a, a_stride, rows, segs, seg_k, panel, out, nullptr);
 }
 
 }  // namespace etnp::compute

@@ -27,8 +27,10 @@ struct GemmPanelOut {
 };
 
 /// C[rows x cols] (+)= A[rows x k] * panel[k x 16], row r of A being the k floats at a + r * a_stride.
+/// `next_panel` (or null): the k x 16 floats the caller multiplies next, fetched into the cache while the
+/// first tile runs (one line per k step), so that weights streaming from memory do not stall its start.
 void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
-                    const GemmPanelOut& out);
+                    const GemmPanelOut& out, const float* next_panel = nullptr);
 
 /// The same with indirect rows: row r of A is `segs` runs of seg_k floats, run s starting at a[r * a_stride + s]
 /// (a convolution points them into its input); the panel holds the runs' weights one after another.

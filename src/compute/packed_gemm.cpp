@@ -118,7 +118,18 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
         const float* bias = packed_bias + p * kNr;
         const size_t nr = std::min(kNr, n_ - p * kNr);
         const GemmPanelOut panel_out{out + r0 * n_ + p * kNr, n_, nr, bias, !first, last, out_min, out_max};
-        gemm_panel_f32(in + r0 * in_stride + k0, in_stride, r1 - r0, kc, panel, panel_out);
+        // The block the next call reads: the next panel's, or after the last panel the first one's, for the
+        // next row block or else the next K block. (The weights come from memory once per call: every tile of
+        // the rows reads a block after the first.)
+        const float* next = nullptr;
+        if (p + 1 < p_end) {
+          next = panel + k_ * kNr;
+        } else if (r1 < rows) {
+          next = packed + (p_begin * k_ + k0) * kNr;
+        } else if (!last) {
+          next = packed + (p_begin * k_ + k0 + kc) * kNr;
+        }
+        gemm_panel_f32(in + r0 * in_stride + k0, in_stride, r1 - r0, kc, panel, panel_out, next);
       }
     }
     if (k_ == 0) break;
