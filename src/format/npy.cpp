@@ -45,6 +45,12 @@ std::string dict_value(const std::string& header, const std::string& key) {
   return header.substr(p, e - p);
 }
 
+// Header text for a message: trailing padding dropped, at most 80 bytes.
+std::string short_text(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n')) s.pop_back();
+  return s.size() > 80 ? s.substr(0, 80) + "..." : s;
+}
+
 }  // namespace
 
 int64_t NpyArray::numel() const {
@@ -72,7 +78,11 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
   const std::string descr = dict_value(header, "descr");
   const std::string fortran = dict_value(header, "fortran_order");
   const std::string shape_text = dict_value(header, "shape");
-  if (descr.size() < 3 || shape_text.empty()) fail(name, "cannot read the header '" + header + "'");
+  if (descr.find('O') != std::string::npos) {
+    fail(name, "unsupported dtype '" + short_text(descr) + "': object arrays (pickled Python objects) are not "
+               "supported; save a numeric array");
+  }
+  if (descr.size() < 3 || shape_text.empty()) fail(name, "cannot read the header '" + short_text(header) + "'");
   if (descr[0] == '>') fail(name, "big-endian data ('" + descr + "') is not supported; use little-endian");
   NpyArray a;
   bool found = false;
@@ -82,7 +92,7 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
       found = true;
     }
   }
-  if (!found) fail(name, "unsupported dtype '" + descr + "'");
+  if (!found) fail(name, "unsupported dtype '" + short_text(descr) + "'");
   // shape like (2, 3) or (4,) or ()
   size_t p = 1;
   while (p < shape_text.size()) {
@@ -90,8 +100,10 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
     if (p >= shape_text.size() || shape_text[p] == ')') break;
     size_t e = p;
     while (e < shape_text.size() && std::isdigit(static_cast<unsigned char>(shape_text[e]))) ++e;
-    if (e == p) fail(name, "bad shape '" + shape_text + "'");
-    a.shape.push_back(std::stoll(shape_text.substr(p, e - p)));
+    if (e == p || e - p > 18) fail(name, "bad shape '" + short_text(shape_text) + "'");
+    int64_t dim = 0;
+    for (size_t i = p; i < e; ++i) dim = dim * 10 + (shape_text[i] - '0');
+    a.shape.push_back(dim);
     p = e;
   }
   const size_t elem = element_size(a.dtype);
@@ -164,6 +176,64 @@ std::vector<uint8_t> encode_npy(ScalarType dtype, const std::vector<int64_t>& sh
   if (n > 0) out.insert(out.end(), p, p + n * static_cast<int64_t>(element_size(dtype)));
   return out;
 }
+
+namespace {
+
+// The header of a version 1.0 .npy: `dict`, padded so that the data starts on a 64-byte boundary, ending in '\n'.
+std::vector<uint8_t> npy_header(std::string dict) {
+  const size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict += '\n';
+  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(static_cast<uint8_t>(dict.size() & 0xff));
+  out.push_back(static_cast<uint8_t>(dict.size() >> 8));
+  out.insert(out.end(), dict.begin(), dict.end());
+  return out;
+}
+
+// UTF-8 -> code points; a byte that does not start a valid sequence reads as U+FFFD.
+std::vector<uint32_t> code_points(const std::string& text) {
+  std::vector<uint32_t> out;
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (s[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    out.push_back(ok ? cp : 0xFFFD);
+    i += ok ? len : 1;
+  }
+  return out;
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw Error(ErrorKind::InvalidArgument, "cannot write '" + path + "'");
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_npy_string(const std::string& utf8) {
+  const std::vector<uint32_t> cps = code_points(utf8);
+  // numpy gives an empty string the dtype '<U1' (one NUL code point).
+  const size_t width = cps.empty() ? 1 : cps.size();
+  std::vector<uint8_t> out = npy_header("{'descr': '<U" + std::to_string(width) + "', 'fortran_order': False, 'shape': (), }");
+  for (size_t i = 0; i < width; ++i) {
+    const uint32_t cp = i < cps.size() ? cps[i] : 0;
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(cp >> (8 * b)));  // UTF-32LE
+  }
+  return out;
+}
+
+void write_npy_string(const std::string& path, const std::string& utf8) { write_bytes(path, encode_npy_string(utf8)); }
 
 void write_npy(const std::string& path, ScalarType dtype, const std::vector<int64_t>& shape, const void* data) {
   const auto bytes = encode_npy(dtype, shape, data);
