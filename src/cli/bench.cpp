@@ -34,37 +34,6 @@ double peak_rss_mb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// "--shape 0=1x3x224x224" -> input 0 gets that shape.
-std::vector<std::vector<int64_t>> parse_shapes(const std::vector<std::string>& specs, size_t num_inputs) {
-  std::vector<std::vector<int64_t>> shapes(num_inputs);
-  for (const auto& s : specs) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos) usage_error("--shape takes INDEX=D0xD1x..., got '" + s + "'");
-    int64_t parsed = 0;
-    if (!parse_int(s.substr(0, eq), &parsed) || parsed < 0) {
-      usage_error("--shape takes INDEX=D0xD1x... with INDEX an input number, got '" + s + "'");
-    }
-    const auto index = static_cast<size_t>(parsed);
-    if (index >= num_inputs) usage_error("--shape names input " + std::to_string(index) + "; the method has " +
-                                         std::to_string(num_inputs));
-    std::vector<int64_t> dims;
-    size_t p = eq + 1;
-    while (p <= s.size()) {
-      size_t x = s.find('x', p);
-      if (x == std::string::npos) x = s.size();
-      if (x == p) usage_error("bad shape in '" + s + "'");
-      int64_t dim = 0;
-      if (!parse_int(s.substr(p, x - p), &dim) || dim < 0) {
-        usage_error("--shape takes INDEX=D0xD1x... with non-negative sizes, got '" + s + "'");
-      }
-      dims.push_back(dim);
-      p = x + 1;
-    }
-    shapes[index] = dims;
-  }
-  return shapes;
-}
-
 }  // namespace
 
 int run_bench(Args& args) {
@@ -74,7 +43,9 @@ int run_bench(Args& args) {
   const auto iters = static_cast<int>(args.int_value("--iters", 50, 1, 100000000));
   const auto threads = static_cast<int>(args.int_value("--threads", 0, 0, 1024));
   const auto shape_specs = args.values("--shape");
-  const auto input_specs = args.values("--input");  // stored inputs (e.g. a KV-cache position); random otherwise
+  const auto input_specs = args.values("--input");  // stored inputs (e.g. a KV-cache position); filled otherwise
+  const std::string fill = fill_value(args, "random");
+  const auto seed = static_cast<uint64_t>(args.int_value("--seed", 0));
   const bool json = args.has_flag("--json");
   const bool profile = args.has_flag("--profile");
   const auto files = args.positionals();
@@ -83,12 +54,13 @@ int run_bench(Args& args) {
   if (threads > 0) ThreadPool::global().set_num_threads(static_cast<size_t>(threads));
   options.enable_profiling = profile;
   const auto load_start = Clock::now();
-  Program program = Program::load_file(files[0], options);
+  Program program = load_program(files[0], options);
   auto method = program.load_method(method_name);
   const double load_ms = ms_since(load_start);
 
-  PreparedInputs inputs =
-      prepare_inputs(method->meta(), input_specs, "random", 0, parse_shapes(shape_specs, method->meta().inputs.size()));
+  PreparedInputs inputs = prepare_inputs(method->meta(), input_specs, fill, seed,
+                                         parse_shapes(shape_specs, method->meta().inputs.size()),
+                                         integer_input_uses(files[0], method_name));
   for (int i = 0; i < warmup; ++i) method->execute(inputs.values);
   method->clear_profile_events();
 

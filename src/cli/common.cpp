@@ -1,5 +1,10 @@
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -76,7 +81,7 @@ int64_t Args::int_value(const std::string& option, int64_t fallback, int64_t min
   const auto v = single_value(option);
   if (!v) return fallback;
   int64_t n = 0;
-  if (!parse_int(*v, &n)) usage_error(option + " takes an integer, got '" + *v + "'");
+  if (!parse_int(*v, &n)) usage_error(option + " takes an integer, got '" + shortened(*v) + "'");
   if (n < min || n > max) {
     usage_error(option + " must be " + (max == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(min)
                                                                                     : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]") +
@@ -89,8 +94,12 @@ double Args::double_value(const std::string& option, double fallback, double min
   const auto v = single_value(option);
   if (!v) return fallback;
   double d = 0;
-  if (!parse_double(*v, &d)) usage_error(option + " takes a number, got '" + *v + "'");
-  if (d < min || d > max) usage_error(option + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + *v);
+  if (!parse_double(*v, &d)) usage_error(option + " takes a number, got '" + shortened(*v) + "'");
+  if (d < min || d > max) {
+    char range[96];
+    std::snprintf(range, sizeof range, "[%g, %g]", min, max);
+    usage_error(option + " must be in " + range + ", got " + shortened(*v));
+  }
   return d;
 }
 
@@ -99,7 +108,7 @@ std::vector<std::string> Args::positionals() {
   for (size_t i = 0; i < args_.size(); ++i) {
     if (used_[i]) continue;
     if (args_[i].size() > 1 && args_[i][0] == '-' && !std::isdigit(static_cast<unsigned char>(args_[i][1]))) {
-      usage_error("unknown option '" + args_[i] + "'");
+      usage_error("unknown option '" + shortened(args_[i]) + "' (try --help)");
     }
     out.push_back(args_[i]);
   }
@@ -108,16 +117,104 @@ std::vector<std::string> Args::positionals() {
 
 void usage_error(const std::string& message) { throw Error(ErrorKind::InvalidArgument, message); }
 
+std::string shortened(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return s.substr(0, cut) + "...";
+}
+
 LoadOptions load_options_from(Args& args) {
   LoadOptions options;
   options.data_files = args.values("--data");
   return options;
 }
 
+Program load_program(const std::string& path, const LoadOptions& options) {
+  try {
+    return Program::load_file(path, options);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::ProgramLoadError) throw;
+    // A .ptd (FlatTensor) file has the identifier "FT01" where a program has "ET12".
+    char head[8] = {};
+    std::ifstream in(path, std::ios::binary);
+    if (in.read(head, sizeof head) && std::memcmp(head + 4, "FT", 2) == 0) {
+      throw Error(ErrorKind::ProgramLoadError, std::string(e.what()) + "; '" + shortened(path) +
+                                                   "' is a .ptd data file: pass it with --data, after the .pte "
+                                                   "program that uses it");
+    }
+    throw;
+  }
+}
+
+void make_directories(const std::string& dir, const std::string& flag) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) usage_error(flag + " '" + shortened(dir) + "' exists and is not a directory");
+    return;
+  }
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) make_directories(dir.substr(0, slash), flag);
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    usage_error(flag + ": cannot create the directory '" + shortened(dir) + "': " + std::strerror(errno));
+  }
+}
+
+std::string fill_value(Args& args, const std::string& fallback) {
+  const std::string fill = args.value("--fill", fallback);
+  if (!fill.empty() && fill != "ones" && fill != "zeros" && fill != "random") {
+    usage_error("--fill takes ones, zeros or random, got '" + shortened(fill) + "'");
+  }
+  return fill;
+}
+
+// "--shape 0=1x3x224x224" -> input 0 gets that shape.
+std::vector<std::vector<int64_t>> parse_shapes(const std::vector<std::string>& specs, size_t num_inputs) {
+  std::vector<std::vector<int64_t>> shapes(num_inputs);
+  for (const auto& s : specs) {
+    const std::string shown = shortened(s);
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos) usage_error("--shape takes INDEX=D0xD1x..., got '" + shown + "'");
+    int64_t parsed = 0;
+    if (!parse_int(s.substr(0, eq), &parsed) || parsed < 0) {
+      usage_error("--shape takes INDEX=D0xD1x... with INDEX an input number, got '" + shown + "'");
+    }
+    if (static_cast<uint64_t>(parsed) >= num_inputs) {
+      usage_error("--shape names input " + std::to_string(parsed) + "; the method has " + std::to_string(num_inputs) +
+                  " input" + (num_inputs == 1 ? "" : "s"));
+    }
+    std::vector<int64_t> dims;
+    size_t p = eq + 1;
+    while (p <= s.size()) {
+      size_t x = s.find('x', p);
+      if (x == std::string::npos) x = s.size();
+      int64_t dim = 0;
+      if (x == p || !parse_int(s.substr(p, x - p), &dim) || dim < 0) {
+        usage_error("--shape takes INDEX=D0xD1x... with non-negative sizes, got '" + shown + "'");
+      }
+      dims.push_back(dim);
+      p = x + 1;
+    }
+    shapes[static_cast<size_t>(parsed)] = dims;
+  }
+  return shapes;
+}
+
 namespace {
 
+// The largest value of an integer dtype that --fill writes (the value range of the smaller types).
+int64_t integer_max(ScalarType t) {
+  switch (t) {
+    case ScalarType::Char: return 127;
+    case ScalarType::Byte: return 255;
+    case ScalarType::Short: return 32767;
+    case ScalarType::Int: return 2147483647;
+    default: return std::numeric_limits<int64_t>::max();
+  }
+}
+
 format::NpyArray filled_array(const TensorInfo& info, const std::vector<int64_t>& shape, const std::string& fill,
-                              std::mt19937_64& rng) {
+                              const InputUse& use, std::mt19937_64& rng) {
   format::NpyArray a;
   a.dtype = info.dtype;
   a.shape = shape;
@@ -125,21 +222,35 @@ format::NpyArray filled_array(const TensorInfo& info, const std::vector<int64_t>
   const size_t elem = element_size(info.dtype);
   a.data.assign(static_cast<size_t>(n) * elem, 0);
   std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::uniform_int_distribution<int64_t> integer(-100, 100);
+  // Integers: indices stay in [0, bound) of the tables they index; plain values in [-100, 100] ([0, 100] unsigned).
+  int64_t lo = info.dtype == ScalarType::Byte ? 0 : -100, hi = 100;
+  if (use.kind == InputUse::Kind::Index) {
+    lo = 0;
+    hi = std::min(use.bound - 1, integer_max(info.dtype));
+  } else if (use.kind == InputUse::Kind::Unknown) {
+    lo = hi = 0;
+  }
+  std::uniform_int_distribution<int64_t> integer(lo, std::max(lo, hi));
   for (int64_t i = 0; i < n; ++i) {
     double v = 0;
-    if (fill == "ones") v = 1;
-    else if (fill == "random") v = is_floating_type(info.dtype) ? real(rng) : static_cast<double>(integer(rng));
+    int64_t iv = 0;
+    if (fill == "ones") {
+      v = 1;
+      iv = 1;
+    } else if (fill == "random") {
+      if (is_floating_type(info.dtype) || info.dtype == ScalarType::Bool) v = real(rng);
+      else iv = integer(rng);
+    }
     uint8_t* p = a.data.data() + i * elem;
     switch (info.dtype) {
       case ScalarType::Float: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
       case ScalarType::Double: std::memcpy(p, &v, 8); break;
-      case ScalarType::Long: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-      case ScalarType::Int: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      case ScalarType::Short: { int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); break; }
-      case ScalarType::Char: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-      case ScalarType::Byte: { uint8_t x = static_cast<uint8_t>(v < 0 ? -v : v); std::memcpy(p, &x, 1); break; }
-      case ScalarType::Bool: *p = fill == "random" ? (v > 0) : static_cast<uint8_t>(v != 0); break;
+      case ScalarType::Long: std::memcpy(p, &iv, 8); break;
+      case ScalarType::Int: { int32_t x = static_cast<int32_t>(iv); std::memcpy(p, &x, 4); break; }
+      case ScalarType::Short: { int16_t x = static_cast<int16_t>(iv); std::memcpy(p, &x, 2); break; }
+      case ScalarType::Char: { int8_t x = static_cast<int8_t>(iv); std::memcpy(p, &x, 1); break; }
+      case ScalarType::Byte: { uint8_t x = static_cast<uint8_t>(iv); std::memcpy(p, &x, 1); break; }
+      case ScalarType::Bool: *p = fill == "random" ? (v > 0) : static_cast<uint8_t>(fill == "ones"); break;
       default:
         usage_error("--fill does not support dtype " + std::string(scalar_type_name(info.dtype)) + "; pass a .npy input");
     }
@@ -147,50 +258,84 @@ format::NpyArray filled_array(const TensorInfo& info, const std::vector<int64_t>
   return a;
 }
 
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// "an Int", "a Double".
+std::string with_article(const char* name) {
+  return std::string(std::strchr("AEIOU", name[0]) != nullptr ? "an " : "a ") + name;
+}
+
+bool is_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
 }  // namespace
 
 PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::string>& specs, const std::string& fill,
-                              uint64_t seed, const std::vector<std::vector<int64_t>>& shape_overrides) {
+                              uint64_t seed, const std::vector<std::vector<int64_t>>& shape_overrides,
+                              const std::vector<InputUse>& uses) {
   if (!fill.empty() && fill != "ones" && fill != "zeros" && fill != "random") {
-    usage_error("--fill must be ones, zeros or random, not '" + fill + "'");
+    usage_error("--fill takes ones, zeros or random, got '" + shortened(fill) + "'");
   }
+  const auto count = [](size_t n) { return std::to_string(n) + (n == 1 ? " input" : " inputs"); };
   if (specs.size() > meta.inputs.size()) {
-    usage_error("method '" + meta.name + "' takes " + std::to_string(meta.inputs.size()) + " inputs, " +
-                std::to_string(specs.size()) + " were given");
+    usage_error("method '" + meta.name + "' takes " + count(meta.inputs.size()) + ", " + std::to_string(specs.size()) +
+                " were given");
   }
   PreparedInputs prepared;
   prepared.arrays.reserve(meta.inputs.size());
   std::mt19937_64 rng(seed);
   for (size_t i = 0; i < meta.inputs.size(); ++i) {
     const ValueInfo& info = meta.inputs[i];
+    const std::string which = "input " + std::to_string(i) + " of method '" + meta.name + "'";
     if (i < specs.size()) {
       const std::string& s = specs[i];
+      if (i < shape_overrides.size() && !shape_overrides[i].empty()) {
+        usage_error("--shape names " + which + ", which --input gives ('" + shortened(s) + "')");
+      }
       int64_t iv;
       double dv;
-      if (info.tag != Tag::Tensor && (s == "true" || s == "false")) {
+      if (info.tag == Tag::Tensor || (info.tag != Tag::String && s.size() > 4 && s.ends_with(".npy"))) {
+        if (!is_file(s)) {
+          const std::string what = info.tag == Tag::Tensor ? "a tensor (" + std::string(scalar_type_name(info.tensor.dtype)) +
+                                                                 shape_text(info.tensor.sizes) + ")"
+                                                           : with_article(tag_name(info.tag));
+          usage_error(which + " is " + what + ": --input takes a .npy file for it, and '" + shortened(s) +
+                      "' is not a file");
+        }
+        prepared.arrays.push_back(format::read_npy(s));
+        const auto& a = prepared.arrays.back();
+        prepared.values.emplace_back(TensorRef{a.dtype, a.shape, {}, a.data.data()});
+      } else if (s == "true" || s == "false") {
         prepared.values.emplace_back(s == "true");
-      } else if (info.tag != Tag::Tensor && parse_int(s, &iv)) {
+      } else if (parse_int(s, &iv)) {
         if (info.tag == Tag::Double) prepared.values.emplace_back(static_cast<double>(iv));
         else prepared.values.emplace_back(iv);
-      } else if (info.tag != Tag::Tensor && parse_double(s, &dv)) {
+      } else if (parse_double(s, &dv)) {
         prepared.values.emplace_back(dv);
       } else if (info.tag == Tag::String) {
         prepared.values.emplace_back(s);
       } else {
-        prepared.arrays.push_back(format::read_npy(s));
-        const auto& a = prepared.arrays.back();
-        prepared.values.emplace_back(TensorRef{a.dtype, a.shape, {}, a.data.data()});
+        usage_error(which + " is " + with_article(tag_name(info.tag)) +
+                    ": --input takes a literal for it (3, 2.5, true or false), got '" + shortened(s) + "'");
       }
       continue;
     }
     if (info.tag == Tag::Tensor) {
       if (fill.empty()) {
-        usage_error("method '" + meta.name + "' takes " + std::to_string(meta.inputs.size()) + " inputs, " +
+        usage_error("method '" + meta.name + "' takes " + count(meta.inputs.size()) + ", " +
                     std::to_string(specs.size()) + " were given (use --fill to supply the rest)");
       }
       std::vector<int64_t> shape = info.tensor.sizes;
       if (i < shape_overrides.size() && !shape_overrides[i].empty()) shape = shape_overrides[i];
-      prepared.arrays.push_back(filled_array(info.tensor, shape, fill, rng));
+      // An integer input whose use is not known (the program could not be analysed) gets zeros.
+      const InputUse use = i < uses.size() ? uses[i] : InputUse{InputUse::Kind::Unknown, 0};
+      prepared.arrays.push_back(filled_array(info.tensor, shape, fill, use, rng));
       const auto& a = prepared.arrays.back();
       prepared.values.emplace_back(TensorRef{a.dtype, a.shape, info.tensor.dim_order, a.data.data()});
     } else {

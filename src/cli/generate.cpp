@@ -29,11 +29,11 @@ int run_generate(Args& args) {
   if (files.size() != 1) usage_error("generate takes one .pte file");
   if (tokenizer_path.empty()) usage_error("generate needs --tokenizer FILE (tokenizer.json, tokenizer.model or a tiktoken file)");
   if (prompts.size() != 1) usage_error("generate needs one --prompt TEXT");
-  if (gen.top_p == 0.0) usage_error("--top-p must be above 0");
+  if (gen.top_p == 0.0) usage_error("--top-p must be above 0 and at most 1, got 0");
 
   if (threads > 0) ThreadPool::global().set_num_threads(static_cast<size_t>(threads));
   const Tokenizer tokenizer = Tokenizer::load(tokenizer_path);
-  const Program program = Program::load_file(files[0], options);
+  const Program program = load_program(files[0], options);
   Generator generator(program, method_name);
   const GenerationResult result = generator.generate(tokenizer, prompts[0], gen, [&](std::string_view text, int64_t) {
     if (!json) {

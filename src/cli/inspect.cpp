@@ -14,6 +14,17 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
+// "1846272 bytes (1.76 MiB)"; small sizes in bytes only.
+std::string mib_text(uint64_t bytes) {
+  std::string s = std::to_string(bytes) + " bytes";
+  if (bytes >= (1u << 20)) {
+    char mib[32];
+    std::snprintf(mib, sizeof mib, " (%.2f MiB)", static_cast<double>(bytes) / (1 << 20));
+    s += mib;
+  }
+  return s;
+}
+
 Json scalar_json(const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return *i;
   if (const auto* d = std::get_if<double>(&v)) return *d;
@@ -88,10 +99,11 @@ std::vector<std::string> problem_names(const std::vector<LoadVerdict>& verdicts,
 
 int run_inspect(Args& args) {
   const bool json = args.has_flag("--json");
+  const bool verbose = args.has_flag("--verbose") || args.has_flag("-v");
   LoadOptions options = load_options_from(args);
   const auto files = args.positionals();
   if (files.size() != 1) usage_error("inspect takes one .pte file");
-  Program program = Program::load_file(files[0], options);
+  Program program = load_program(files[0], options);
   const ProgramInfo info = program.info();
   std::vector<MethodMeta> metas;
   std::vector<LoadVerdict> verdicts;
@@ -151,36 +163,61 @@ int run_inspect(Args& args) {
   }
 
   std::printf("file: %s (%llu bytes)\n", files[0].c_str(), static_cast<unsigned long long>(info.file_size));
-  std::printf("schema: %s, version %u, extended header: %s\n", info.identifier.c_str(), info.version,
-              info.has_extended_header ? "yes" : "no");
-  std::printf("program data: %llu bytes", static_cast<unsigned long long>(info.program_size));
-  if (!info.segments.empty()) {
-    std::printf("; %zu segments at offset %llu (%llu bytes)\n", info.segments.size(),
-                static_cast<unsigned long long>(info.segment_base_offset),
-                static_cast<unsigned long long>(info.segment_data_size));
-    for (size_t i = 0; i < info.segments.size(); ++i) {
-      std::printf("  segment %zu: offset %llu, %llu bytes\n", i, static_cast<unsigned long long>(info.segments[i].offset),
-                  static_cast<unsigned long long>(info.segments[i].size));
+  std::printf("schema: %s, version %u\n", info.identifier.c_str(), info.version);
+  if (verbose) {
+    std::printf("container: extended header: %s; program data: %llu bytes", info.has_extended_header ? "yes" : "no",
+                static_cast<unsigned long long>(info.program_size));
+    if (!info.segments.empty()) {
+      std::printf("; %zu segment%s at offset %llu (%llu bytes)\n", info.segments.size(),
+                  info.segments.size() == 1 ? "" : "s",
+                  static_cast<unsigned long long>(info.segment_base_offset),
+                  static_cast<unsigned long long>(info.segment_data_size));
+      for (size_t i = 0; i < info.segments.size(); ++i) {
+        std::printf("  segment %zu: offset %llu, %llu bytes\n", i, static_cast<unsigned long long>(info.segments[i].offset),
+                    static_cast<unsigned long long>(info.segments[i].size));
+      }
+    } else {
+      std::printf("; no segments\n");
     }
-  } else {
-    std::printf("; no segments\n");
   }
-  std::printf("constants: %llu bytes%s\n", static_cast<unsigned long long>(info.constant_bytes),
-              info.legacy_constant_buffer ? " (legacy constant_buffer layout)" : "");
-  if (info.num_named_data > 0) std::printf("named data: %zu entries\n", info.num_named_data);
+  std::printf("constants: %s%s\n", mib_text(info.constant_bytes).c_str(),
+              verbose && info.legacy_constant_buffer ? " (legacy constant_buffer layout)" : "");
+  if (verbose && info.num_named_data > 0) std::printf("named data: %zu entries\n", info.num_named_data);
   std::printf("methods: %zu\n", metas.size());
   for (const auto& m : metas) {
     int64_t planned = 0;
     for (int64_t s : m.planned_buffer_sizes) planned += s;
-    std::printf("  %s: %zu inputs, %zu outputs, %zu instructions, planned memory %lld bytes in %zu buffers\n",
-                m.name.c_str(), m.inputs.size(), m.outputs.size(), m.num_instructions, static_cast<long long>(planned),
-                m.planned_buffer_sizes.size());
-    for (size_t i = 0; i < m.inputs.size(); ++i) std::printf("    input %zu: %s\n", i, value_text(m.inputs[i]).c_str());
+    std::printf("  %s: %zu input%s, %zu output%s, planned memory %s\n", m.name.c_str(), m.inputs.size(),
+                m.inputs.size() == 1 ? "" : "s", m.outputs.size(), m.outputs.size() == 1 ? "" : "s",
+                mib_text(static_cast<uint64_t>(planned)).c_str());
+    if (verbose) {
+      std::string buffers;
+      for (int64_t s : m.planned_buffer_sizes) buffers += (buffers.empty() ? "" : ", ") + std::to_string(s);
+      std::printf("    plan: %zu instruction%s, %zu values, planned buffers [%s] bytes\n", m.num_instructions,
+                  m.num_instructions == 1 ? "" : "s", m.num_values, buffers.c_str());
+    }
+    const auto uses = verbose ? integer_input_uses(files[0], m.name) : std::vector<InputUse>{};
+    for (size_t i = 0; i < m.inputs.size(); ++i) {
+      std::string line = value_text(m.inputs[i]);
+      if (verbose && m.inputs[i].tag == Tag::Tensor && !is_floating_type(m.inputs[i].tensor.dtype) &&
+          m.inputs[i].tensor.dtype != ScalarType::Bool) {
+        const InputUse use = i < uses.size() ? uses[i] : InputUse{InputUse::Kind::Unknown, 0};
+        if (use.kind == InputUse::Kind::Index) {
+          line += "; an index below " + std::to_string(use.bound) + ": --fill random draws from [0, " +
+                  std::to_string(use.bound) + ")";
+        } else if (use.kind == InputUse::Kind::Unknown) {
+          line += "; use not determined: --fill random gives zeros";
+        } else {
+          line += "; --fill random draws from [-100, 100]";
+        }
+      }
+      std::printf("    input %zu: %s\n", i, line.c_str());
+    }
     for (size_t i = 0; i < m.outputs.size(); ++i) std::printf("    output %zu: %s\n", i, value_text(m.outputs[i]).c_str());
     if (!m.operators.empty()) {
       std::string ops;
       for (const auto& o : m.operators) ops += (ops.empty() ? "" : ", ") + o;
-      std::printf("    operators: %s\n", ops.c_str());
+      std::printf("    operators (%zu): %s\n", m.operators.size(), ops.c_str());
     }
     if (!m.backends.empty()) {
       std::map<std::string, int> counts;

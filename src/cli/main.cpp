@@ -1,72 +1,150 @@
 // `etnp`: inspect, run and benchmark ExecuTorch programs.
 #include <cstdio>
 #include <cstring>
-#include <iostream>
+#include <string>
 
 #include "cli/cli.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: etnp <command> [options]
+struct Command {
+  const char* name;
+  const char* usage;  // "usage: ..." and what the command does; printed by `etnp NAME --help`
+  int (*run)(etnp::cli::Args&);
+};
+
+int run_version(etnp::cli::Args& args) {
+  if (!args.positionals().empty()) etnp::cli::usage_error("version takes no arguments");
+  std::printf("etnp %s (reads ExecuTorch programs with schema %s; verified against ExecuTorch %s)\n",
+              etnp::version(), etnp::schema_identifier(), etnp::executorch_version());
+  return 0;
+}
+
+constexpr Command kCommands[] = {
+    {"inspect", R"(usage: etnp inspect FILE [--data F.ptd]... [--verbose] [--json]
+  Show a summary of a .pte: its schema, each method with its inputs and outputs, operators, delegates and
+  planned memory, and the verdict: "runs here" when every method loads, otherwise every reason (missing
+  backends or operators, missing .ptd data, payload nodes a backend rejects).
+  --data F.ptd  external data (.ptd) the program refers to; repeat for several files
+  --verbose     also the container's segments and each method's plan (instructions, buffers)
+  --json        one JSON object on stdout with every field (the same with or without --verbose)
+)", etnp::cli::run_inspect},
+    {"run", R"(usage: etnp run FILE [--data F.ptd]... [--method NAME] [--input PATH.npy | --input LITERAL]...
+                [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]... [--output-dir DIR]
+                [--print none|summary|all] [--top K]
+  Run a method once and print its outputs.
+  --method NAME     the method to run (default: forward)
+  --input X         the next input, in order: a .npy file for a tensor input, a literal (2.0, 3, true, text)
+                    for a non-tensor input
+  --fill F          supply the inputs not given: ones, zeros or random (tensors at their full, upper-bound
+                    shape; integer inputs that index a table stay in its range, see docs/cli.md)
+  --seed S          seed of --fill random (default 0)
+  --shape I=AxB     the shape of filled input I (a dynamic input below its upper bound)
+  --output-dir DIR  write output i to DIR/output_<i>.npy (DIR and its parents are created; non-tensor
+                    outputs as 0-d arrays, strings as 0-d unicode arrays)
+  --print P         none, summary (default: dtype, shape, min/max/mean) or all (every value)
+  --top K           print the K largest entries (index: value) of each float32 output, e.g. class scores
+)", etnp::cli::run_run},
+    {"bench", R"(usage: etnp bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
+                  [--input PATH.npy]... [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]...
+                  [--json] [--profile]
+  Time a method: min/median/p90/p99/max, throughput, load time and memory.
+  --method NAME   the method to time (default: forward)
+  --warmup N      untimed runs first (default 5)
+  --iters N       timed runs (default 50)
+  --threads N     threads of the runtime's pool (default 0: one per core)
+  --input X       the first inputs, in order (.npy files or literals, as for run)
+  --fill F        the other inputs: random (default), ones or zeros; integer inputs that index a table stay
+                  in its range (docs/cli.md)
+  --seed S        seed of --fill random (default 0)
+  --shape I=AxB   the shape of filled input I, e.g. --shape 0=1x3x224x224
+  --json          one JSON object on stdout
+  --profile       time per operator and delegate node
+)", etnp::cli::run_bench},
+    {"generate", R"(usage: etnp generate FILE --tokenizer TOKENIZER --prompt TEXT [--max-new-tokens N]
+                     [--temperature T] [--top-p P] [--seed S] [--stop TEXT]... [--no-bos] [--threads N]
+                     [--method NAME] [--data F.ptd]... [--json]
+  Generate text with a language-model program (ExecuTorch's LLM export, optimum-executorch): the prompt
+  (after the program's BOS) is prefilled, then tokens are decoded until EOS, N new tokens, a --stop text or
+  a full context. The text streams to stdout; prefill and decode tokens/s, time to first token and peak
+  memory go to stderr.
+  --tokenizer F       tokenizer.json, a SentencePiece .model or a tiktoken file (docs/llm.md)
+  --prompt TEXT       the prompt
+  --max-new-tokens N  at most N new tokens (default -1: until EOS or a full context)
+  --temperature T     0 (default) is greedy; above 0 samples, seeded, in [0, 100]
+  --top-p P           nucleus sampling in (0, 1] (default 1)
+  --seed S            seed of the sampler (default 0)
+  --stop TEXT         stop when TEXT appears (repeatable)
+  --no-bos            do not put the program's BOS before the prompt
+  --threads N         threads of the runtime's pool (default 0: one per core)
+  --json              one JSON object on stdout with the text, ids and figures
+)", etnp::cli::run_generate},
+    {"version", R"(usage: etnp version
+  Print the etnp version, the program schema it reads and the ExecuTorch release it is verified against.
+)", run_version},
+};
+
+constexpr const char* kUsageHead = R"(usage: etnp <command> [options]
 
 commands:
-  inspect FILE [--data F.ptd]... [--json]
-      Show the container, methods, operators, delegates and memory of a .pte, and whether it runs here:
-      "runs here" when every method loads, otherwise every reason (missing backends, operators, .ptd data,
-      payload nodes a backend rejects).
-  run FILE [--data F.ptd]... [--method NAME] [--input PATH.npy | --input LITERAL]...
-           [--fill ones|zeros|random] [--seed S] [--output-dir DIR] [--print none|summary|all] [--top K]
-      Run a method. Inputs in order: a .npy file, or a literal (2.0, 3, true) for a non-tensor input.
-      --fill supplies the inputs not given (tensors at their full, upper-bound shape).
-      Each output is written to DIR/output_<i>.npy (non-tensor outputs as 0-d arrays).
-      --top K prints the K largest entries (index: value) of each float32 output, e.g. class scores.
-  bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
-             [--shape I=1x3x224x224]... [--input PATH.npy]... [--json] [--profile]
-      Time a method: min/median/p90/p99/max, throughput, load time and peak memory. Inputs are random
-      unless given (in order) with --input.
-  generate FILE --tokenizer TOKENIZER --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P]
-           [--seed S] [--stop TEXT]... [--no-bos] [--threads N] [--method NAME] [--data F.ptd]... [--json]
-      Generate text with a language-model program (ExecuTorch's LLM export, optimum-executorch): the prompt
-      (after the program's BOS) is prefilled, then tokens are decoded until EOS, N new tokens, a --stop text
-      or a full context. Greedy unless --temperature > 0 (then seeded, with nucleus --top-p). The text streams
-      to stdout; prefill and decode tokens/s, time to first token and peak memory go to stderr (--json: one
-      object on stdout with the text, ids and figures). TOKENIZER: tokenizer.json, a SentencePiece .model or
-      a tiktoken file (docs/llm.md).
-  version
-      Print the etnp version and the program schema it reads.
+  inspect   show what a .pte holds and whether it runs here
+  run       run a method once and print or save its outputs
+  bench     time a method
+  generate  generate text with a language-model program
+  version   print the version
 
-On failure the exit status is non-zero and the first line on stderr is "error: <Kind>: <message>".
+`etnp <command> --help` shows a command's options (docs/cli.md has them all).
+On failure the exit status is 1 (2 for a bad argument) and the first line on stderr is
+"error: <Kind>: <message>".
 )";
+
+const Command* find_command(const std::string& name) {
+  for (const auto& c : kCommands) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ||
-      std::strcmp(argv[1], "help") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    std::fputs(kUsageHead, stderr);
+    return 2;
   }
-  const std::string command = argv[1];
+  std::string command = argv[1];
+  if (command == "-h" || command == "--help" || command == "help") {
+    const Command* c = argc > 2 ? find_command(argv[2]) : nullptr;
+    std::fputs(c != nullptr ? c->usage : kUsageHead, stdout);
+    return 0;
+  }
+  if (command == "--version") command = "version";
   try {
-    etnp::cli::Args args(argc, argv, 2);
-    if (command == "inspect") return etnp::cli::run_inspect(args);
-    if (command == "run") return etnp::cli::run_run(args);
-    if (command == "bench") return etnp::cli::run_bench(args);
-    if (command == "generate") return etnp::cli::run_generate(args);
-    if (command == "version" || command == "--version") {
-      std::printf("etnp %s (reads ExecuTorch programs with schema %s; verified against ExecuTorch %s)\n",
-                  etnp::version(), etnp::schema_identifier(), etnp::executorch_version());
+    const Command* c = find_command(command);
+    if (c == nullptr) etnp::cli::usage_error("unknown command '" + etnp::cli::shortened(command) + "' (commands: inspect, run, bench, generate, version; try: etnp --help)");
+    if (asks_for_help(argc, argv)) {
+      std::fputs(c->usage, stdout);
       return 0;
     }
-    etnp::cli::usage_error("unknown command '" + command + "' (try: etnp --help)");
+    etnp::cli::Args args(argc, argv, 2);
+    return c->run(args);
   } catch (const etnp::Error& e) {
     std::fprintf(stderr, "error: %s: %s\n", etnp::error_kind_name(e.kind()), e.what());
     return e.kind() == etnp::ErrorKind::InvalidArgument ? 2 : 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "error: ExecutionError: out of memory\n");
     return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: ExecutionError: %s\n", e.what());
+  } catch (const std::exception&) {
+    // A standard-library failure that no check above caught: its text ("stoll", "vector") means nothing to a user.
+    std::fprintf(stderr, "error: ExecutionError: an unexpected internal failure (please report it with the command "
+                         "line)\n");
     return 1;
   }
 }

@@ -1,5 +1,3 @@
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -43,8 +41,12 @@ void write_output(const std::string& dir, size_t index, const Value& v) {
   } else if (const auto* b = std::get_if<bool>(&v)) {
     const uint8_t byte = *b ? 1 : 0;
     format::write_npy(path, ScalarType::Bool, {}, &byte);
+  } else if (const auto* s = std::get_if<std::string>(&v)) {
+    format::write_npy_string(path, *s);  // a 0-d unicode array, as numpy.save(np.array("text")) writes it
+  } else {
+    // None has no numeric or text form: no file, and a line that says so (the numbering stays the output's).
+    std::fprintf(stderr, "note: output %zu is None: no %s written\n", index, path.c_str());
   }
-  // None and String outputs have no .npy form.
 }
 
 void print_values(const Value& v) {
@@ -88,21 +90,26 @@ int run_run(Args& args) {
   LoadOptions options = load_options_from(args);
   const std::string method_name = args.value("--method", "forward");
   const auto input_specs = args.values("--input");
-  const std::string fill = args.value("--fill", "");
+  const std::string fill = fill_value(args, "");
   const auto seed = static_cast<uint64_t>(args.int_value("--seed", 0));
+  const auto shape_specs = args.values("--shape");
   const std::string output_dir = args.value("--output-dir", "");
   const std::string print = args.value("--print", "summary");
   const auto top = static_cast<int>(args.int_value("--top", 0, 0, 1000000));
-  if (print != "none" && print != "summary" && print != "all") usage_error("--print must be none, summary or all");
+  if (print != "none" && print != "summary" && print != "all") {
+    usage_error("--print takes none, summary or all, got '" + shortened(print) + "'");
+  }
   const auto files = args.positionals();
   if (files.size() != 1) usage_error("run takes one .pte file");
 
-  Program program = Program::load_file(files[0], options);
+  Program program = load_program(files[0], options);
   auto method = program.load_method(method_name);
-  PreparedInputs inputs = prepare_inputs(method->meta(), input_specs, fill, seed);
+  const auto shapes = parse_shapes(shape_specs, method->meta().inputs.size());
+  PreparedInputs inputs = prepare_inputs(method->meta(), input_specs, fill, seed, shapes,
+                                         fill.empty() ? std::vector<InputUse>{} : integer_input_uses(files[0], method_name));
+  if (!output_dir.empty()) make_directories(output_dir, "--output-dir");  // before the run: a bad DIR fails fast
   const std::vector<Value> outputs = method->execute(inputs.values);
   if (!output_dir.empty()) {
-    ::mkdir(output_dir.c_str(), 0777);
     for (size_t i = 0; i < outputs.size(); ++i) write_output(output_dir, i, outputs[i]);
   }
   if (print != "none") {
