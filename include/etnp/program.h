@@ -2,7 +2,9 @@
 //
 //   auto program = etnp::Program::load_file("model.pte");
 //   auto method = program.load_method("forward");
-//   std::vector<etnp::Value> outputs = method->execute({etnp::TensorRef::of(input)});
+//   std::vector<float> x(3);
+//   std::vector<etnp::Value> inputs = {etnp::TensorRef{etnp::ScalarType::Float, {3}, {}, x.data()}};
+//   std::vector<etnp::Value> outputs = method->execute(inputs);  // a std::span<const etnp::Value>
 //
 // Thread safety: a Program is immutable after load and may be shared by any number of threads; each Method
 // owns its planned memory and must be used by one thread at a time (load one Method per thread, or lock).
