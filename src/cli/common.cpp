@@ -139,7 +139,7 @@ Program load_program(const std::string& path, const LoadOptions& options) {
     char head[8] = {};
     std::ifstream in(path, std::ios::binary);
     if (in.read(head, sizeof head) && std::memcmp(head + 4, "FT", 2) == 0) {
-      throw Error(ErrorKind::ProgramLoadError, std::string(e.what()) + "; '" + shortened(path) +
+      throw Error(ErrorKind::ProgramLoadError, std::string(e.what()) + "; '" + shortened(path, 240) +
                                                    "' is a .ptd data file: pass it with --data, after the .pte "
                                                    "program that uses it");
     }
@@ -150,13 +150,13 @@ Program load_program(const std::string& path, const LoadOptions& options) {
 void make_directories(const std::string& dir, const std::string& flag) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) usage_error(flag + " '" + shortened(dir) + "' exists and is not a directory");
+    if (!S_ISDIR(st.st_mode)) usage_error(flag + " '" + shortened(dir, 240) + "' exists and is not a directory");
     return;
   }
   const size_t slash = dir.find_last_of('/');
   if (slash != std::string::npos && slash > 0) make_directories(dir.substr(0, slash), flag);
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-    usage_error(flag + ": cannot create the directory '" + shortened(dir) + "': " + std::strerror(errno));
+    usage_error(flag + ": cannot create the directory '" + shortened(dir, 240) + "': " + std::strerror(errno));
   }
 }
 
@@ -305,7 +305,7 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::str
           const std::string what = info.tag == Tag::Tensor ? "a tensor (" + std::string(scalar_type_name(info.tensor.dtype)) +
                                                                  shape_text(info.tensor.sizes) + ")"
                                                            : with_article(tag_name(info.tag));
-          usage_error(which + " is " + what + ": --input takes a .npy file for it, and '" + shortened(s) +
+          usage_error(which + " is " + what + ": --input takes a .npy file for it, and '" + shortened(s, 240) +
                       "' is not a file");
         }
         prepared.arrays.push_back(format::read_npy(s));

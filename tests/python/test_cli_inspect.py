@@ -101,3 +101,29 @@ def test_version_names_the_schema_and_the_executorch_release(etnp):
     out = subprocess.run([etnp, "--version"], capture_output=True, text=True, check=True).stdout
     assert out == f"etnp {et.__version__} (reads ExecuTorch programs with schema ET12; verified against ExecuTorch " \
                   f"{et.__et_version__})\n"
+
+
+def test_text_is_a_summary_and_verbose_adds_the_detail(etnp, fixtures):
+    summary = inspect(etnp, fixtures, "nprt/add.pte").stdout
+    lines = summary.splitlines()
+    assert lines[1] == "schema: ET12, version 0"
+    assert "methods: 1" in lines
+    assert "  forward: 2 inputs, 1 output, planned memory 112 bytes" in lines
+    assert "    input 0: float32[3]" in lines and "    output 0: float32[3]" in lines
+    assert "    delegates: XnnpackBackend x1" in lines and lines[-1] == "verdict: runs here"
+    assert not any(line.startswith(("  segment ", "container:", "    plan:")) for line in lines)
+    verbose = inspect(etnp, fixtures, "nprt/add.pte", "--verbose").stdout.splitlines()
+    assert verbose[2].startswith("container: extended header: yes; program data: ")
+    assert "  segment 0: offset 0, " in " ".join(verbose)
+    assert any(line.startswith("    plan: 1 instruction, ") for line in verbose)
+    assert set(lines) <= set(verbose)
+
+
+def test_json_is_the_same_with_verbose(etnp, fixtures):
+    plain = inspect(etnp, fixtures, "nprt/add.pte", "--json").stdout
+    assert inspect(etnp, fixtures, "nprt/add.pte", "--json", "--verbose").stdout == plain
+
+
+def test_verbose_says_what_fill_gives_a_token_input(etnp, fixtures):
+    text = inspect(etnp, fixtures, "exported/tiny_llama_kv_portable.pte", "-v").stdout.splitlines()
+    assert "    input 0: int64[1, 1]; an index below 512: --fill random draws from [0, 512)" in text
