@@ -67,6 +67,7 @@ class Plan {
     std::vector<int32_t> out;
     if (index < 0 || static_cast<size_t>(index) >= num_values()) return out;
     const auto* v = plan_.values()->Get(static_cast<flatbuffers::uoffset_t>(index));
+    if (v == nullptr) return out;
     const flatbuffers::Vector<int32_t>* items = nullptr;
     if (const auto* l = v->val_as_OptionalTensorList()) items = l->items();
     if (const auto* l = v->val_as_TensorList()) items = l->items();
