@@ -326,6 +326,9 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::str
       }
       continue;
     }
+    if (info.tag != Tag::Tensor && i < shape_overrides.size() && !shape_overrides[i].empty()) {
+      usage_error("--shape names " + which + ", which is " + with_article(tag_name(info.tag)) + ", not a tensor");
+    }
     if (info.tag == Tag::Tensor) {
       if (fill.empty()) {
         usage_error("method '" + meta.name + "' takes " + count(meta.inputs.size()) + ", " +

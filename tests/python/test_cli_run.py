@@ -149,8 +149,13 @@ def test_run_takes_shape_like_bench(etnp, arith_pte, tmp_path):
     assert line.startswith("error: InvalidArgument: --shape names input 0 of method 'dynamic', which --input gives")
 
 
-@pytest.mark.parametrize("fill, expected", [("zeros", 0), ("ones", 2)])
-def test_bench_takes_fill_like_run(etnp, arith_pte, fill, expected):
+def test_shape_for_a_scalar_input_is_refused(etnp, arith_pte):
+    line = error_line(etnp_run(etnp, "run", arith_pte, "--method", "scalars", "--fill", "ones", "--shape", "1=2"), 2)
+    assert line == "error: InvalidArgument: --shape names input 1 of method 'scalars', which is a Double, not a tensor"
+
+
+@pytest.mark.parametrize("fill", ["zeros", "ones", "random"])
+def test_bench_takes_fill_like_run(etnp, arith_pte, fill):
     out = etnp_run(etnp, "bench", arith_pte, "--method", "dynamic", "--fill", fill, "--shape", "0=1x3",
                    "--iters", "1", "--warmup", "0")
     assert out.returncode == 0, out.stderr
