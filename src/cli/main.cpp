@@ -105,9 +105,18 @@ const Command* find_command(const std::string& name) {
   return nullptr;
 }
 
+// Options followed by a value: "--prompt -h" asks for no help.
+constexpr const char* kValueOptions[] = {"--data",  "--method", "--input",  "--fill",      "--seed",
+                                         "--shape", "--output-dir", "--print", "--top",    "--warmup",
+                                         "--iters", "--threads", "--tokenizer", "--prompt", "--max-new-tokens",
+                                         "--temperature", "--top-p", "--stop"};
+
 bool asks_for_help(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) return true;
+    if (std::strcmp(argv[i], "-h") != 0 && std::strcmp(argv[i], "--help") != 0) continue;
+    bool is_value = false;
+    for (const char* option : kValueOptions) is_value = is_value || std::strcmp(argv[i - 1], option) == 0;
+    if (!is_value) return true;
   }
   return false;
 }

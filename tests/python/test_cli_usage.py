@@ -32,6 +32,12 @@ def test_help_command_names_a_command(etnp):
             assert "\n  %s " % command in out.stdout
 
 
+def test_help_as_a_flag_value_is_a_value(etnp, tmp_path):
+    out = etnp_run(etnp, "generate", tmp_path / "lm.pte", "--prompt", "-h")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("error: InvalidArgument: generate needs --tokenizer FILE")
+
+
 def test_bare_etnp_prints_the_usage_to_stderr(etnp):
     out = etnp_run(etnp)
     assert out.returncode == 2 and out.stdout == ""
