@@ -27,5 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = "0" ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  # Without the packages' Recommends: with them the list reaches about 1,100 packages on Debian 12 and 13 (Qt
+  # among them), none of which etnp uses; without them about 200 (`apt-cache depends --recurse`).
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
