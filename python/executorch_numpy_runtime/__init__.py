@@ -166,21 +166,48 @@ class OperatorRegistry:
         return set(_C._operator_names())
 
 
-def _as_path(value: Any) -> str:
+_MAX_PATH_BYTES = 4096  # PATH_MAX: longer bytes are a file's contents given for its path
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """repr(value) cut to about `limit` characters, for messages that echo what the caller passed."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
+        return repr(value[:limit]) + "..."
     try:
-        return os.fsdecode(os.fspath(value))
+        text = repr(value)
+    except Exception:  # e.g. an int with more digits than sys.get_int_max_str_digits()
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit + 10 else text[:limit] + "..."
+
+
+def _as_path(value: Any, name: str = "path") -> bytes:
+    """`value` (str, bytes or os.PathLike) as a path in the file system's encoding, as the extension takes it."""
+    try:
+        path = os.fspath(value)
     except TypeError:
-        raise InvalidTypeError(f"expected a path (str or os.PathLike), got {type(value).__name__}") from None
+        raise InvalidTypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}") from None
+    if isinstance(path, bytes):
+        if len(path) > _MAX_PATH_BYTES or b"\0" in path:
+            raise InvalidTypeError(
+                f"{name} must be a path (str or os.PathLike), got bytes of {len(path)} bytes that cannot be a path "
+                "(the file's contents? pass its path)"
+            )
+        return path
+    if "\0" in path:
+        raise InvalidInputError(f"{name} {_short_repr(path)} contains a NUL character")
+    return os.fsencode(path)
 
 
-def _data_paths(data_path: Union[None, PathLike, Sequence[PathLike]]) -> List[str]:
+def _data_paths(data_path: Union[None, PathLike, Sequence[PathLike]]) -> List[bytes]:
     if data_path is None:
         return []
     if isinstance(data_path, (str, bytes)) or hasattr(data_path, "__fspath__"):
-        return [_as_path(data_path)]
+        return [_as_path(data_path, "data_path")]
     if isinstance(data_path, (list, tuple)):
-        return [_as_path(p) for p in data_path]
-    raise InvalidTypeError(f"data_path must be a path or a list of paths, got {type(data_path).__name__}")
+        return [_as_path(p, f"data_path[{i}]") for i, p in enumerate(data_path)]
+    raise InvalidTypeError(
+        f"data_path must be a path (str or os.PathLike) or a list of paths, got {type(data_path).__name__}"
+    )
 
 
 class Runtime:
@@ -247,23 +274,25 @@ class Runtime:
         options = None if backend_options is None else {str(k): _as_dict(v) for k, v in backend_options.items()}
         args = (verification, bool(enable_etdump), int(debug_buffer_size), paths, options)
         if isinstance(data, str) or hasattr(data, "__fspath__"):
-            return _C._load_program_file(_as_path(data), *args)
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            return _C._load_program_buffer(data, *args)
-        if hasattr(data, "read"):
+            program = _C._load_program_file(_as_path(data, "data"), *args)
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            program = _C._load_program_buffer(data, *args)
+        elif hasattr(data, "read"):
             content = data.read()
             if not isinstance(content, (bytes, bytearray, memoryview)):
                 raise InvalidTypeError("the file-like object must be opened in binary mode (read() returned "
                                 f"{type(content).__name__})")
-            return _C._load_program_buffer(content, *args)
-        try:
-            view = memoryview(data)  # numpy uint8 arrays, array.array, ...
-        except TypeError:
-            raise InvalidTypeError(
-                "data must be a path, bytes, bytearray, memoryview or a binary file-like object, got "
-                f"{type(data).__name__}"
-            ) from None
-        return _C._load_program_buffer(view, *args)
+            program = _C._load_program_buffer(content, *args)
+        else:
+            try:
+                view = memoryview(data)  # numpy uint8 arrays, array.array, ...
+            except TypeError:
+                raise InvalidTypeError(
+                    "data must be a path, bytes, bytearray, memoryview or a binary file-like object, got "
+                    f"{type(data).__name__}"
+                ) from None
+            program = _C._load_program_buffer(view, *args)
+        return program
 
 
 def parse_etdump(data: Union[PathLike, bytes, bytearray, memoryview]) -> List[Dict[str, Any]]:
@@ -274,9 +303,17 @@ def parse_etdump(data: Union[PathLike, bytes, bytearray, memoryview]) -> List[Di
     Raises InvalidInputError when the bytes are not a valid ETDump.
     """
     if isinstance(data, str) or hasattr(data, "__fspath__"):
-        with open(_as_path(data), "rb") as f:
+        with open(_as_path(data, "data"), "rb") as f:
             data = f.read()
-    return _C._parse_etdump(bytes(data))
+    elif not isinstance(data, bytes):
+        try:
+            data = memoryview(data).tobytes()  # bytearray, memoryview, numpy uint8 arrays, ...
+        except TypeError:
+            raise InvalidTypeError(
+                "parse_etdump: data must be a path (str or os.PathLike) or bytes-like (bytes, bytearray, memoryview), "
+                f"got {type(data).__name__}"
+            ) from None
+    return _C._parse_etdump(data)
 
 
 def runtime_info() -> Dict[str, Any]:

@@ -22,6 +22,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "etnp/etnp.h"
@@ -55,6 +56,26 @@ class BindingError : public std::runtime_error {
 size_t index_arg(const std::string& method, const char* what, py::handle obj, size_t count);
 /// `obj` as a str argument called `what`; BindingError(InvalidType) otherwise.
 std::string str_arg(py::handle obj, const char* what);
+/// `obj` as a bool argument called `what` (True/False, or any object with a truth value that is not a container,
+/// as pybind11 takes it; None is False); BindingError(InvalidType) otherwise.
+bool bool_arg(py::handle obj, const char* what);
+/// `obj` (str, bytes or os.PathLike) as a file path argument called `what`, in the file system's encoding.
+/// BindingError(InvalidType) for another type or for bytes that cannot be a path (a NUL byte, longer than PATH_MAX:
+/// file contents passed for a path); etnp::Error(InvalidArgument) for a str path with a NUL character.
+std::string path_arg(py::handle obj, const char* what);
+/// `obj` (an int, or an object with __index__ such as a numpy integer; not a bool) as an int64 argument called
+/// `what`; BindingError(InvalidType) otherwise, etnp::Error(InvalidArgument) when it does not fit.
+int64_t int_arg(py::handle obj, const char* what);
+/// `obj` (a list, tuple or other sequence of ints, or a 1-d integer array) as a list of int64 called `what`.
+std::vector<int64_t> int_list_arg(py::handle obj, const char* what);
+/// The name of `obj`'s type, for messages ("bytes", "dict").
+std::string type_name(py::handle obj);
+/// repr(obj) cut to about `limit` characters, without building the repr of a large str/bytes (for messages that
+/// echo a value the caller gave).
+std::string short_repr(py::handle obj, size_t limit = 60);
+/// `text` made fit for an exception message: NUL and the other control bytes (except newline and tab) and bytes
+/// that are not UTF-8 escaped as \xNN, and the whole cut after `limit` bytes with a note of how much was left out.
+std::string printable(std::string_view text, size_t limit = 2000);
 /// etnp::Error(InvalidArgument) with `message` about method `method` (raised as InvalidInputError).
 [[noreturn]] void throw_invalid(const std::string& method, const std::string& message);
 
@@ -201,7 +222,7 @@ class PyProgram {
   MethodMeta metadata_arg(py::handle name) const { return metadata(str_arg(name, "method name")); }
   bool has_etdump() const { return state_->recorder != nullptr; }
   const std::shared_ptr<ProgramState>& state() const { return state_; }
-  void write_etdump_result_to_file(const std::string& etdump_path, const std::optional<std::string>& debug_path);
+  void write_etdump_result_to_file(py::handle etdump_path, py::handle debug_path);
 
  private:
   void require_method(const std::string& name) const;

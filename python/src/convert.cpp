@@ -20,7 +20,6 @@ namespace {
 py::dict* g_error_classes = nullptr;
 py::object* g_bfloat16_dtype = nullptr;
 
-py::object optional_str(const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); }
 py::object optional_int(int64_t v) { return v < 0 ? py::object(py::none()) : py::object(py::int_(v)); }
 
 py::object error_class(const char* key) {
@@ -28,7 +27,8 @@ py::object error_class(const char* key) {
   return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
 }
 
-void set_python_error(const py::object& cls, const std::string& message, const py::dict& attributes) {
+void set_python_error(const py::object& cls, const std::string& raw_message, const py::dict& attributes) {
+  const std::string message = printable(raw_message);
   py::object exc;
   if (cls.ptr() == PyExc_RuntimeError) {
     exc = cls(message);
@@ -37,6 +37,9 @@ void set_python_error(const py::object& cls, const std::string& message, const p
   }
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
+
+// Strings from the runtime or from the caller, as attribute values of the exception.
+py::object printable_str(const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(printable(s))); }
 
 }  // namespace
 
@@ -49,34 +52,46 @@ void raise_error(const Error& error) {
   const ErrorContext& c = error.context();
   py::dict attributes;
   attributes["kind"] = error_kind_name(error.kind());
-  attributes["detail"] = error.detail();
-  attributes["method"] = optional_str(c.method);
+  attributes["detail"] = py::str(printable(error.detail()));
+  attributes["method"] = printable_str(c.method);
   attributes["instruction"] = optional_int(c.instruction);
-  attributes["operator"] = optional_str(c.op);
-  attributes["backend"] = optional_str(c.backend);
+  attributes["operator"] = printable_str(c.op);
+  attributes["backend"] = printable_str(c.backend);
   attributes["input_index"] = optional_int(c.input_index);
-  set_python_error(error_class(error_kind_name(error.kind())), error.what(), attributes);
+  // Rebuilt from its parts rather than what(): a C string, which ends at the first NUL byte of the detail.
+  set_python_error(error_class(error_kind_name(error.kind())), format_error_message(error.detail(), c), attributes);
 }
 
 void raise_binding_error(const BindingError& error) {
   py::dict attributes;
   attributes["kind"] = error_kind_name(ErrorKind::InvalidArgument);
-  attributes["detail"] = error.what();
-  attributes["method"] = optional_str(error.method());
+  attributes["detail"] = py::str(printable(error.what()));
+  attributes["method"] = printable_str(error.method());
   set_python_error(error_class(error.class_key()), error.what(), attributes);
 }
 
 size_t index_arg(const std::string& method, const char* what, py::handle obj, size_t count) {
-  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj)) {
-    throw BindingError("InvalidType", std::string(what) + " index must be an int, got " +
-                                          std::string(py::str(py::type::of(obj).attr("__name__"))), method);
+  const bool integer = (py::isinstance<py::int_>(obj) || PyIndex_Check(obj.ptr())) && !py::isinstance<py::bool_>(obj) &&
+                       !py::isinstance<py::float_>(obj);
+  if (!integer) {
+    throw BindingError("InvalidType", std::string(what) + " index must be an int, got " + type_name(obj), method);
   }
-  const long long index = PyLong_AsLongLong(obj.ptr());
-  if (index == -1 && PyErr_Occurred()) PyErr_Clear();  // too large either way: out of range
-  if (index < 0 || static_cast<unsigned long long>(index) >= count) {
+  long long index = -1;
+  bool overflow = false;
+  {
+    py::object number = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+    if (!number) throw py::error_already_set();
+    int sign = 0;
+    index = PyLong_AsLongLongAndOverflow(number.ptr(), &sign);
+    overflow = sign != 0;
+  }
+  if (overflow || index < 0 || static_cast<unsigned long long>(index) >= count) {
+    const std::string plural = std::string(what) + (count == 1 ? "" : "s");
+    const std::string valid = count == 0 ? "it has none" : count == 1 ? "the only valid index is 0"
+                                                                       : "valid indices are 0 to " + std::to_string(count - 1);
     throw BindingError("IndexOutOfRange",
-                       "method '" + method + "' has " + std::to_string(count) + " " + what + (count == 1 ? "" : "s") +
-                           ", there is no " + what + " " + std::string(py::str(obj)),
+                       "method '" + method + "' has " + std::to_string(count) + " " + plural + ", there is no " + what +
+                           " " + (overflow ? short_repr(obj, 30) : std::to_string(index)) + " (" + valid + ")",
                        method);
   }
   return static_cast<size_t>(index);
@@ -84,10 +99,146 @@ size_t index_arg(const std::string& method, const char* what, py::handle obj, si
 
 std::string str_arg(py::handle obj, const char* what) {
   if (!py::isinstance<py::str>(obj)) {
-    throw BindingError("InvalidType", std::string(what) + " must be a str, got " +
-                                          std::string(py::str(py::type::of(obj).attr("__name__"))));
+    throw BindingError("InvalidType", std::string(what) + " must be a str, got " + type_name(obj));
   }
-  return obj.cast<std::string>();
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+  if (data == nullptr) {  // lone surrogates: not UTF-8
+    PyErr_Clear();
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + " " + short_repr(obj) + " is not valid Unicode text");
+  }
+  return std::string(data, static_cast<size_t>(size));
+}
+
+bool bool_arg(py::handle obj, const char* what) {
+  if (obj.is_none()) return false;
+  if (py::isinstance<py::bool_>(obj)) return obj.ptr() == Py_True;
+  // What pybind11's bool conversion takes: an object with a truth value of its own (numpy.bool_, int, ...), not
+  // a container whose truth is its length.
+  PyNumberMethods* number = Py_TYPE(obj.ptr())->tp_as_number;
+  if (number == nullptr || number->nb_bool == nullptr) {
+    throw BindingError("InvalidType", std::string(what) + " must be a bool, got " + type_name(obj));
+  }
+  const int truth = PyObject_IsTrue(obj.ptr());
+  if (truth < 0) throw py::error_already_set();
+  return truth != 0;
+}
+
+std::string path_arg(py::handle obj, const char* what) {
+  py::object path = py::reinterpret_steal<py::object>(PyOS_FSPath(obj.ptr()));
+  if (!path) {
+    PyErr_Clear();
+    throw BindingError("InvalidType", std::string(what) + " must be a path (str or os.PathLike), got " + type_name(obj));
+  }
+  if (py::isinstance<py::bytes>(path)) {
+    std::string bytes = path.cast<std::string>();
+    if (bytes.size() > 4096 || bytes.find('\0') != std::string::npos) {
+      throw BindingError("InvalidType", std::string(what) + " must be a path (str or os.PathLike), got bytes of " +
+                                            std::to_string(bytes.size()) + " bytes that cannot be a path (file contents?)");
+    }
+    return bytes;
+  }
+  std::string encoded = py::module_::import("os").attr("fsencode")(path).cast<std::string>();
+  if (encoded.find('\0') != std::string::npos) {
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + " " + short_repr(path) + " contains a NUL character");
+  }
+  return encoded;
+}
+
+int64_t int_arg(py::handle obj, const char* what) {
+  if (py::isinstance<py::bool_>(obj) || py::isinstance<py::float_>(obj) || !PyIndex_Check(obj.ptr())) {
+    throw BindingError("InvalidType", std::string(what) + " must be an int, got " + type_name(obj));
+  }
+  py::object number = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!number) throw py::error_already_set();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+  if (overflow != 0) throw Error(ErrorKind::InvalidArgument, std::string(what) + " " + short_repr(obj, 30) + " does not fit in int64");
+  return value;
+}
+
+std::vector<int64_t> int_list_arg(py::handle obj, const char* what) {
+  if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj) || PyByteArray_Check(obj.ptr()) ||
+      !PySequence_Check(obj.ptr())) {
+    throw BindingError("InvalidType", std::string(what) + " must be a list of ints, got " + type_name(obj));
+  }
+  py::sequence items = py::reinterpret_borrow<py::sequence>(obj);
+  std::vector<int64_t> values;
+  values.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::object item = items[i];
+    if (py::isinstance<py::bool_>(item) || py::isinstance<py::float_>(item) || !PyIndex_Check(item.ptr())) {
+      throw BindingError("InvalidType", std::string(what) + " must be a list of ints, got " + type_name(item) +
+                                            " at index " + std::to_string(i));
+    }
+    values.push_back(int_arg(item, what));
+  }
+  return values;
+}
+
+std::string type_name(py::handle obj) {
+  return printable(py::str(py::type::of(obj).attr("__name__")).cast<std::string>(), 100);
+}
+
+std::string short_repr(py::handle obj, size_t limit) {
+  std::string text;
+  try {
+    py::object shown = py::reinterpret_borrow<py::object>(obj);
+    bool cut = false;
+    if ((py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj) || PyByteArray_Check(obj.ptr())) &&
+        py::len(obj) > limit) {
+      shown = obj[py::slice(0, static_cast<py::ssize_t>(limit), 1)];
+      cut = true;
+    }
+    text = py::repr(shown).cast<std::string>();
+    if (cut) text += "...";
+  } catch (const py::error_already_set&) {  // e.g. an int past sys.get_int_max_str_digits()
+    text = "<" + type_name(obj) + ">";
+  }
+  return printable(text, limit + 10);
+}
+
+std::string printable(std::string_view text, size_t limit) {
+  std::string out;
+  size_t i = 0;
+  auto escape = [&out](unsigned char c) {
+    static const char* digits = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  while (i < text.size() && out.size() < limit) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence is kept when well formed; otherwise its first byte is escaped.
+    size_t length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+    bool ok = length != 0 && i + length <= text.size();
+    for (size_t k = 1; ok && k < length; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && length == 3) {
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);  // overlong, surrogate
+    } else if (ok && length == 4) {
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      escape(c);
+      ++i;
+    }
+  }
+  if (i < text.size()) out += "... (" + std::to_string(text.size() - i) + " more bytes)";
+  return out;
 }
 
 void throw_invalid(const std::string& method, const std::string& message) {
@@ -357,23 +508,70 @@ std::string describe_array(const py::array& array) {
          list_string(strides, "(", ")");
 }
 
+namespace {
+
+bool isinstance_of(py::handle obj, const char* module, const char* name) {
+  const int result = PyObject_IsInstance(obj.ptr(), py::module_::import(module).attr(name).ptr());
+  if (result < 0) throw py::error_already_set();
+  return result != 0;
+}
+
+/// Whether `inputs`, neither None, a list nor a tuple, can be one input value (an array, a buffer, a DLPack object,
+/// a scalar, ...) or a sequence of them; not a mapping, a set or an iterator, which hold no ordered inputs.
+bool is_single_value(py::handle inputs) {
+  if (py::isinstance<py::str>(inputs) || py::isinstance<py::bytes>(inputs) || py::isinstance<py::array>(inputs) ||
+      PyObject_CheckBuffer(inputs.ptr())) {
+    return true;
+  }
+  if (PyIter_Check(inputs.ptr()) || PyAnySet_Check(inputs.ptr())) return false;
+  return !isinstance_of(inputs, "collections.abc", "Mapping") && !isinstance_of(inputs, "collections.abc", "Set") &&
+         !isinstance_of(inputs, "collections.abc", "Iterator") && !isinstance_of(inputs, "collections.abc", "MappingView");
+}
+
+/// A collections.abc.Sequence of inputs (a deque, a range, ...) that is not itself a value (str, bytes, array).
+bool is_sequence_of_values(py::handle inputs) {
+  if (py::isinstance<py::str>(inputs) || py::isinstance<py::bytes>(inputs) || py::isinstance<py::array>(inputs) ||
+      PyObject_CheckBuffer(inputs.ptr()) || py::hasattr(inputs, "__dlpack__")) {
+    return false;
+  }
+  return isinstance_of(inputs, "collections.abc", "Sequence");
+}
+
+}  // namespace
+
 PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written) {
   std::vector<py::handle> items;
   py::list holder;
+  bool sequence = true;
   if (inputs.is_none()) {
     // No inputs.
   } else if (py::isinstance<py::list>(inputs) || py::isinstance<py::tuple>(inputs)) {
     holder = py::list(py::reinterpret_borrow<py::object>(inputs));
     for (py::handle h : holder) items.push_back(h);
+  } else if (!is_single_value(inputs)) {
+    // A dict, set, generator or iterator would otherwise be taken as one input, and the message would be about
+    // a count; executorch.runtime takes a sequence.
+    throw BindingError("InvalidType", "method '" + meta.name + "': inputs must be a sequence (list or tuple) of " +
+                                          std::to_string(meta.inputs.size()) + " input value" +
+                                          (meta.inputs.size() == 1 ? "" : "s") + " (arrays or Python scalars), got " +
+                                          type_name(inputs), meta.name);
+  } else if (is_sequence_of_values(inputs)) {
+    holder = py::list(py::reinterpret_borrow<py::object>(inputs));  // collections.abc.Sequence: deque, range, ...
+    for (py::handle h : holder) items.push_back(h);
   } else {
     items.push_back(inputs);  // one input given on its own
+    sequence = false;
   }
   if (items.size() != meta.inputs.size()) {
     ErrorContext c;
     c.method = meta.name;
+    std::string hint;
+    if (!sequence && meta.inputs.size() != 1) {
+      hint = " (a single " + type_name(inputs) + " was given: pass a list or tuple with one value per input)";
+    }
     throw Error(ErrorKind::InvalidArgument,
                 "expected " + std::to_string(meta.inputs.size()) + " input" + (meta.inputs.size() == 1 ? "" : "s") +
-                    ", got " + std::to_string(items.size()),
+                    ", got " + std::to_string(items.size()) + hint,
                 c);
   }
   PreparedInputs prepared;

@@ -298,7 +298,8 @@ void PyProgram::require_method(const std::string& name) const {
   for (const auto& n : names_) {
     if (n == name) return;
   }
-  throw BindingError("MethodNotFound", "no method named '" + name + "' in the program; it has " + join_names(names_), name);
+  throw BindingError("MethodNotFound", "no method named " + short_repr(py::str(name), 200) + " in the program; it has " +
+                                         join_names(names_), name);
 }
 
 std::shared_ptr<PyMethod> PyProgram::load_method(const std::string& name) {
@@ -319,7 +320,10 @@ MethodMeta PyProgram::metadata(const std::string& name) const {
   return state_->program.method_meta(name);
 }
 
-void PyProgram::write_etdump_result_to_file(const std::string& etdump_path, const std::optional<std::string>& debug_path) {
+void PyProgram::write_etdump_result_to_file(py::handle etdump_path_arg, py::handle debug_path_arg) {
+  const std::string etdump_path = path_arg(etdump_path_arg, "etdump_path");
+  std::optional<std::string> debug_path;
+  if (!debug_path_arg.is_none()) debug_path = path_arg(debug_path_arg, "debug_buffer_path");
   if (!state_->recorder) {
     throw Error(ErrorKind::InvalidArgument, "no ETDump was recorded: load the program with enable_etdump=True");
   }
@@ -345,13 +349,13 @@ struct BufferHold {
 BackendOptions backend_options_from(const std::string& backend, py::handle mapping) {
   if (!py::isinstance<py::dict>(mapping)) {
     throw Error(ErrorKind::InvalidArgument, "the options of backend '" + backend + "' must be a dict of option "
-                "names to values, got " + std::string(py::str(py::type::of(mapping).attr("__name__"))));
+                "names to values, got " + type_name(mapping));
   }
   BackendOptions converted;
   for (auto [key, value] : py::reinterpret_borrow<py::dict>(mapping)) {
     if (!py::isinstance<py::str>(key)) {
-      throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option names are str, got " +
-                                                  std::string(py::str(py::repr(key))));
+      throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option names are str, got " + type_name(key) + " " +
+                                                  short_repr(key));
     }
     const std::string k = py::cast<std::string>(key);
     if (py::isinstance<py::bool_>(value)) {
@@ -361,13 +365,13 @@ BackendOptions backend_options_from(const std::string& backend, py::handle mappi
         converted[k] = value.cast<int64_t>();
       } catch (const py::cast_error&) {
         throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option '" + k + "': " +
-                                                    std::string(py::str(value)) + " does not fit in int64");
+                                                    short_repr(value) + " does not fit in int64");
       }
     } else if (py::isinstance<py::str>(value)) {
       converted[k] = value.cast<std::string>();
     } else {
       throw Error(ErrorKind::InvalidArgument, "backend '" + backend + "' option '" + k + "' must be a bool, int or str, got " +
-                                                  std::string(py::str(py::type::of(value).attr("__name__"))));
+                                                  type_name(value));
     }
   }
   return converted;
@@ -581,11 +585,18 @@ PYBIND11_MODULE(_C, m) {
       .def("memory_planned_buffer_size", [](const MethodMeta& mm, py::handle index) {
              return mm.planned_buffer_sizes[index_arg(mm.name, "planned buffer", index, mm.planned_buffer_sizes.size())];
            }, py::arg("index"), "Bytes of planned memory arena `index`.")
-      .def("__getitem__", [](const MethodMeta& mm, const std::string& key) { return meta_item(mm, key); }, py::arg("key"),
+      .def("__getitem__", [](const MethodMeta& mm, py::handle key) {
+             if (!py::isinstance<py::str>(key) || !is_meta_key(key.cast<std::string>())) {
+               throw py::key_error("MethodMeta has no key " + short_repr(key) + "; its keys are 'num_inputs', "
+                                   "'num_outputs', 'inputs' and 'outputs'");
+             }
+             return meta_item(mm, key.cast<std::string>());
+           }, py::arg("key"),
            "Dict-style access: meta['num_inputs'], meta['num_outputs'], meta['inputs'], meta['outputs'] (lists of "
            "{'scalar_type', 'shape', 'tag'} dicts).")
-      .def("get", [](const MethodMeta& mm, const std::string& key, py::object fallback) {
-             return is_meta_key(key) ? meta_item(mm, key) : fallback;
+      .def("get", [](const MethodMeta& mm, py::handle key, py::object fallback) {
+             if (!py::isinstance<py::str>(key) || !is_meta_key(key.cast<std::string>())) return fallback;
+             return meta_item(mm, key.cast<std::string>());
            }, py::arg("key"), py::arg("default") = py::none())
       .def("keys", [](const MethodMeta&) { return meta_keys(); })
       .def("values", [](const MethodMeta& mm) {
@@ -605,7 +616,8 @@ PYBIND11_MODULE(_C, m) {
            })
       .def("backends", [](const MethodMeta& mm) { return mm.backends; },
            "Backend ids of the method's delegates, one per delegate, in order.")
-      .def("uses_backend", [](const MethodMeta& mm, const std::string& name) {
+      .def("uses_backend", [](const MethodMeta& mm, py::handle name_arg) {
+             const std::string name = str_arg(name_arg, "backend_name");
              return std::find(mm.backends.begin(), mm.backends.end(), name) != mm.backends.end();
            }, py::arg("backend_name"))
       .def("operators", [](const MethodMeta& mm) { return mm.operators; }, "Operators the method calls.")
@@ -670,15 +682,15 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method", "A loaded method of a Program; call it to run it.")
       .def("execute",
-           [](py::object self, py::object inputs, bool clone_outputs) {
-             return self.cast<PyMethod&>().execute(self, inputs, clone_outputs);
+           [](py::object self, py::object inputs, py::handle clone_outputs) {
+             return self.cast<PyMethod&>().execute(self, inputs, bool_arg(clone_outputs, "clone_outputs"));
            },
            py::arg("inputs") = py::tuple(), py::arg("clone_outputs") = true,
            "Runs the method on `inputs` (a list/tuple, one per method input) and returns the outputs as a list.\n"
            "With clone_outputs=False tensor outputs are read-only views valid until the next call of this method.")
       .def("__call__",
-           [](py::object self, py::object inputs, bool clone_outputs) {
-             return self.cast<PyMethod&>().execute(self, inputs, clone_outputs);
+           [](py::object self, py::object inputs, py::handle clone_outputs) {
+             return self.cast<PyMethod&>().execute(self, inputs, bool_arg(clone_outputs, "clone_outputs"));
            },
            py::arg("inputs") = py::tuple(), py::arg("clone_outputs") = true)
       .def("set_output", &PyMethod::set_output, py::arg("tensor"), py::arg("index"),

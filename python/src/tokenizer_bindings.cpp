@@ -10,7 +10,7 @@ namespace etnp::python {
 namespace {
 
 Tokenizer load_tokenizer(const py::object& path) {
-  const std::string file = py::module_::import("os").attr("fspath")(path).cast<std::string>();
+  const std::string file = path_arg(path, "path");
   py::gil_scoped_release release;
   return Tokenizer::load(file);
 }
@@ -25,8 +25,9 @@ void bind_tokenizer(py::module_& m) {
       .def_static("load", &load_tokenizer, py::arg("path"), "Loads the tokenizer in path (str or os.PathLike).")
       .def(
           "encode",
-          [](const Tokenizer& t, py::handle text, bool bos) {
+          [](const Tokenizer& t, py::handle text, py::handle bos_arg) {
             const std::string utf8 = str_arg(text, "text");
+            const bool bos = bool_arg(bos_arg, "bos");
             py::gil_scoped_release release;
             return t.encode(utf8, bos);
           },
@@ -35,7 +36,9 @@ void bind_tokenizer(py::module_& m) {
           "template for tokenizer.json, BOS for SentencePiece and tiktoken.")
       .def(
           "decode",
-          [](const Tokenizer& t, const std::vector<int64_t>& ids, bool skip_special_tokens) {
+          [](const Tokenizer& t, py::handle ids_arg, py::handle skip) {
+            const std::vector<int64_t> ids = int_list_arg(ids_arg, "ids");
+            const bool skip_special_tokens = bool_arg(skip, "skip_special_tokens");
             py::gil_scoped_release release;
             return t.decode(ids, skip_special_tokens);
           },
@@ -49,19 +52,24 @@ void bind_tokenizer(py::module_& m) {
           "token_id", [](const Tokenizer& t, py::handle piece) { return t.token_id(str_arg(piece, "piece")); },
           py::arg("piece"), "The id of a token by its spelling, or None.")
       .def(
-          "token_to_piece", [](const Tokenizer& t, int64_t id) { return py::bytes(t.token_to_piece(id)); },
+          "token_to_piece", [](const Tokenizer& t, py::handle id) { return py::bytes(t.token_to_piece(int_arg(id, "id"))); },
           py::arg("id"), "The vocabulary's spelling of a token, as bytes (byte-level tokens are not decoded).")
-      .def("is_special", &Tokenizer::is_special, py::arg("id"))
+      .def("is_special", [](const Tokenizer& t, py::handle id) { return t.is_special(int_arg(id, "id")); }, py::arg("id"))
       .def(
           "stream_decoder",
-          [](const Tokenizer& t, bool skip_special_tokens) { return StreamDecoder(t, skip_special_tokens); },
+          [](const Tokenizer& t, py::handle skip) { return StreamDecoder(t, bool_arg(skip, "skip_special_tokens")); },
           py::arg("skip_special_tokens") = false, "A StreamDecoder for one generation.");
 
   py::class_<StreamDecoder>(m, "StreamDecoder",
                             "Text of a generation as its tokens arrive: step(id) returns the text the token "
                             "completes ('' while a character is incomplete); flush() returns what is held back.")
-      .def(py::init<const Tokenizer&, bool>(), py::arg("tokenizer"), py::arg("skip_special_tokens") = false)
-      .def("step", &StreamDecoder::step, py::arg("id"))
+      .def(py::init([](py::handle tokenizer, py::handle skip) {
+             if (!py::isinstance<Tokenizer>(tokenizer)) {
+               throw BindingError("InvalidType", "tokenizer must be a Tokenizer, got " + type_name(tokenizer));
+             }
+             return StreamDecoder(tokenizer.cast<const Tokenizer&>(), bool_arg(skip, "skip_special_tokens"));
+           }), py::arg("tokenizer"), py::arg("skip_special_tokens") = false)
+      .def("step", [](StreamDecoder& d, py::handle id) { return d.step(int_arg(id, "id")); }, py::arg("id"))
       .def("flush", &StreamDecoder::flush);
 }
 
