@@ -12,6 +12,16 @@
 The API is executorch-numpy-runtime's and ``executorch.runtime``'s (Runtime, Program, Method, MethodMeta,
 Verification, BackendRegistry, OperatorRegistry, ExecuTorchResult), with numpy arrays where the latter takes torch
 tensors. See docs/python.md for the full reference and the compatibility table.
+
+Pickling: a :class:`Program` pickles as the way it was loaded, by path (the absolute path of the ``.pte``, its
+``data_path`` files and its load options) when loaded from a file, by its bytes otherwise (bytes, buffers and file
+objects); a :class:`Method` pickles as its program and its name. Unpickling loads a program once per process and
+keeps it: a later unpickling of the same program (same file with the same mtime and size, or the same bytes; the
+same ``.ptd`` files and options) returns that same Program, and a Method unpickles to that program's cached
+method. So a method passed to worker processes (multiprocessing, concurrent.futures, Ray, Dask) with every item
+is loaded once per worker, not once per item. A program pickled by path must be readable at that path where it is
+unpickled; pickling one loaded from bytes copies its bytes into every pickle (pass large programs by path). The
+ETDump recorded by a program loaded with ``enable_etdump=True`` stays with that program: a copy records its own.
 """
 
 import enum
@@ -273,16 +283,27 @@ class Runtime:
             )
         options = None if backend_options is None else {str(k): _as_dict(v) for k, v in backend_options.items()}
         args = (verification, bool(enable_etdump), int(debug_buffer_size), paths, options)
+        state: Dict[str, Any] = {
+            "data_paths": [os.path.abspath(os.fsdecode(p)) for p in paths],
+            "verification": verification.name,
+            "enable_etdump": bool(enable_etdump),
+            "debug_buffer_size": int(debug_buffer_size),
+            "backend_options": options,
+        }
         if isinstance(data, str) or hasattr(data, "__fspath__"):
-            program = _C._load_program_file(_as_path(data, "data"), *args)
+            path = _as_path(data, "data")
+            program = _C._load_program_file(path, *args)
+            state["path"] = os.path.abspath(os.fsdecode(path))
         elif isinstance(data, (bytes, bytearray, memoryview)):
             program = _C._load_program_buffer(data, *args)
+            state["data"] = data
         elif hasattr(data, "read"):
             content = data.read()
             if not isinstance(content, (bytes, bytearray, memoryview)):
                 raise InvalidTypeError("the file-like object must be opened in binary mode (read() returned "
                                 f"{type(content).__name__})")
             program = _C._load_program_buffer(content, *args)
+            state["data"] = content
         else:
             try:
                 view = memoryview(data)  # numpy uint8 arrays, array.array, ...
@@ -292,7 +313,91 @@ class Runtime:
                     f"{type(data).__name__}"
                 ) from None
             program = _C._load_program_buffer(view, *args)
+            state["data"] = view
+        program._pickle_state = state
         return program
+
+
+# --- Pickling ---------------------------------------------------------------------------------------------------
+#
+# A Program pickles as the way it was loaded: by path (with its .ptd paths and load options) when it was loaded
+# from a file, by its bytes otherwise. Unpickling loads it once per process: later unpicklings of the same program
+# (same file, unchanged since, or same bytes; same .ptd files and options) return that same Program, so mapping a
+# method over many items in worker processes does not reload it per item. A Method pickles as its program and its
+# name and unpickles to that program's (cached) method.
+
+_UNPICKLED_PROGRAMS: Dict[Any, Program] = {}
+_UNPICKLED_LOCK = threading.Lock()
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def _file_identity(path: str) -> Any:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, None, None)  # loading reports the missing file
+    return (path, st.st_mtime_ns, st.st_size)
+
+
+def _reduce_program(program: Program) -> Any:
+    state = program._pickle_state
+    if state is None:
+        raise InvalidTypeError("this Program cannot be pickled: it was not loaded by Runtime.load_program")
+    payload = {k: v for k, v in state.items() if k != "data"}
+    if "data" in state:
+        data = state["data"]
+        payload["data"] = data if isinstance(data, bytes) else memoryview(data).tobytes()
+        if "sha256" not in state:  # computed once per program, on its first pickling
+            import hashlib
+
+            state["sha256"] = hashlib.sha256(payload["data"]).hexdigest()
+        payload["sha256"] = state["sha256"]
+    return (_unpickle_program, (payload,))
+
+
+def _unpickle_program(payload: Dict[str, Any]) -> Program:
+    """Loads a pickled Program, or returns the one this process already loaded for it."""
+    data_paths = list(payload.get("data_paths", []))
+    options = payload.get("backend_options")
+    source = ("path", _file_identity(payload["path"])) if "path" in payload else ("sha256", payload["sha256"])
+    key = (
+        source,
+        tuple(_file_identity(p) for p in data_paths),
+        payload["verification"],
+        payload["enable_etdump"],
+        payload["debug_buffer_size"],
+        _freeze(options),
+    )
+    with _UNPICKLED_LOCK:  # held while loading: concurrent unpicklings of one program load it once
+        program = _UNPICKLED_PROGRAMS.get(key)
+        if program is None:
+            program = Runtime.get().load_program(
+                payload["path"] if "path" in payload else payload["data"],
+                verification=Verification.__members__[payload["verification"]],
+                enable_etdump=payload["enable_etdump"],
+                debug_buffer_size=payload["debug_buffer_size"],
+                data_path=data_paths or None,
+                backend_options=options,
+            )
+            _UNPICKLED_PROGRAMS[key] = program
+        return program
+
+
+def _reduce_method(method: Method) -> Any:
+    return (_unpickle_method, (method._program, method.name))
+
+
+def _unpickle_method(program: Program, name: str) -> Method:
+    return program.load_method(name)
+
+
+Program.__reduce__ = _reduce_program  # type: ignore[assignment]
+Method.__reduce__ = _reduce_method  # type: ignore[assignment]
 
 
 def parse_etdump(data: Union[PathLike, bytes, bytearray, memoryview]) -> List[Dict[str, Any]]:

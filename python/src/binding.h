@@ -187,6 +187,9 @@ struct ProgramState {
   explicit ProgramState(Program p) : program(std::move(p)) {}
   Program program;
   std::unique_ptr<EtdumpRecorder> recorder;  ///< Null unless loaded with enable_etdump=True.
+  /// What pickling the Program (and its Methods) writes: the arguments of the package's _unpickle_program,
+  /// set by Runtime.load_program (null: the program cannot be pickled). Read and written with the GIL held.
+  std::shared_ptr<PyRef> pickle_state;
 };
 
 class PyMethod {
@@ -194,6 +197,7 @@ class PyMethod {
   PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> method);
 
   const MethodMeta& meta() const { return method_->meta(); }
+  const std::shared_ptr<ProgramState>& state() const { return state_; }
   /// Runs the method; `self` is this method's Python object (the base of outputs that are views).
   py::list execute(py::handle self, py::handle inputs, bool clone_outputs);
   void set_output(py::handle tensor, py::handle index);

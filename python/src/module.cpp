@@ -680,7 +680,8 @@ PYBIND11_MODULE(_C, m) {
         "True: tensor outputs are ExecuTorchResult objects; False: numpy arrays (the default).");
   m.def("_result_outputs", &result_outputs);
 
-  py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method", "A loaded method of a Program; call it to run it.")
+  py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method", "A loaded method of a Program; call it to run it.\n"
+                                                      "Pickles as its program and its name (see Program).")
       .def("execute",
            [](py::object self, py::object inputs, py::handle clone_outputs) {
              return self.cast<PyMethod&>().execute(self, inputs, bool_arg(clone_outputs, "clone_outputs"));
@@ -697,12 +698,16 @@ PYBIND11_MODULE(_C, m) {
            "Makes the method write output `index` into `array` (only outputs that are not memory-planned).")
       .def_property_readonly("metadata", [](const PyMethod& self) { return self.meta(); })
       .def_property_readonly("name", [](const PyMethod& self) { return self.meta().name; })
+      .def_property_readonly("_program", [](const PyMethod& self) { return std::make_shared<PyProgram>(self.state()); },
+                             "A Program over the program this method was loaded from (what pickling it writes).")
       .def("__repr__", [](const PyMethod& self) {
         return "<Method '" + self.meta().name + "' (" + std::to_string(self.meta().inputs.size()) + " inputs, " +
                std::to_string(self.meta().outputs.size()) + " outputs)>";
       });
 
-  py::class_<PyProgram, std::shared_ptr<PyProgram>>(m, "Program", "A loaded ExecuTorch program (.pte).")
+  py::class_<PyProgram, std::shared_ptr<PyProgram>>(m, "Program", "A loaded ExecuTorch program (.pte).\n"
+      "Pickles by path (with its .ptd paths and load options) when loaded from a file, by its bytes otherwise; "
+      "unpickling loads it once per process and returns that same Program afterwards (see the package docstring).")
       .def_property_readonly("method_names", [](const PyProgram& p) {
         py::set names;
         for (const auto& n : p.method_names()) names.add(py::str(n));
@@ -712,6 +717,14 @@ PYBIND11_MODULE(_C, m) {
            "The method called `name`, loaded on first use and cached.")
       .def("metadata", &PyProgram::metadata_arg, py::arg("method_name"), "The MethodMeta of a method, without loading it.")
       .def("has_etdump", &PyProgram::has_etdump)
+      .def_property("_pickle_state",
+                    [](const PyProgram& p) -> py::object {
+                      return p.state()->pickle_state ? p.state()->pickle_state->get() : py::none();
+                    },
+                    [](const PyProgram& p, py::object state) {
+                      p.state()->pickle_state = state.is_none() ? nullptr : std::make_shared<PyRef>(std::move(state));
+                    },
+                    "How the program was loaded, for pickling (set by Runtime.load_program).")
       .def("write_etdump_result_to_file", &PyProgram::write_etdump_result_to_file, py::arg("etdump_path"),
            py::arg("debug_buffer_path") = py::none(),
            "Writes the ETDump recorded since load (or the last write) and, when a path is given, the debug buffer.")
