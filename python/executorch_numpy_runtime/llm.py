@@ -51,6 +51,11 @@ class GenerationResult:
     peak_rss_bytes: int
 
 
+def _short_int(value: int) -> str:
+    """An int for a message: its digits, or how many there are when that is a lot."""
+    return str(value) if value.bit_length() <= 128 else f"<int of {value.bit_length()} bits>"
+
+
 def _result(values: Dict[str, Any]) -> GenerationResult:
     return GenerationResult(**{f.name: values[f.name] for f in dataclasses.fields(GenerationResult)})
 
@@ -101,8 +106,10 @@ class LLM:
         for name, value in (("max_new_tokens", limit), ("seed", seed)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
-        if seed < 0:
-            raise InvalidInputError(f"seed must be >= 0, got {seed}")
+        if seed < 0 or seed >= 1 << 64:
+            raise InvalidInputError(f"seed must be >= 0 and < 2**64, got {_short_int(seed)}")
+        if limit >= 1 << 63:
+            raise InvalidInputError(f"max_new_tokens must be < 2**63, got {_short_int(limit)}")
         for name, value in (("temperature", temperature), ("top_p", top_p)):
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise InvalidTypeError(f"{name} must be a number, got {type(value).__name__}")
@@ -115,9 +122,14 @@ class LLM:
             return self._generator.start_text(self.tokenizer, prompt, limit, float(temperature), float(top_p), seed,
                                               stops, bool(add_bos))
         try:
+            if isinstance(prompt, (bytes, bytearray)):  # not text, and not ids either
+                raise TypeError
             ids = [int(i) for i in prompt]
         except (TypeError, ValueError):
             raise InvalidTypeError(f"prompt must be a str or a sequence of token ids, got {type(prompt).__name__}") from None
+        for i in ids:
+            if not -(1 << 63) <= i < 1 << 63:
+                raise InvalidInputError(f"token id {_short_int(i)} does not fit in int64")
         if stops:
             raise InvalidInputError("stop strings need text: give the prompt as text, with a tokenizer")
         return self._generator.start_ids(ids, limit, float(temperature), float(top_p), seed, bool(add_bos))

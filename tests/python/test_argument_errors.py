@@ -250,3 +250,27 @@ def test_tokenizer_argument_types(tmp_path):
             call()
         short(err, *fragments)
     assert tok.decode(np.array([97, 98])) == "ab" and tok.decode((97,)) == "a"
+
+
+def test_llm_argument_types(tmp_path):
+    import programs
+
+    if programs.flatc() is None:
+        pytest.skip("flatc not found (needed to write the test program)")
+    path = programs.compile_program(programs.successor_lm_program(16, 32, 1, 15), tmp_path / "lm.pte")
+    llm = et.LLM(path)
+    checks = [
+        (lambda: llm.generate([5], max_new_tokens=10 ** 30), InvalidInputError, ["max_new_tokens must be < 2**63"]),
+        (lambda: llm.generate([5], seed=10 ** 5000), InvalidInputError, ["seed must be >= 0 and < 2**64, got <int of"]),
+        (lambda: llm.generate([10 ** 30]), InvalidInputError, ["token id 1000000000000000000000000000000 does not fit"]),
+        (lambda: llm.generate(HUGE), InvalidTypeError, ["prompt must be a str or a sequence of token ids, got bytes"]),
+        (lambda: llm.generate([5], temperature=HUGE), InvalidTypeError, ["temperature must be a number, got bytes"]),
+        (lambda: list(llm.stream([5], max_new_tokens=HUGE)), InvalidTypeError, ["max_new_tokens must be an int"]),
+        (lambda: et.LLM(path, data_path=HUGE), InvalidTypeError, ["data_path must be a path", "bytes of 8388608"]),
+        (lambda: et.LLM(path, method=HUGE), InvalidTypeError, ["method must be a str, got bytes"]),
+        (lambda: et.LLM(path, tokenizer=HUGE), InvalidTypeError, ["tokenizer must be a path, a Tokenizer or None"]),
+    ]
+    for call, cls, fragments in checks:
+        with pytest.raises(cls) as err:
+            call()
+        short(err, *fragments)
