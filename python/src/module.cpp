@@ -659,7 +659,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("device", [](const PyResult&) { return "cpu"; }, "Where the data lives: always 'cpu' here.")
       .def("to_host", [](const PyResult& r) { return PyResult{r.array.attr("copy")(), r.dtype, false}; },
            "A copy of this result in CPU memory.")
-      .def_static("from_host", [](py::handle, int) -> PyResult {
+      .def_static("from_host", [](py::handle, py::handle device_index) -> PyResult {
+        int_arg(device_index, "device_index");
         throw Error(ErrorKind::BackendNotAvailable, "ExecuTorchResult.from_host copies to a CUDA device; this runtime "
                                                     "runs on the CPU only and has no CUDA support");
       }, py::arg("source"), py::arg("device_index") = 0, "Refused: this runtime has no CUDA support.")

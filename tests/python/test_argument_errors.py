@@ -120,6 +120,9 @@ def test_program_and_method_argument_types(add_program, forward, tmp_path):
         with pytest.raises(cls) as err:
             call()
         short(err, *fragments)
+    with pytest.raises(InvalidTypeError) as err:
+        et.ExecuTorchResult.from_host(HUGE, HUGE)
+    short(err, "device_index must be an int, got bytes")
     assert forward.metadata.get(HUGE) is None and forward.metadata.get(3, "d") == "d"
     assert forward.execute([x, x], clone_outputs=np.False_)[0].flags.writeable is False
     assert forward.execute([x, x], clone_outputs=1)[0].flags.writeable
