@@ -1,5 +1,4 @@
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +47,7 @@ int run_bench(Args& args) {
   const auto seed = static_cast<uint64_t>(args.int_value("--seed", 0));
   const bool json = args.has_flag("--json");
   const bool profile = args.has_flag("--profile");
+  const bool want_progress = progress_wanted(args);
   const auto files = args.positionals();
   if (files.size() != 1) usage_error("bench takes one .pte file");
 
@@ -58,26 +58,23 @@ int run_bench(Args& args) {
   auto method = program.load_method(method_name);
   const double load_ms = ms_since(load_start);
 
-  PreparedInputs inputs = prepare_inputs(method->meta(), input_specs, fill, seed,
+  PreparedInputs inputs = prepare_inputs(method->meta(), expand_input_specs(input_specs), fill, seed,
                                          parse_shapes(shape_specs, method->meta().inputs.size()),
                                          integer_input_uses(files[0], method_name));
   for (int i = 0; i < warmup; ++i) method->execute(inputs.values);
   method->clear_profile_events();
 
-  const bool progress = !json && isatty(STDERR_FILENO) && iters >= 20;
+  // A bar on stderr when it is a terminal (not with --json or --no-progress), for runs long enough to watch.
+  Progress bar(iters, want_progress && !json && iters >= 20);
   std::vector<double> times;
   times.reserve(static_cast<size_t>(iters));
   for (int i = 0; i < iters; ++i) {
     const auto start = Clock::now();
     method->execute(inputs.values);
     times.push_back(ms_since(start));
-    if (progress && (i % std::max(1, iters / 50) == 0 || i + 1 == iters)) {
-      const int filled = (i + 1) * 40 / iters;
-      std::fprintf(stderr, "\r[%-40s] %d/%d", std::string(static_cast<size_t>(filled), '#').c_str(), i + 1, iters);
-      std::fflush(stderr);
-    }
+    if (i % std::max(1, iters / 50) == 0 || i + 1 == iters) bar.update(i + 1);
   }
-  if (progress) std::fprintf(stderr, "\n");
+  bar.finish();
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = percentile(sorted, 0.5);

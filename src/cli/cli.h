@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,13 +54,33 @@ struct InputUse {
 /// One entry per input of `method` in the program at `path`; empty when the program cannot be read.
 std::vector<InputUse> integer_input_uses(const std::string& path, const std::string& method);
 
+/// One input as given: a .npy path or a literal (`array` null), or an array read from a .npz archive.
+struct InputSpec {
+  std::string text;                           ///< The path or literal; "ARCHIVE.npz:NAME" for an archive's array.
+  std::shared_ptr<format::NpyArray> array;
+};
+struct NamedArray {
+  std::string name;
+  std::shared_ptr<format::NpyArray> array;
+};
+/// The arrays of an uncompressed .npz (numpy.savez): arr_0, arr_1, ... in number order, other names in the
+/// archive's order. InvalidArgument saying why for anything else (compressed entries included).
+std::vector<NamedArray> read_npz(const std::string& path);
+/// Each "--input X" as the inputs it stands for: a .npz gives its arrays, a directory its .npy files sorted by
+/// name (natural_less), anything else itself. `flag` names the option in messages.
+std::vector<InputSpec> expand_input_specs(const std::vector<std::string>& specs, const std::string& flag = "--input");
+/// Names in order, runs of digits compared as numbers ("in2" < "in10").
+bool natural_less(const std::string& a, const std::string& b);
+/// The names in `dir` (no hidden ones), sorted with natural_less; InvalidArgument when it cannot be read.
+std::vector<std::string> directory_entries(const std::string& dir);
+
 /// Inputs for a method: from .npy paths and literals, then --fill for the rest. The arrays keep the data.
 struct PreparedInputs {
-  std::vector<format::NpyArray> arrays;
+  std::vector<std::shared_ptr<format::NpyArray>> arrays;
   std::vector<Value> values;
 };
 /// `uses` (integer_input_uses) bounds the integers of --fill random; an input it lacks is Unknown.
-PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::string>& specs, const std::string& fill,
+PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<InputSpec>& specs, const std::string& fill,
                               uint64_t seed, const std::vector<std::vector<int64_t>>& shape_overrides = {},
                               const std::vector<InputUse>& uses = {});
 /// "--fill": empty when absent (unless `fallback`), else ones, zeros or random (InvalidArgument otherwise).
@@ -73,7 +94,45 @@ Program load_program(const std::string& path, const LoadOptions& options);
 /// Creates `dir` and its missing parents; InvalidArgument saying why when it cannot.
 void make_directories(const std::string& dir, const std::string& flag);
 
+/// Writes output `index` to DIR/output_<index>.npy (row-major; scalars as 0-d arrays; None: a note, no file).
+void write_output(const std::string& dir, size_t index, const Value& v);
+/// A tensor's elements in row-major order, whatever its dim order.
+std::vector<uint8_t> row_major_bytes(const TensorRef& t);
+
+/// A progress bar on stderr ("\r[####    ] 3/10 label"), drawn only when `enabled` (callers pass
+/// isatty(stderr) && !--no-progress). clear() erases it before other output; finish() ends its line.
+class Progress {
+ public:
+  Progress(int64_t total, bool enabled) : total_(total), enabled_(enabled && total > 0) {}
+  ~Progress() { finish(); }
+  void update(int64_t done, const std::string& label = "");
+  void clear();
+  void finish();
+  bool enabled() const { return enabled_; }
+
+ private:
+  int64_t total_;
+  bool enabled_;
+  bool drawn_ = false;
+};
+/// Whether to draw progress: stderr is a terminal and --no-progress was not given (consumes the flag).
+bool progress_wanted(Args& args);
+
+/// A command of `etnp` as main.cpp lists it: its name, its line in `etnp --help` and its usage text.
+struct CommandText {
+  const char* name;
+  const char* summary;
+  const char* usage;
+};
+/// The options of a usage text: the "--flag"s of its synopsis (the first lines) and of its option lines
+/// ("  --flag ..."), then --help.
+std::vector<std::string> command_flags(const std::string& usage);
+/// The completion script for `shell` (bash or zsh); `value_options` are the options followed by a value.
+std::string completion_script(const std::string& shell, const std::vector<CommandText>& commands,
+                              const std::vector<std::string>& value_options);
+
 int run_inspect(Args& args);
+int run_check(Args& args);
 int run_run(Args& args);
 int run_bench(Args& args);
 int run_generate(Args& args);

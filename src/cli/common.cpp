@@ -1,4 +1,5 @@
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -276,7 +277,7 @@ bool is_file(const std::string& path) {
 
 }  // namespace
 
-PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::string>& specs, const std::string& fill,
+PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<InputSpec>& specs, const std::string& fill,
                               uint64_t seed, const std::vector<std::vector<int64_t>>& shape_overrides,
                               const std::vector<InputUse>& uses) {
   if (!fill.empty() && fill != "ones" && fill != "zeros" && fill != "random") {
@@ -294,7 +295,17 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::str
     const ValueInfo& info = meta.inputs[i];
     const std::string which = "input " + std::to_string(i) + " of method '" + meta.name + "'";
     if (i < specs.size()) {
-      const std::string& s = specs[i];
+      const std::string& s = specs[i].text;
+      if (specs[i].array) {  // an array of a .npz archive
+        if (info.tag != Tag::Tensor) {
+          usage_error(which + " is " + with_article(tag_name(info.tag)) + ": --input takes a literal for it, not the "
+                      "array '" + shortened(s, 240) + "'");
+        }
+        prepared.arrays.push_back(specs[i].array);
+        const auto& a = *prepared.arrays.back();
+        prepared.values.emplace_back(TensorRef{a.dtype, a.shape, {}, a.data.data()});
+        continue;
+      }
       if (i < shape_overrides.size() && !shape_overrides[i].empty()) {
         usage_error("--shape names " + which + ", which --input gives ('" + shortened(s) + "')");
       }
@@ -308,8 +319,8 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::str
           usage_error(which + " is " + what + ": --input takes a .npy file for it, and '" + shortened(s, 240) +
                       "' is not a file");
         }
-        prepared.arrays.push_back(format::read_npy(s));
-        const auto& a = prepared.arrays.back();
+        prepared.arrays.push_back(std::make_shared<format::NpyArray>(format::read_npy(s)));
+        const auto& a = *prepared.arrays.back();
         prepared.values.emplace_back(TensorRef{a.dtype, a.shape, {}, a.data.data()});
       } else if (s == "true" || s == "false") {
         prepared.values.emplace_back(s == "true");
@@ -338,14 +349,84 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<std::str
       if (i < shape_overrides.size() && !shape_overrides[i].empty()) shape = shape_overrides[i];
       // An integer input whose use is not known (the program could not be analysed) gets zeros.
       const InputUse use = i < uses.size() ? uses[i] : InputUse{InputUse::Kind::Unknown, 0};
-      prepared.arrays.push_back(filled_array(info.tensor, shape, fill, use, rng));
-      const auto& a = prepared.arrays.back();
+      prepared.arrays.push_back(std::make_shared<format::NpyArray>(filled_array(info.tensor, shape, fill, use, rng)));
+      const auto& a = *prepared.arrays.back();
       prepared.values.emplace_back(TensorRef{a.dtype, a.shape, info.tensor.dim_order, a.data.data()});
     } else {
       prepared.values.push_back(info.value);  // the value recorded at export is the only one accepted
     }
   }
   return prepared;
+}
+
+std::vector<uint8_t> row_major_bytes(const TensorRef& t) {
+  const size_t elem = element_size(t.dtype);
+  const size_t rank = t.sizes.size();
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  bool contiguous = true;
+  for (size_t i = 0; i < t.dim_order.size(); ++i) contiguous = contiguous && t.dim_order[i] == i;
+  if (contiguous || src == nullptr) {
+    return src == nullptr ? std::vector<uint8_t>{} : std::vector<uint8_t>(src, src + static_cast<size_t>(t.numel()) * elem);
+  }
+  std::vector<int64_t> strides(rank);
+  strides_from_dim_order(t.sizes, t.dim_order, strides);
+  std::vector<uint8_t> data(static_cast<size_t>(t.numel()) * elem);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[d];
+    std::memcpy(data.data() + i * elem, src + off * elem, elem);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < t.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return data;
+}
+
+void write_output(const std::string& dir, size_t index, const Value& v) {
+  const std::string path = dir + "/output_" + std::to_string(index) + ".npy";
+  if (const auto* t = std::get_if<TensorRef>(&v)) {
+    const std::vector<uint8_t> data = row_major_bytes(*t);  // logical (row-major) order
+    format::write_npy(path, t->dtype, t->sizes, data.data());
+  } else if (const auto* i = std::get_if<int64_t>(&v)) {
+    format::write_npy(path, ScalarType::Long, {}, i);
+  } else if (const auto* d = std::get_if<double>(&v)) {
+    format::write_npy(path, ScalarType::Double, {}, d);
+  } else if (const auto* b = std::get_if<bool>(&v)) {
+    const uint8_t byte = *b ? 1 : 0;
+    format::write_npy(path, ScalarType::Bool, {}, &byte);
+  } else if (const auto* s = std::get_if<std::string>(&v)) {
+    format::write_npy_string(path, *s);  // a 0-d unicode array, as numpy.save(np.array("text")) writes it
+  } else {
+    // None has no numeric or text form: no file, and a line that says so (the numbering stays the output's).
+    std::fprintf(stderr, "note: output %zu is None: no %s written\n", index, path.c_str());
+  }
+}
+
+bool progress_wanted(Args& args) { return !args.has_flag("--no-progress") && ::isatty(STDERR_FILENO) != 0; }
+
+void Progress::update(int64_t done, const std::string& label) {
+  if (!enabled_) return;
+  const int64_t filled = std::min<int64_t>(40, done * 40 / total_);
+  std::fprintf(stderr, "\r\033[K[%-40s] %lld/%lld%s%s", std::string(static_cast<size_t>(filled), '#').c_str(),
+               static_cast<long long>(done), static_cast<long long>(total_), label.empty() ? "" : " ",
+               shortened(label).c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void Progress::clear() {
+  if (!drawn_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  drawn_ = false;
+}
+
+void Progress::finish() {
+  if (drawn_) std::fprintf(stderr, "\n");
+  drawn_ = false;
+  enabled_ = false;
 }
 
 std::string value_summary(const Value& v) {
