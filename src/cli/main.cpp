@@ -1,7 +1,9 @@
 // `etnp`: inspect, run and benchmark ExecuTorch programs.
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
 
@@ -9,9 +11,12 @@ namespace {
 
 struct Command {
   const char* name;
+  const char* summary;  // the line of `etnp --help`
   const char* usage;  // "usage: ..." and what the command does; printed by `etnp NAME --help`
   int (*run)(etnp::cli::Args&);
 };
+
+int run_completion(etnp::cli::Args& args);
 
 int run_version(etnp::cli::Args& args) {
   if (!args.positionals().empty()) etnp::cli::usage_error("version takes no arguments");
@@ -21,7 +26,7 @@ int run_version(etnp::cli::Args& args) {
 }
 
 constexpr Command kCommands[] = {
-    {"inspect", R"(usage: etnp inspect FILE [--data F.ptd]... [--verbose] [--json]
+    {"inspect", "show what a .pte holds and whether it runs here", R"(usage: etnp inspect FILE [--data F.ptd]... [--verbose] [--json]
   Show a summary of a .pte: its schema, each method with its inputs and outputs, operators, delegates and
   planned memory, and the verdict: "runs here" when every method loads, otherwise every reason (missing
   backends or operators, missing .ptd data, payload nodes a backend rejects).
@@ -29,13 +34,17 @@ constexpr Command kCommands[] = {
   --verbose     also the container's segments and each method's plan (instructions, buffers)
   --json        one JSON object on stdout with every field (the same with or without --verbose)
 )", etnp::cli::run_inspect},
-    {"run", R"(usage: etnp run FILE [--data F.ptd]... [--method NAME] [--input PATH.npy | --input LITERAL]...
+    {"run", "run a method once (or on a batch of input sets) and print or save its outputs",
+     R"(usage: etnp run FILE [--data F.ptd]... [--method NAME] [--input X]... [--batch DIR]
                 [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]... [--output-dir DIR]
-                [--print none|summary|all] [--top K]
-  Run a method once and print its outputs.
+                [--print none|summary|all] [--top K] [--no-progress]
+  Run a method once and print its outputs; with --batch, once per input set of DIR.
   --method NAME     the method to run (default: forward)
-  --input X         the next input, in order: a .npy file for a tensor input, a literal (2.0, 3, true, text)
-                    for a non-tensor input
+  --input X         the next input(s), in order: a .npy file for a tensor input, a literal (2.0, 3, true, text)
+                    for a non-tensor input; a .npz archive (numpy.savez: arr_0, arr_1, ...) or a directory
+                    of .npy files (sorted by name) gives several
+  --batch DIR       run on each input set of DIR: every subfolder of .npy files and every .npz, sorted by
+                    name; outputs go to OUT/<set>/output_<i>.npy with --output-dir OUT (the method loads once)
   --fill F          supply the inputs not given: ones, zeros or random (tensors at their full, upper-bound
                     shape; integer inputs that index a table stay in its range, see docs/cli.md)
   --seed S          seed of --fill random (default 0)
@@ -44,24 +53,40 @@ constexpr Command kCommands[] = {
                     outputs as 0-d arrays, strings as 0-d unicode arrays)
   --print P         none, summary (default: dtype, shape, min/max/mean) or all (every value)
   --top K           print the K largest entries (index: value) of each float32 output, e.g. class scores
+  --no-progress     no progress bar on stderr for --batch (drawn only when stderr is a terminal)
 )", etnp::cli::run_run},
-    {"bench", R"(usage: etnp bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
-                  [--input PATH.npy]... [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]...
-                  [--json] [--profile]
+    {"check", "run a bundled program's test cases, or a .pte on inputs, and compare the outputs",
+     R"(usage: etnp check FILE.pte|FILE.bpte [--data F.ptd]... [--method NAME] [--input X]... [--expect OUT]...
+                  [--atol A] [--rtol R]
+  Compare outputs with expected ones: for a bundled program (.bpte) run each test case on its bundled inputs
+  and compare with its expected outputs; for a .pte run the method on --input and compare output i with the
+  i-th --expect. One line per output (ok, or how many elements differ, the largest absolute and relative
+  difference and where), then a summary. Exit 0 when every output matches, 1 when one does not.
+  --method NAME  only this method's test cases (.bpte); the method to run (.pte, default: forward)
+  --input X      the next input(s), as for run (.npy, literal, .npz, directory of .npy)
+  --expect OUT   the next expected output(s): a .npy file, a .npz archive or a directory of .npy files
+  --atol A       absolute tolerance of floating outputs (default 1e-08)
+  --rtol R       relative tolerance of floating outputs (default 1e-05): an element matches when
+                 |got - expected| <= atol + rtol * |expected|; integer and bool outputs must be equal
+)", etnp::cli::run_check},
+    {"bench", "time a method", R"(usage: etnp bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
+                  [--input X]... [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]...
+                  [--json] [--profile] [--no-progress]
   Time a method: min/median/p90/p99/max, throughput, load time and memory.
   --method NAME   the method to time (default: forward)
   --warmup N      untimed runs first (default 5)
   --iters N       timed runs (default 50)
   --threads N     threads of the runtime's pool (default 0: one per core)
-  --input X       the first inputs, in order (.npy files or literals, as for run)
+  --input X       the first inputs, in order (.npy, .npz, directories or literals, as for run)
   --fill F        the other inputs: random (default), ones or zeros; integer inputs that index a table stay
                   in its range (docs/cli.md)
   --seed S        seed of --fill random (default 0)
   --shape I=AxB   the shape of filled input I, e.g. --shape 0=1x3x224x224
   --json          one JSON object on stdout
   --profile       time per operator and delegate node
+  --no-progress   no progress bar on stderr (drawn only when stderr is a terminal, for 20 or more --iters)
 )", etnp::cli::run_bench},
-    {"generate", R"(usage: etnp generate FILE --tokenizer TOKENIZER --prompt TEXT [--max-new-tokens N]
+    {"generate", "generate text with a language-model program", R"(usage: etnp generate FILE --tokenizer TOKENIZER --prompt TEXT [--max-new-tokens N]
                      [--temperature T] [--top-p P] [--seed S] [--stop TEXT]... [--no-bos] [--threads N]
                      [--method NAME] [--data F.ptd]... [--json]
   Generate text with a language-model program (ExecuTorch's LLM export, optimum-executorch): the prompt
@@ -79,24 +104,35 @@ constexpr Command kCommands[] = {
   --threads N         threads of the runtime's pool (default 0: one per core)
   --json              one JSON object on stdout with the text, ids and figures
 )", etnp::cli::run_generate},
-    {"version", R"(usage: etnp version
+    {"completion", "print a shell completion script (bash or zsh)", R"(usage: etnp completion bash|zsh
+  Print a completion script for bash or zsh on stdout: commands, each command's options, files for FILE,
+  --data, --input, --expect and --tokenizer, directories for --output-dir and --batch. Install:
+    bash: etnp completion bash > ~/.local/share/bash-completion/completions/etnp
+    zsh:  etnp completion zsh > ~/.zfunc/_etnp   (with fpath+=(~/.zfunc) before compinit in ~/.zshrc)
+)", run_completion},
+    {"version", "print the version", R"(usage: etnp version
   Print the etnp version, the program schema it reads and the ExecuTorch release it is verified against.
 )", run_version},
 };
 
-constexpr const char* kUsageHead = R"(usage: etnp <command> [options]
-
-commands:
-  inspect   show what a .pte holds and whether it runs here
-  run       run a method once and print or save its outputs
-  bench     time a method
-  generate  generate text with a language-model program
-  version   print the version
-
+std::string usage_head() {
+  std::string text = "usage: etnp <command> [options]\n\ncommands:\n";
+  for (const auto& c : kCommands) {
+    text += "  " + std::string(c.name) + std::string(12 - std::strlen(c.name), ' ') + c.summary + "\n";
+  }
+  text += R"(
 `etnp <command> --help` shows a command's options (docs/cli.md has them all).
 On failure the exit status is 1 (2 for a bad argument) and the first line on stderr is
 "error: <Kind>: <message>".
 )";
+  return text;
+}
+
+std::string command_list() {
+  std::string names;
+  for (const auto& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
 
 const Command* find_command(const std::string& name) {
   for (const auto& c : kCommands) {
@@ -109,7 +145,8 @@ const Command* find_command(const std::string& name) {
 constexpr const char* kValueOptions[] = {"--data",  "--method", "--input",  "--fill",      "--seed",
                                          "--shape", "--output-dir", "--print", "--top",    "--warmup",
                                          "--iters", "--threads", "--tokenizer", "--prompt", "--max-new-tokens",
-                                         "--temperature", "--top-p", "--stop"};
+                                         "--temperature", "--top-p", "--stop", "--batch", "--expect",
+                                         "--atol", "--rtol"};
 
 bool asks_for_help(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
@@ -121,23 +158,35 @@ bool asks_for_help(int argc, char** argv) {
   return false;
 }
 
+int run_completion(etnp::cli::Args& args) {
+  const auto shells = args.positionals();
+  if (shells.size() != 1 || (shells[0] != "bash" && shells[0] != "zsh")) {
+    etnp::cli::usage_error("completion takes one shell: bash or zsh");
+  }
+  std::vector<etnp::cli::CommandText> commands;
+  for (const auto& c : kCommands) commands.push_back({c.name, c.summary, c.usage});
+  std::vector<std::string> value_options(std::begin(kValueOptions), std::end(kValueOptions));
+  std::fputs(etnp::cli::completion_script(shells[0], commands, value_options).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kUsageHead, stderr);
+    std::fputs(usage_head().c_str(), stderr);
     return 2;
   }
   std::string command = argv[1];
   if (command == "-h" || command == "--help" || command == "help") {
     const Command* c = argc > 2 ? find_command(argv[2]) : nullptr;
-    std::fputs(c != nullptr ? c->usage : kUsageHead, stdout);
+    std::fputs(c != nullptr ? c->usage : usage_head().c_str(), stdout);
     return 0;
   }
   if (command == "--version") command = "version";
   try {
     const Command* c = find_command(command);
-    if (c == nullptr) etnp::cli::usage_error("unknown command '" + etnp::cli::shortened(command) + "' (commands: inspect, run, bench, generate, version; try: etnp --help)");
+    if (c == nullptr) etnp::cli::usage_error("unknown command '" + etnp::cli::shortened(command) + "' (commands: " + command_list() + "; try: etnp --help)");
     if (asks_for_help(argc, argv)) {
       std::fputs(c->usage, stdout);
       return 0;

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-COMMANDS = ["inspect", "run", "bench", "generate", "version"]
+COMMANDS = ["inspect", "run", "check", "bench", "generate", "completion", "version"]
 
 
 def etnp_run(etnp, *args):
@@ -47,8 +47,8 @@ def test_bare_etnp_prints_the_usage_to_stderr(etnp):
 def test_an_unknown_command(etnp):
     out = etnp_run(etnp, "frobnicate", "x.pte")
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.startswith("error: InvalidArgument: unknown command 'frobnicate' (commands: inspect, run, bench, "
-                                 "generate, version")
+    assert out.stderr.startswith("error: InvalidArgument: unknown command 'frobnicate' (commands: inspect, run, check, "
+                                 "bench, generate, completion, version; try: etnp --help)")
 
 
 def test_an_unknown_option(etnp):
