@@ -52,7 +52,15 @@ std::string description(const std::string& usage, const std::string& flag) {
     const size_t gap = line.find("  ", p);
     if (gap == std::string::npos) return "";
     p = line.find_first_not_of(' ', gap);
-    return p == std::string::npos ? "" : line.substr(p);
+    if (p == std::string::npos) return "";
+    const std::string text = line.substr(p);
+    // The line's first clause (up to a ": " outside parentheses): the rest may go on on the next line.
+    int depth = 0;
+    for (size_t i = 0; i + 1 < text.size(); ++i) {
+      depth += text[i] == '(' ? 1 : text[i] == ')' ? -1 : 0;
+      if (depth == 0 && text[i] == ':' && text[i + 1] == ' ') return text.substr(0, i);
+    }
+    return text;
   }
   return "";
 }
@@ -144,7 +152,11 @@ std::string zsh_script(const std::vector<CommandText>& commands, const std::vect
     if (std::string(c.name) == "completion") continue;
     s += "    " + std::string(c.name) + ")\n      _arguments -S \\\n";
     for (const auto& f : command_flags(c.usage)) {
-      const std::string desc = zsh_escape(f == "--help" ? "show the command's usage" : description(c.usage, f));
+      std::string text = f == "--help" ? "show the command's usage" : description(c.usage, f);
+      for (const auto& other : commands) {  // an option the usage shows only in its synopsis: another's words
+        if (text.empty()) text = description(other.usage, f);
+      }
+      const std::string desc = zsh_escape(text);
       std::string spec = (kRepeatable.count(f) ? "*" : "") + f;
       if (takes_value(value_options, f)) {
         std::string action = kFileOptions.count(f)  ? "file:_files"

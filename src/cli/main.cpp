@@ -105,8 +105,8 @@ constexpr Command kCommands[] = {
   --json              one JSON object on stdout with the text, ids and figures
 )", etnp::cli::run_generate},
     {"completion", "print a shell completion script (bash or zsh)", R"(usage: etnp completion bash|zsh
-  Print a completion script for bash or zsh on stdout: commands, each command's options, files for FILE,
-  --data, --input, --expect and --tokenizer, directories for --output-dir and --batch. Install:
+  Print a completion script for bash or zsh on stdout: the commands, each command's options, file names
+  for FILE and the options that take files, directories for --output-dir and --batch. Install:
     bash: etnp completion bash > ~/.local/share/bash-completion/completions/etnp
     zsh:  etnp completion zsh > ~/.zfunc/_etnp   (with fpath+=(~/.zfunc) before compinit in ~/.zshrc)
 )", run_completion},

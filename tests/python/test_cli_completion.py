@@ -50,6 +50,7 @@ def test_bash_script_has_every_command_and_flag(etnp):
     script = etnp_run(etnp, "completion", "bash").stdout
     listed = re.search(r'local commands="([^"]*)"', script).group(1).split()
     assert listed == commands(etnp)
+    assert help_flags(etnp, "completion") == ["--help"]
     for command in commands(etnp):
         match = re.search(r"^    %s\) flags=\"([^\"]*)\" ;;$" % command, script, re.M)
         assert match, command
