@@ -31,7 +31,7 @@ void print_values(const Value& v) {
 }
 
 // "top-5 of output 0: 281 (9.53), 285 (8.91), ..." for a float tensor output (classifier logits).
-void print_top_k(size_t index, const Value& v, int k) {
+void print_top_k(size_t index, const Value& v, int k, const std::string& prefix) {
   const auto* t = std::get_if<TensorRef>(&v);
   if (t == nullptr || t->data == nullptr || t->dtype != ScalarType::Float || t->numel() == 0) return;
   const auto* data = static_cast<const float*>(t->data);
@@ -40,7 +40,7 @@ void print_top_k(size_t index, const Value& v, int k) {
   const size_t n = std::min(order.size(), static_cast<size_t>(k));
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
                     [&](int64_t a, int64_t b) { return data[a] > data[b] || (data[a] == data[b] && a < b); });
-  std::printf("top-%zu of output %zu (index: value):", n, index);
+  std::printf("%stop-%zu of output %zu (index: value):", prefix.c_str(), n, index);
   for (size_t i = 0; i < n; ++i) std::printf("%s %lld: %.4g", i ? "," : "", static_cast<long long>(order[i]), data[order[i]]);
   std::printf("\n");
 }
@@ -54,7 +54,7 @@ void print_outputs(const std::vector<Value>& outputs, const std::string& print, 
     }
   }
   if (top > 0) {
-    for (size_t i = 0; i < outputs.size(); ++i) print_top_k(i, outputs[i], top);
+    for (size_t i = 0; i < outputs.size(); ++i) print_top_k(i, outputs[i], top, prefix);
   }
 }
 

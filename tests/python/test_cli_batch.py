@@ -124,6 +124,14 @@ def test_batch_writes_one_folder_per_set(etnp, add_pte, batch_dir, tmp_path):
     assert out.stderr == ""  # no progress bar: stderr is a pipe
 
 
+def test_batch_print_lines_name_their_set(etnp, add_pte, batch_dir):
+    out = etnp_run(etnp, "run", add_pte, "--batch", batch_dir, "--top", "1")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("s1: output 0: float32[2, 2] ")
+    assert lines[1] == "s1: top-1 of output 0 (index: value): 3: 13"
+
+
 def test_batch_errors(etnp, add_pte, batch_dir, tmp_path):
     np.save(tmp_path / "x.npy", A)
     line = error_line(etnp_run(etnp, "run", add_pte, "--batch", batch_dir, "--input", tmp_path / "x.npy"), 2)
