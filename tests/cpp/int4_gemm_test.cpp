@@ -13,6 +13,7 @@
 #include "backends/xnnpack/xnn_kernels.h"
 #include "compute/int4_gemm.h"
 #include "core/cpu_features.h"
+#include "cpu_levels.h"
 #include "etnp/threadpool.h"
 
 namespace etnp::compute {
@@ -130,20 +131,13 @@ const char* kernel_at(CpuLevel level) {
   return "generic";
 }
 
-// Calls fn(level) with cpu_level() capped at each level this CPU has, the portable one first; the cap is
-// lifted afterwards, a failed assertion included.
+// testing::at_each_cpu_level, checking first that the level runs its own implementation.
 template <class Fn>
 void at_each_level(Fn fn) {
-  struct Lift {
-    ~Lift() { cap_cpu_level(CpuLevel::avx512_vnni); }
-  } lift;
-  const CpuLevel top = cpu_level();
-  for (CpuLevel level : {CpuLevel::portable, CpuLevel::avx2_fma, CpuLevel::avx512_vnni}) {
-    if (level > top) break;
-    cap_cpu_level(level);
+  testing::at_each_cpu_level([&](CpuLevel level) {
     ASSERT_STREQ(int4_gemm_kernel_name(), kernel_at(level));
     fn(level);
-  }
+  });
 }
 
 // Rows cover the 4-row tile and each single-row tile width (4, 2, 1 blocks) and their remainders; channels

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu_levels.h"
 #include "etnp/threadpool.h"
 #include "compute/conv_indirect.h"
 #include "compute/depthwise.h"
@@ -559,6 +560,43 @@ TEST(XnnpackKernels, FullyConnectedQd8Blocked) {
       ASSERT_NEAR(out[r * n + j], ref, 1e-4 * (1.0 + std::fabs(ref))) << r << "," << j;
     }
   }
+}
+
+TEST(XnnpackKernels, FullyConnectedQd8GivesTheSameBitsAtEveryCpuLevel) {
+  // The tile sums int16 products exactly into int32 at every level (AVX-512 VNNI's vpdpwssd, AVX2's madd and
+  // add, the scalar loop), so the outputs are bit-identical; extreme codes (-128 x -127 on every k) included.
+  const size_t rows = 7, k = 75, n = 37;
+  std::vector<int8_t> weights(n * k), q(rows * k);
+  std::mt19937 rng(5);
+  for (auto& v : weights) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+  for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+  std::fill(weights.begin(), weights.begin() + k, int8_t{-127});
+  std::fill(q.begin(), q.begin() + k, int8_t{-128});
+  std::vector<float> scales(n), bias(n);
+  for (size_t j = 0; j < n; ++j) {
+    scales[j] = 0.001f * static_cast<float>(j + 1);
+    bias[j] = 0.1f * static_cast<float>(j);
+  }
+  std::vector<DynamicQuantParams> params(rows);
+  for (size_t r = 0; r < rows; ++r) params[r] = {.zero_point = static_cast<int32_t>(r) * 11 - 30, .scale = 0.02f};
+  const QD8Weights w(weights.data(), n, k, scales.data(), bias.data());
+  std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> want(rows * n);
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    std::vector<float> out(rows * n);
+    fully_connected_qd8_f32(q.data(), params.data(), rows, w, -inf, inf, out.data(), scratch.data());
+    if (level == CpuLevel::portable) {
+      want = out;
+      // Row 0, unit 0: -128 * -127 on every k, less the zero point's term.
+      const double ref = (double(k) * 128 * 127 - double(params[0].zero_point) * -127.0 * double(k)) *
+                         params[0].scale * scales[0] + bias[0];
+      EXPECT_NEAR(out[0], ref, 1e-5 * std::fabs(ref));
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i])) << cpu_level_name(level) << " " << i;
+    }
+  });
 }
 
 TEST(XnnpackKernels, Requantize) {

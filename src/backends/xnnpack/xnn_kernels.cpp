@@ -679,53 +679,34 @@ void qd8_tile_scalar(const int32_t* pairs, size_t stride, size_t kp, const int8_
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Accumulators are named variables (not an array) so that GCC keeps all of them in registers (with an array
-// it spilled one to the stack every iteration).
-template <int MR, int NB>
-__attribute__((target("avx2"))) void qd8_tile_avx2(const int32_t* pairs, size_t stride, size_t kp,
-                                                    const int8_t* const* w, int32_t* acc) {
-  static_assert(MR >= 1 && MR <= 4 && NB >= 1 && NB <= 2);
-  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  const int8_t* w0 = w[0];
-  const int8_t* w1 = NB > 1 ? w[1] : w[0];
-  const int32_t* x0 = pairs;
-  const int32_t* x1 = MR > 1 ? x0 + stride : x0;
-  const int32_t* x2 = MR > 2 ? x1 + stride : x1;
-  const int32_t* x3 = MR > 3 ? x2 + stride : x2;
-  for (size_t p = 0; p < kp; ++p) {
-    const __m256i v0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0 + p * 16)));
-    __m256i v1 = v0;
-    if constexpr (NB > 1) v1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w1 + p * 16)));
-    __m256i x = _mm256_set1_epi32(x0[p]);
-    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, v0));
-    if constexpr (NB > 1) c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, v1));
-    if constexpr (MR > 1) {
-      x = _mm256_set1_epi32(x1[p]);
-      c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, v0));
-      if constexpr (NB > 1) c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, v1));
-    }
-    if constexpr (MR > 2) {
-      x = _mm256_set1_epi32(x2[p]);
-      c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, v0));
-      if constexpr (NB > 1) c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, v1));
-    }
-    if constexpr (MR > 3) {
-      x = _mm256_set1_epi32(x3[p]);
-      c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, v0));
-      if constexpr (NB > 1) c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, v1));
-    }
-  }
-  const __m256i rows[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
-  for (int r = 0; r < MR; ++r) {
-    for (int b = 0; b < NB; ++b) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + (r * NB + b) * 8), rows[r][b]);
-  }
-}
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "backends/xnnpack/qd8_tile_x86.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")
+#define ETNP_QD8_VNNI
+namespace vnni {
+#include "backends/xnnpack/qd8_tile_x86.inc"
+}  // namespace vnni
+#undef ETNP_QD8_VNNI
+#pragma GCC pop_options
 #endif
 
 template <int MR, int NB>
 void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* const* w, int32_t* acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx2_fma()) return qd8_tile_avx2<MR, NB>(pairs, stride, kp, w, acc);
+  switch (cpu_level()) {
+    case CpuLevel::avx512_vnni:
+      return vnni::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
+    case CpuLevel::avx2_fma:
+      return avx2::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
+    case CpuLevel::portable:
+      break;
+  }
 #endif
   qd8_tile_scalar<MR, NB>(pairs, stride, kp, w, acc);
 }
