@@ -148,35 +148,6 @@ NpyArray read_npy(const std::string& path) {
   return parse_npy(bytes, path);
 }
 
-std::vector<uint8_t> encode_npy(ScalarType dtype, const std::vector<int64_t>& shape, const void* data) {
-  const char* descr = nullptr;
-  ScalarType stored = dtype == ScalarType::BFloat16 ? ScalarType::UInt16 : dtype;
-  for (const auto& row : kDescrs) {
-    if (row.type == stored) descr = row.descr;
-  }
-  if (descr == nullptr) {
-    throw Error(ErrorKind::InvalidArgument, "cannot write dtype " + std::string(scalar_type_name(dtype)) + " to .npy");
-  }
-  const char order = element_size(stored) == 1 ? '|' : '<';
-  std::string shape_text = "(";
-  for (size_t i = 0; i < shape.size(); ++i) shape_text += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
-  shape_text += ")";
-  std::string header = "{'descr': '" + std::string(1, order) + descr + "', 'fortran_order': False, 'shape': " + shape_text + ", }";
-  // Pad so that the data starts on a 64-byte boundary; the header ends with '\n'.
-  const size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header += '\n';
-  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  out.push_back(static_cast<uint8_t>(header.size() & 0xff));
-  out.push_back(static_cast<uint8_t>(header.size() >> 8));
-  out.insert(out.end(), header.begin(), header.end());
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (n > 0) out.insert(out.end(), p, p + n * static_cast<int64_t>(element_size(dtype)));
-  return out;
-}
-
 namespace {
 
 // The header of a version 1.0 .npy: `dict`, padded so that the data starts on a 64-byte boundary, ending in '\n'.
@@ -190,6 +161,32 @@ std::vector<uint8_t> npy_header(std::string dict) {
   out.insert(out.end(), dict.begin(), dict.end());
   return out;
 }
+
+}  // namespace
+
+std::vector<uint8_t> encode_npy(ScalarType dtype, const std::vector<int64_t>& shape, const void* data) {
+  const char* descr = nullptr;
+  ScalarType stored = dtype == ScalarType::BFloat16 ? ScalarType::UInt16 : dtype;
+  for (const auto& row : kDescrs) {
+    if (row.type == stored) descr = row.descr;
+  }
+  if (descr == nullptr) {
+    throw Error(ErrorKind::InvalidArgument, "cannot write dtype " + std::string(scalar_type_name(dtype)) + " to .npy");
+  }
+  const char order = element_size(stored) == 1 ? '|' : '<';
+  std::string shape_text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) shape_text += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  shape_text += ")";
+  std::vector<uint8_t> out = npy_header("{'descr': '" + std::string(1, order) + descr +
+                                        "', 'fortran_order': False, 'shape': " + shape_text + ", }");
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (n > 0) out.insert(out.end(), p, p + n * static_cast<int64_t>(element_size(dtype)));
+  return out;
+}
+
+namespace {
 
 // UTF-8 -> code points; a byte that does not start a valid sequence reads as U+FFFD.
 std::vector<uint32_t> code_points(const std::string& text) {

@@ -10,17 +10,7 @@ import numpy as np
 import pytest
 
 import programs as P
-
-
-def etnp_run(etnp, *args):
-    return subprocess.run([etnp, *map(str, args)], capture_output=True, text=True)
-
-
-def error_line(out, code):
-    assert out.returncode == code, (out.stdout, out.stderr)
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
+from cli_util import etnp_run, error_line
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,7 @@ import numpy as np
 import pytest
 
 import programs as P
-
-
-def etnp_run(etnp, *args):
-    return subprocess.run([etnp, *map(str, args)], capture_output=True, text=True)
+from cli_util import etnp_run
 
 
 @pytest.fixture(scope="module")

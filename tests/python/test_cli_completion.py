@@ -6,9 +6,7 @@ import subprocess
 
 import pytest
 
-
-def etnp_run(etnp, *args):
-    return subprocess.run([etnp, *map(str, args)], capture_output=True, text=True)
+from cli_util import etnp_run
 
 
 def commands(etnp):

@@ -1,23 +1,12 @@
 """`etnp run` and `etnp bench` inputs and outputs: every output written as a .npy numpy reads without pickle
 (strings as 0-d unicode arrays), --output-dir made with its parents, --shape and --fill on both commands,
 integer inputs that index a table filled inside it, and the messages for a mistaken input or file."""
-import subprocess
 
 import numpy as np
 import pytest
 
 import programs as P
-
-
-def etnp_run(etnp, *args, cwd=None):
-    return subprocess.run([etnp, *map(str, args)], capture_output=True, text=True, cwd=cwd)
-
-
-def error_line(out, code):
-    assert out.returncode == code, (out.stdout, out.stderr)
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
+from cli_util import etnp_run, error_line
 
 
 @pytest.fixture(scope="module")

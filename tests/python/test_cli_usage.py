@@ -1,14 +1,11 @@
 """`etnp` usage: `CMD --help` for every command, a bare `etnp` or an unknown command (exit 2), and every flag
 value checked: a bad value is "error: InvalidArgument: ..." naming the flag and the value, with exit 2."""
-import subprocess
 
 import pytest
 
+from cli_util import etnp_run
+
 COMMANDS = ["inspect", "run", "check", "bench", "generate", "completion", "version"]
-
-
-def etnp_run(etnp, *args):
-    return subprocess.run([etnp, *map(str, args)], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
