@@ -5,6 +5,7 @@
 #      with the official runtime (tests/live; the dev venv of scripts/dev-venv.sh holds torch and executorch),
 #      and the Python package built for the venv's own Python, tested there beside the official runtime;
 #   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2b. the Python package installed with pip into a fresh venv (tests/python/test_packaging.py);
 #   3. the concurrency tests, C++ and Python, under ThreadSanitizer.
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
 # ETNP_TEST_QUICK=1 runs steps 1 and 1b only. ETNP_SKIP_LIVE=1 skips step 1b; where the venv cannot be made
@@ -62,6 +63,11 @@ else
 fi
 
 if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
+  step "Python package: pip install . into a fresh venv, imported there without torch"
+  # A cold build of the package (about 6 minutes on 2 cores), so not in the quick run.
+  ETNP_TEST_PIP_INSTALL=1 PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest tests/python/test_packaging.py \
+    -q -p no:cacheprovider || status=1
+
   step "ASan + UBSan build"
   ETNP_BUILD_DIR=build-asan ETNP_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh \
     -DETNP_SANITIZE=address,undefined -DETNP_BUILD_PYTHON=OFF
@@ -74,7 +80,9 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   ETNP_BUILD_DIR=build-tsan ETNP_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh \
     -DETNP_SANITIZE=thread -DETNP_BUILD_PYTHON=ON
   step "Concurrency tests (TSan)"
-  TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests --gtest_filter='Concurrency*' || status=1
+  # With the kernels that split one product across a pool's threads (the 4-bit GEMM's test checks the bits).
+  TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests \
+    --gtest_filter='Concurrency*:Int4Gemm.SplitAcrossThreads*' || status=1
   step "Python thread tests (TSan)"
   # The extension is instrumented, the interpreter and numpy are not: TSan's runtime is preloaded so that it
   # sees every thread and the locks (the GIL is a pthread mutex and condition variable).
