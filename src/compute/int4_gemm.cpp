@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/cpu_features.h"
+#include "core/target_region.h"
 #include "etnp/threadpool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -132,21 +133,19 @@ void block_generic(const int8_t* x, const RowQuantParams* params, const int32_t*
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // The x86 tiles, one source compiled for each vector level (int4_tiles_x86.inc).
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+ETNP_TARGET_BEGIN("avx2,fma")
 namespace avx2 {
 #include "compute/int4_tiles_x86.inc"
 }  // namespace avx2
-#pragma GCC pop_options
+ETNP_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")
+ETNP_TARGET_BEGIN("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")
 #define ETNP_INT4_VNNI
 namespace vnni {
 #include "compute/int4_tiles_x86.inc"
 }  // namespace vnni
 #undef ETNP_INT4_VNNI
-#pragma GCC pop_options
+ETNP_TARGET_END
 #endif
 
 using BlocksFn = void (*)(const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t rows,

@@ -9,6 +9,7 @@
 #include "compute/gemm.h"
 #include "compute/conv_rows.h"
 #include "core/cpu_features.h"
+#include "core/target_region.h"
 #include "compute/parallel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -679,21 +680,19 @@ void qd8_tile_scalar(const int32_t* pairs, size_t stride, size_t kp, const int8_
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx2")
+ETNP_TARGET_BEGIN("avx2")
 namespace avx2 {
 #include "backends/xnnpack/qd8_tile_x86.inc"
 }  // namespace avx2
-#pragma GCC pop_options
+ETNP_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")
+ETNP_TARGET_BEGIN("avx2,avx512f,avx512bw,avx512vl,avx512vnni")
 #define ETNP_QD8_VNNI
 namespace vnni {
 #include "backends/xnnpack/qd8_tile_x86.inc"
 }  // namespace vnni
 #undef ETNP_QD8_VNNI
-#pragma GCC pop_options
+ETNP_TARGET_END
 #endif
 
 template <int MR, int NB>
