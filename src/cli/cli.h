@@ -59,13 +59,8 @@ struct InputSpec {
   std::string text;                           ///< The path or literal; "ARCHIVE.npz:NAME" for an archive's array.
   std::shared_ptr<format::NpyArray> array;
 };
-struct NamedArray {
-  std::string name;
-  std::shared_ptr<format::NpyArray> array;
-};
-/// The arrays of an uncompressed .npz (numpy.savez): arr_0, arr_1, ... in number order, other names in the
-/// archive's order. InvalidArgument saying why for anything else (compressed entries included).
-std::vector<NamedArray> read_npz(const std::string& path);
+/// The arrays of the .npz file at `path` (format::parse_npz).
+std::vector<format::NamedNpyArray> read_npz(const std::string& path);
 /// Each "--input X" as the inputs it stands for: a .npz gives its arrays, a directory its .npy files sorted by
 /// name (natural_less), anything else itself. `flag` names the option in messages.
 std::vector<InputSpec> expand_input_specs(const std::vector<std::string>& specs, const std::string& flag = "--input");
@@ -79,7 +74,8 @@ struct PreparedInputs {
   std::vector<std::shared_ptr<format::NpyArray>> arrays;
   std::vector<Value> values;
 };
-/// `uses` (integer_input_uses) bounds the integers of --fill random; an input it lacks is Unknown.
+/// `fill`: as fill_value returns it (empty: every tensor input must be given). `uses` (integer_input_uses) bounds
+/// the integers of --fill random; an input it lacks is Unknown.
 PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<InputSpec>& specs, const std::string& fill,
                               uint64_t seed, const std::vector<std::vector<int64_t>>& shape_overrides = {},
                               const std::vector<InputUse>& uses = {});

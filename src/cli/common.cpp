@@ -280,9 +280,6 @@ bool is_file(const std::string& path) {
 PreparedInputs prepare_inputs(const MethodMeta& meta, const std::vector<InputSpec>& specs, const std::string& fill,
                               uint64_t seed, const std::vector<std::vector<int64_t>>& shape_overrides,
                               const std::vector<InputUse>& uses) {
-  if (!fill.empty() && fill != "ones" && fill != "zeros" && fill != "random") {
-    usage_error("--fill takes ones, zeros or random, got '" + shortened(fill) + "'");
-  }
   const auto count = [](size_t n) { return std::to_string(n) + (n == 1 ? " input" : " inputs"); };
   if (specs.size() > meta.inputs.size()) {
     usage_error("method '" + meta.name + "' takes " + count(meta.inputs.size()) + ", " + std::to_string(specs.size()) +

@@ -151,14 +151,15 @@ ETNP_TARGET_END
 using BlocksFn = void (*)(const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t rows,
                           const Int4Weights& w, size_t b0, size_t b1, float lo, float hi, float* out);
 
-// The implementation for this CPU's level (cpu_level(), read per call), and its name.
-std::pair<BlocksFn, const char*> select_blocks() {
+// The implementation for a level, and the level it runs at (the portable loops where this build has no tiles
+// for the CPU's level).
+std::pair<BlocksFn, CpuLevel> select_blocks(CpuLevel level) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  switch (cpu_level()) {
+  switch (level) {
     case CpuLevel::avx512_vnni:
-      return {vnni::blocks, "avx512_vnni"};
+      return {vnni::blocks, level};
     case CpuLevel::avx2_fma:
-      return {avx2::blocks, "avx2"};
+      return {avx2::blocks, level};
     case CpuLevel::portable:
       break;
   }
@@ -167,19 +168,19 @@ std::pair<BlocksFn, const char*> select_blocks() {
              size_t b0, size_t b1, float lo, float hi, float* out) {
             for (size_t b = b0; b < b1; ++b) block_generic(x, params, xsums, rows, w, b, lo, hi, out);
           },
-          "generic"};
+          CpuLevel::portable};
 }
 
 }  // namespace
 
-const char* int4_gemm_kernel_name() { return select_blocks().second; }
+const char* int4_gemm_kernel_name() { return cpu_level_name(select_blocks(cpu_level()).second); }
 
 void gemm_qd8_int4_f32(const int8_t* x, const RowQuantParams* params, size_t rows, const Int4Weights& w,
                        float out_min, float out_max, float* out, int32_t* scratch, ThreadPool* pool) {
   const size_t blocks = w.blocks();
   if (rows == 0 || w.n() == 0) return;
   code_sums(x, rows, w.k(), scratch);
-  const BlocksFn fn = select_blocks().first;
+  const BlocksFn fn = select_blocks(cpu_level()).first;
   auto run = [&](size_t b0, size_t b1) { fn(x, params, scratch, rows, w, b0, b1, out_min, out_max, out); };
   // A parallel region costs a few microseconds of wake-up: worth it from about 128K multiply-adds (a 64 KB
   // weight read) per thread. Chunks of 4 blocks keep the one-row tile at its widest.

@@ -1,5 +1,6 @@
 #include "format/npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -237,6 +238,107 @@ void write_npy(const std::string& path, ScalarType dtype, const std::vector<int6
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!out) throw Error(ErrorKind::InvalidArgument, "cannot write '" + path + "'");
+}
+
+}  // namespace etnp::format
+
+namespace etnp::format {
+namespace {
+
+uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t le32(const uint8_t* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24); }
+uint64_t le64(const uint8_t* p) { return le32(p) | (static_cast<uint64_t>(le32(p + 4)) << 32); }
+
+// [offset, offset + length) lies inside `size` bytes (without overflowing).
+bool fits(uint64_t offset, uint64_t length, size_t size) { return offset <= size && length <= size - offset; }
+
+// "arr_12" -> 12; -1 for any other name.
+int64_t arr_number(const std::string& name) {
+  if (name.size() < 5 || name.size() > 16 || name.compare(0, 4, "arr_") != 0) return -1;
+  int64_t n = 0;
+  for (size_t i = 4; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<NamedNpyArray> parse_npz(const std::vector<uint8_t>& bytes, const std::string& name) {
+  const std::string shown = "'" + name + "'";
+  auto bad = [&](const std::string& why) {
+    throw Error(ErrorKind::InvalidArgument, shown + " is not a usable .npz archive: " + why);
+  };
+  const size_t size = bytes.size();
+  // The end-of-central-directory record: the last "PK\5\6" with room for its 22 bytes (and a comment of up
+  // to 64 KiB after it).
+  if (size < 22) bad("too short for a zip archive");
+  size_t eocd = std::string::npos;
+  for (size_t p = size - 22 + 1; p-- > 0 && size - p <= 22 + 65535;) {
+    if (le32(&bytes[p]) == 0x06054b50) {
+      eocd = p;
+      break;
+    }
+  }
+  if (eocd == std::string::npos) bad("no zip directory (numpy.savez writes .npz files)");
+  uint64_t entries = le16(&bytes[eocd + 10]);
+  uint64_t dir_offset = le32(&bytes[eocd + 16]);
+  if (dir_offset == 0xFFFFFFFFu || entries == 0xFFFF) {
+    // Zip64: the locator sits just before the record and points at the zip64 end record.
+    if (eocd < 20 || le32(&bytes[eocd - 20]) != 0x07064b50) bad("a zip64 archive without its locator");
+    const uint64_t record = le64(&bytes[eocd - 20 + 8]);
+    if (!fits(record, 56, size) || le32(&bytes[record]) != 0x06064b50) bad("a damaged zip64 directory record");
+    entries = le64(&bytes[record + 32]);
+    dir_offset = le64(&bytes[record + 48]);
+  }
+  std::vector<NamedNpyArray> arrays;
+  uint64_t p = dir_offset;
+  for (uint64_t e = 0; e < entries; ++e) {
+    if (!fits(p, 46, size) || le32(&bytes[p]) != 0x02014b50) bad("a damaged zip directory");
+    const uint16_t method = le16(&bytes[p + 10]);
+    uint64_t csize = le32(&bytes[p + 20]), usize = le32(&bytes[p + 24]);
+    const uint16_t name_len = le16(&bytes[p + 28]), extra_len = le16(&bytes[p + 30]), comment_len = le16(&bytes[p + 32]);
+    uint64_t local = le32(&bytes[p + 42]);
+    if (!fits(p + 46, uint64_t{name_len} + extra_len, size)) bad("a damaged zip directory");
+    std::string entry(reinterpret_cast<const char*>(&bytes[p + 46]), name_len);
+    // Zip64 sizes and offset, in that order, for the fields that are 0xFFFFFFFF.
+    const uint64_t extra_end = p + 46 + name_len + extra_len;
+    for (uint64_t x = p + 46 + name_len; x + 4 <= extra_end;) {
+      const uint16_t id = le16(&bytes[x]), len = le16(&bytes[x + 2]);
+      if (id == 0x0001) {
+        uint64_t q = x + 4;
+        const uint64_t end = std::min<uint64_t>(x + 4 + len, extra_end);
+        if (usize == 0xFFFFFFFFu && q + 8 <= end) { usize = le64(&bytes[q]); q += 8; }
+        if (csize == 0xFFFFFFFFu && q + 8 <= end) { csize = le64(&bytes[q]); q += 8; }
+        if (local == 0xFFFFFFFFu && q + 8 <= end) { local = le64(&bytes[q]); q += 8; }
+      }
+      x += 4 + len;
+    }
+    p = extra_end + comment_len;
+    if (!entry.empty() && entry.back() == '/') continue;  // a folder entry
+    if (method != 0) {
+      bad("entry '" + short_text(entry) + "' is compressed (numpy.savez_compressed); etnp reads uncompressed "
+          "archives: write it with numpy.savez");
+    }
+    if (!fits(local, 30, size) || le32(&bytes[local]) != 0x04034b50) bad("a damaged entry '" + short_text(entry) + "'");
+    const uint64_t data = local + 30 + le16(&bytes[local + 26]) + le16(&bytes[local + 28]);
+    if (!fits(data, usize, size) || csize != usize) bad("entry '" + short_text(entry) + "' is truncated");
+    const std::vector<uint8_t> npy(bytes.begin() + static_cast<std::ptrdiff_t>(data),
+                                   bytes.begin() + static_cast<std::ptrdiff_t>(data + usize));
+    if (entry.size() > 4 && entry.ends_with(".npy")) entry.resize(entry.size() - 4);
+    arrays.push_back({entry, std::make_shared<NpyArray>(parse_npy(npy, name + ":" + entry))});
+  }
+  if (arrays.empty()) bad("it holds no arrays");
+  // numpy.savez(f, a, b) names them arr_0, arr_1, ...: in number order. Other names keep the archive's order.
+  bool all_numbered = true;
+  for (const auto& a : arrays) all_numbered = all_numbered && arr_number(a.name) >= 0;
+  if (all_numbered) {
+    std::stable_sort(arrays.begin(), arrays.end(), [](const NamedNpyArray& a, const NamedNpyArray& b) {
+      return arr_number(a.name) < arr_number(b.name);
+    });
+  }
+  return arrays;
 }
 
 }  // namespace etnp::format

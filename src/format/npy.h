@@ -1,7 +1,9 @@
-// NumPy .npy files (format versions 1-3, little-endian, C or Fortran order), for inputs and outputs.
+// NumPy .npy files (format versions 1-3, little-endian, C or Fortran order), for inputs and outputs, and the
+// uncompressed .npz archives of numpy.savez that hold them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,5 +29,17 @@ std::vector<uint8_t> encode_npy(ScalarType dtype, const std::vector<int64_t>& sh
 /// numpy.load reads it without allow_pickle). Invalid UTF-8 bytes become U+FFFD.
 void write_npy_string(const std::string& path, const std::string& utf8);
 std::vector<uint8_t> encode_npy_string(const std::string& utf8);
+
+/// One array of a .npz archive: its name without ".npy".
+struct NamedNpyArray {
+  std::string name;
+  std::shared_ptr<NpyArray> array;
+};
+
+/// The arrays of an uncompressed .npz (numpy.savez, zip or zip64, stored entries): arr_0, arr_1, ... in number
+/// order, other names in the archive's order. Throws InvalidArgument "'<name>' is not a usable .npz archive:
+/// <why>" for anything else: not a zip, a damaged or truncated directory or entry, a compressed entry
+/// (numpy.savez_compressed), no arrays; and parse_npy's errors for an entry that is not a .npy.
+std::vector<NamedNpyArray> parse_npz(const std::vector<uint8_t>& bytes, const std::string& name);
 
 }  // namespace etnp::format

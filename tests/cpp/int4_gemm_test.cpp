@@ -118,24 +118,11 @@ void expect_bits_equal(const std::vector<float>& got, const std::vector<float>& 
 
 const float kInf = std::numeric_limits<float>::infinity();
 
-// The kernel's name at each vector level.
-const char* kernel_at(CpuLevel level) {
-  switch (level) {
-    case CpuLevel::avx512_vnni:
-      return "avx512_vnni";
-    case CpuLevel::avx2_fma:
-      return "avx2";
-    case CpuLevel::portable:
-      break;
-  }
-  return "generic";
-}
-
 // testing::at_each_cpu_level, checking first that the level runs its own implementation.
 template <class Fn>
 void at_each_level(Fn fn) {
   testing::at_each_cpu_level([&](CpuLevel level) {
-    ASSERT_STREQ(int4_gemm_kernel_name(), kernel_at(level));
+    ASSERT_STREQ(int4_gemm_kernel_name(), cpu_level_name(level));
     fn(level);
   });
 }
