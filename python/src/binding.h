@@ -101,6 +101,9 @@ uint64_t now_ns();
 void bind_tokenizer(py::module_& m);
 /// Adds Generator and Generation (generator_bindings.cpp); after Program and Tokenizer.
 void bind_generator(py::module_& m);
+/// Gives every public method of the module's classes a catch-all last overload that raises a short
+/// InvalidTypeError for a call with the wrong number of arguments (argument_count.cpp); after every class.
+void add_argument_count_checks(py::module_& m);
 
 // --- Errors ---------------------------------------------------------------------------------------------------
 

@@ -810,4 +810,6 @@ PYBIND11_MODULE(_C, m) {
         format::parse_etdump(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     return etdump_to_python(blocks);
   });
+
+  add_argument_count_checks(m);
 }

@@ -128,6 +128,52 @@ def test_program_and_method_argument_types(add_program, forward, tmp_path):
     assert forward.execute([x, x], clone_outputs=1)[0].flags.writeable
 
 
+def test_wrong_argument_counts_and_unknown_keywords(add_program, forward):
+    x = np.ones(3, np.float32)
+    checks = [
+        (lambda: forward.execute([x, x], True, HUGE),
+         "Method.execute(inputs=(), clone_outputs=True) was called with 3 positional arguments (list, bool, bytes)"),
+        (lambda: forward(inputs=[x, x], clone=False),
+         "Method.__call__(inputs=(), clone_outputs=True) was called with no positional argument and keyword "
+         "arguments 'inputs', 'clone'"),
+        (lambda: add_program.load_method(),
+         "Program.load_method(name) was called with no positional argument"),
+        (lambda: add_program.load_method("forward", name="forward"),
+         "Program.load_method(name) was called with 1 positional argument (str) and keyword argument 'name'"),
+        (lambda: forward.metadata.input_tensor_meta(0, HUGE),
+         "MethodMeta.input_tensor_meta(index) was called with 2 positional arguments (int, bytes)"),
+        (lambda: forward.metadata.input_tensor_meta(0).sizes(HUGE),
+         "TensorInfo.sizes() was called with 1 positional argument (bytes)"),
+    ]
+    for call, expected in checks:
+        with pytest.raises(InvalidTypeError) as err:  # a TypeError
+            call()
+        assert short(err) == expected
+
+
+def test_every_public_method_refuses_a_wrong_argument_count_briefly(add_program, forward):
+    """A sweep: each public method of the extension's classes, called with far too many arguments."""
+    instances = [add_program, forward, forward.metadata, forward.metadata.input_tensor_meta(0)]
+    for instance in instances:
+        cls = type(instance)
+        for name, member in vars(cls).items():
+            if (name.startswith("_") and name != "__call__") or isinstance(member, property) or not callable(member):
+                continue
+            with pytest.raises(InvalidTypeError) as err:
+                getattr(instance, name)(*([HUGE] * 9))
+            assert short(err).startswith(f"{cls.__name__}.{name}("), name
+            assert "9 positional arguments (bytes, bytes" in str(err.value)
+        doc = cls.__dict__["__call__" if "__call__" in vars(cls) else "__repr__"].__doc__ or ""
+        assert "Overloaded function" not in doc, doc
+
+
+def test_docstrings_keep_the_real_signature(add_program, forward):
+    assert forward.execute.__doc__.startswith("execute(self") and "inputs: object = ()" in forward.execute.__doc__
+    assert "Runs the method on `inputs`" in forward.execute.__doc__
+    assert "Overloaded function" not in forward.execute.__doc__
+    assert add_program.load_method.__doc__.startswith("load_method(self")
+
+
 def test_registry_argument_types():
     registry = Runtime.get().backend_registry
     checks = [
