@@ -93,6 +93,17 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def busy_note(load_before: str, round_loads: list) -> list:
+    """A warning paragraph when other work had the cores: then two workers cannot find a second free core."""
+    cpus = os.cpu_count() or 1
+    busiest = max([float(load_before.split(",")[0])] + round_loads)
+    if busiest < cpus:
+        return []
+    return [f"The machine was busy (1-minute load up to {busiest:.1f} on {cpus} CPUs, other builds running): every "
+            "configuration competed for the cores with that work, so the ratios show what a second worker or thread "
+            "gains on a shared machine, not on idle cores.\n"]
+
+
 def engine_versions() -> str:
     versions = [f"{name} {sys.modules[name].__version__}" for name in ("dask", "distributed", "ray") if name in sys.modules]
     return ", " + ", ".join(versions) if versions else ""
@@ -218,6 +229,7 @@ def main() -> int:
         f"{np.__version__}, etnp {et.__version__}{engine_versions()}. Load average (1, 5, 15 min) at the start: {load_before}; at the "
         f"end: {load_after}; 1-minute load at each round's start: "
         + ", ".join(f"{v:.1f}" for v in round_loads) + ".\n",
+        *busy_note(load_before, round_loads),
         "```sh\n" + command.rstrip() + "\n```\n",
         "| configuration | processes | threads each | inferences/s (median) | range over rounds | speed-up |",
         "|---|---|---|---|---|---|",
