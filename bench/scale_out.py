@@ -99,7 +99,7 @@ def busy_note(load_before: str, round_loads: list) -> list:
     busiest = max([float(load_before.split(",")[0])] + round_loads)
     if busiest < cpus:
         return []
-    return [f"The machine was busy (1-minute load up to {busiest:.1f} on {cpus} CPUs, other builds running): every "
+    return [f"The machine was busy (1-minute load up to {busiest:.1f} on {cpus} CPUs): every "
             "configuration competed for the cores with that work, so the ratios show what a second worker or thread "
             "gains on a shared machine, not on idle cores.\n"]
 
