@@ -104,6 +104,18 @@ def busy_note(load_before: str, round_loads: list) -> list:
             "gains on a shared machine, not on idle cores.\n"]
 
 
+def scaling(rates: dict) -> list:
+    """'engine: x.xx' for each pair of configurations that differ only in 1 or 2 workers (or threads)."""
+    pairs = [("in-process, 2 threads over 1 thread", "in-process, 2 threads", "in-process, 1 thread"),
+             ("multiprocessing, 2 processes over 1", "multiprocessing, 2 processes", "multiprocessing, 1 process"),
+             ("Dask, 2 workers over 1", "Dask, 2 workers", "Dask, 1 worker"),
+             ("Ray, 2 actors over 1", "Ray, 2 actors", "Ray, 1 actor"),
+             ("2 processes (multiprocessing) over 1 process with 2 threads", "multiprocessing, 2 processes",
+              "in-process, 2 threads")]
+    return [f"{label}: {statistics.median(a / b for a, b in zip(rates[two], rates[one])):.2f}"
+            for label, two, one in pairs if two in rates and one in rates]
+
+
 def engine_versions() -> str:
     versions = [f"{name} {sys.modules[name].__version__}" for name in ("dask", "distributed", "ray") if name in sys.modules]
     return ", " + ", ".join(versions) if versions else ""
@@ -234,6 +246,9 @@ def main() -> int:
         "| configuration | processes | threads each | inferences/s (median) | range over rounds | speed-up |",
         "|---|---|---|---|---|---|",
         *rows,
+        "",
+        "Scaling from one to two (median of the rounds' ratios, each round's two runs seconds apart): "
+        + "; ".join(scaling(rates)) + ".",
         "",
     ]
     section = "\n".join(md) + "\n"
