@@ -722,22 +722,25 @@ def total_params():
     return p["n_layers"] * per_layer + 2 * d * p["vocab_size"] + d
 
 
-def read_section(path: pathlib.Path):
-    """The file's "## Language models" section (up to the next "## " heading), or None."""
+SECTION = "## Language models"
+
+
+def read_section(path: pathlib.Path, heading: str = SECTION):
+    """The file's `heading` section (up to the next "## " heading), or None."""
     lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
-    start = next((i for i, l in enumerate(lines) if l.rstrip() == "## Language models"), None)
+    start = next((i for i, l in enumerate(lines) if l.rstrip() == heading), None)
     if start is None:
         return None
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     return "".join(lines[start:end]).rstrip("\n") + "\n"
 
 
-def replace_section(path: pathlib.Path, section: str) -> None:
-    """Puts `section` in place of the file's "## Language models" section (up to the next "## " heading), or
-    before "## Notes", or at the end; the rest of the file is kept as it is."""
+def replace_section(path: pathlib.Path, section: str, heading: str = SECTION) -> None:
+    """Puts `section` in place of the file's `heading` section (up to the next "## " heading), or before
+    "## Notes", or at the end; the rest of the file is kept as it is."""
     text = path.read_text() if path.is_file() else "# etnp benchmark results\n\n"
     lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.rstrip() == "## Language models"), None)
+    start = next((i for i, l in enumerate(lines) if l.rstrip() == heading), None)
     if start is not None:
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     else:

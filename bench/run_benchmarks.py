@@ -886,13 +886,15 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
         for n in notes:
             md.append("- " + plain(n))
         md.append("")
-    import llm_bench  # its section comes from its own, slower run: carried over as it is
+    import llm_bench  # the sections of its run and of scale_out.py's, each slower: carried over as they are
 
-    kept_llm_section = llm_bench.read_section(pathlib.Path(args.output))
+    headings = (llm_bench.SECTION, "## Scale-out")
+    kept = {heading: llm_bench.read_section(pathlib.Path(args.output), heading) for heading in headings}
     with open(args.output, "w") as f:
         f.write("\n".join(md))
-    if kept_llm_section:
-        llm_bench.replace_section(pathlib.Path(args.output), kept_llm_section)
+    for heading in headings:
+        if kept[heading]:
+            llm_bench.replace_section(pathlib.Path(args.output), kept[heading], heading)
 
 
 if __name__ == "__main__":

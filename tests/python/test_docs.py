@@ -10,15 +10,25 @@ import pytest
 from conftest import REPO, fixtures_dir
 
 DOC = REPO / "docs" / "python.md"
+# Its examples start and stop clusters: test_scale_out.py runs them, on clusters it shares between them.
+SCALE_OUT = "## Scale-out with Ray and Dask"
 
 
-def python_blocks():
+def doc_blocks():
+    """(code, first line, the ## heading above it) of every ```python block of the page."""
     text = DOC.read_text()
     blocks = []
     for match in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
+        headings = re.findall(r"^## .*$", text[: match.start()], flags=re.M)
         line = text.count("\n", 0, match.start()) + 2
-        blocks.append(pytest.param(match.group(1), line, id=f"line{line}"))
+        blocks.append((match.group(1), line, headings[-1] if headings else ""))
     return blocks
+
+
+def python_blocks():
+    skip = pytest.mark.skip(reason="a scale-out example: tests/python/test_scale_out.py runs it on a local cluster")
+    return [pytest.param(code, line, id=f"line{line}", marks=[skip] if heading == SCALE_OUT else [])
+            for code, line, heading in doc_blocks()]
 
 
 def test_the_doc_has_examples():
