@@ -93,7 +93,7 @@ def test_wheel_in_a_fresh_venv(tmp_path):
     wheels = tmp_path / "wheels"
     build = ["-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-w", wheels]
     if os.environ.get("ETNP_PKG_BUILD_DIR"):
-        build += ["-C", f"build-dir={os.environ['ETNP_PKG_BUILD_DIR']}"]
+        build += [f"--config-settings=build-dir={os.environ['ETNP_PKG_BUILD_DIR']}"]
     _run([tools, *build, REPO], cwd=tmp_path, env=env)
     (wheel,) = wheels.glob("executorch_numpy_runtime-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
