@@ -65,8 +65,8 @@ fi
 if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   step "Python package: pip wheel ., installed into a fresh venv with only numpy; quick start and etnp there"
   # A cold build of the wheel (scikit-build-core, without build isolation: the dev venv's scikit-build-core and
-  # pybind11), so not in the quick run: about 4 minutes of 2 idle cores. Without the dev venv the test skips,
-  # and fails under CI=true.
+  # pybind11), so not in the quick run: about 14 minutes of CPU, 7 or more on 2 idle cores. Without the dev venv
+  # the test skips, and fails under CI=true.
   tools=()
   [ -n "$venv" ] && [ $venv_rc -eq 0 ] && tools=(ETNP_BUILD_TOOLS_PYTHON="$venv/bin/python")
   env "${tools[@]}" ETNP_TEST_PIP_INSTALL=1 PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest \
