@@ -49,11 +49,11 @@ from ._C import StreamDecoder, Tokenizer
 from .llm import LLM, GenerationResult, GenerationStep
 
 #: Element types, numbered as in the .pte format (PyTorch's c10::ScalarType); an IntEnum, so ScalarType.Float == 6.
-ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)
+ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)  # type: ignore[misc]
 _C._set_scalar_type_class(ScalarType)
 
 try:  # bfloat16 arrays are real bfloat16 only when ml_dtypes is installed; otherwise raw uint16 bits.
-    import ml_dtypes as _ml_dtypes
+    import ml_dtypes as _ml_dtypes  # type: ignore[import-not-found, unused-ignore]
 
     BFLOAT16_DTYPE: Optional[np.dtype] = np.dtype(_ml_dtypes.bfloat16)
 except ImportError:
@@ -306,7 +306,7 @@ class Runtime:
             state["data"] = content
         else:
             try:
-                view = memoryview(data)  # numpy uint8 arrays, array.array, ...
+                view = memoryview(data)  # type: ignore[arg-type]  # numpy uint8 arrays, array.array, ...
             except TypeError:
                 raise InvalidTypeError(
                     "data must be a path, bytes, bytearray, memoryview or a binary file-like object, got "

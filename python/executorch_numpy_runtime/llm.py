@@ -110,9 +110,9 @@ class LLM:
             raise InvalidInputError(f"seed must be >= 0 and < 2**64, got {_short_int(seed)}")
         if limit >= 1 << 63:
             raise InvalidInputError(f"max_new_tokens must be < 2**63, got {_short_int(limit)}")
-        for name, value in (("temperature", temperature), ("top_p", top_p)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise InvalidTypeError(f"{name} must be a number, got {type(value).__name__}")
+        for name, number in (("temperature", temperature), ("top_p", top_p)):
+            if not isinstance(number, (int, float)) or isinstance(number, bool):
+                raise InvalidTypeError(f"{name} must be a number, got {type(number).__name__}")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         if not all(isinstance(s, str) for s in stops):
             raise InvalidTypeError("stop must be a str or a list of str")

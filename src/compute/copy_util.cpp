@@ -212,6 +212,35 @@ struct ConvertMover {
   }
 };
 
+/// Converting movers behind function pointers: execute_plan is instantiated once for every pair of dtypes, not
+/// once per pair (13 x 13 of them), which made this file by far the slowest of the library to compile. Only the
+/// element loops are per pair; a call through the pointer costs once per run or per tile, not per element.
+struct ErasedConvertMover {
+  using RunFn = void (*)(void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t);
+  using TileFn = void (*)(void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+  void* dst;
+  const void* src;
+  RunFn run_fn;
+  TileFn tile_fn;
+  void run(int64_t doff, int64_t soff, int64_t n, int64_t ds, int64_t ss) const {
+    run_fn(dst, src, doff, soff, n, ds, ss);
+  }
+  void tile(int64_t doff, int64_t soff, int64_t rows, int64_t cols, int64_t drow, int64_t scol) const {
+    tile_fn(dst, src, doff, soff, rows, cols, drow, scol);
+  }
+};
+
+template <typename To, typename From>
+void convert_run(void* dst, const void* src, int64_t doff, int64_t soff, int64_t n, int64_t ds, int64_t ss) {
+  ConvertMover<To, From>{static_cast<To*>(dst), static_cast<const From*>(src)}.run(doff, soff, n, ds, ss);
+}
+
+template <typename To, typename From>
+void convert_tile(void* dst, const void* src, int64_t doff, int64_t soff, int64_t rows, int64_t cols, int64_t drow,
+                  int64_t scol) {
+  ConvertMover<To, From>{static_cast<To*>(dst), static_cast<const From*>(src)}.tile(doff, soff, rows, cols, drow, scol);
+}
+
 constexpr int64_t kParallelMinBytes = int64_t(1) << 20;  // below this a copy runs on the calling thread
 constexpr int64_t kChunkElems = int64_t(1) << 16;       // work per parallel item when splitting long runs
 constexpr int64_t kTile = 32;
@@ -337,14 +366,18 @@ void strided_copy(void* dst, ScalarType dst_type, const int64_t* dst_strides, co
         return;
     }
   }
+  ErasedConvertMover mover{dst, src, nullptr, nullptr};
+  size_t elem_bytes = 0;
   dispatch(dst_type, "copy", [&](auto to_tag) {
     using To = decltype(to_tag);
     dispatch(src_type, "copy", [&](auto from_tag) {
       using From = decltype(from_tag);
-      execute_plan(plan, ConvertMover<To, From>{static_cast<To*>(dst), static_cast<const From*>(src)},
-                   std::max(sizeof(To), sizeof(From)), parallel);
+      mover.run_fn = &convert_run<To, From>;
+      mover.tile_fn = &convert_tile<To, From>;
+      elem_bytes = std::max(sizeof(To), sizeof(From));
     });
   });
+  execute_plan(plan, mover, elem_bytes, parallel);
 }
 
 void contiguous_strides(std::span<const int64_t> shape, int64_t* strides) {

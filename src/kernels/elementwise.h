@@ -346,7 +346,10 @@ void apply(KernelContext& ctx, Tensor& out, const std::array<const Tensor*, NIN>
   const StoreBlockFn<R> out_store = out_direct ? nullptr : store_block_fn<R>(out.dtype(), opname);
 
   // Processes n consecutive elements along the innermost dimension, in blocks of kBlock.
-  auto run = [&](const std::array<int64_t, N>& offsets, int64_t n, const std::array<int64_t, N>& inner) {
+  // Not inlined: the flat and the strided paths, serial and parallel, call it, and one copy of its vectorized
+  // loops per apply() instead of four keeps the kernels quicker to compile (it costs one call per run).
+  auto run = [&](const std::array<int64_t, N>& offsets, int64_t n, const std::array<int64_t, N>& inner)
+                 __attribute__((noinline)) {
     C buffers[NIN][kBlock];
     R out_buffer[kBlock];
     std::array<int64_t, N> off = offsets;
