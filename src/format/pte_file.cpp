@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 
 namespace etnp::format {
@@ -33,20 +34,6 @@ uint64_t read_u64(const uint8_t* p) {
 
 bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 
-std::string printable(std::span<const uint8_t> bytes) {
-  std::string s;
-  for (uint8_t c : bytes) {
-    if (c >= 0x20 && c < 0x7f) {
-      s += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      s += "\\x";
-      s += hex[c >> 4];
-      s += hex[c & 15];
-    }
-  }
-  return s;
-}
 
 bool looks_like_text(std::span<const uint8_t> bytes) {
   const size_t n = std::min<size_t>(bytes.size(), 256);
@@ -342,7 +329,7 @@ std::span<const uint8_t> PteFile::delegate_payload(const fb::BackendDelegate& d)
 }
 
 void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
-  const std::string method = plan.name() ? "method '" + plan.name()->str() + "'" : "a method with no name";
+  const std::string method = plan.name() ? "method " + quoted(plan.name()->string_view()) : "a method with no name";
   auto bad = [&](const std::string& what) { fail(method + ": " + what); };
   if (plan.name() == nullptr) fail("corrupt program: an execution plan has no name");
   const auto* values = plan.values();
@@ -498,7 +485,7 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
     try {
       delegate_payload(*d);
     } catch (const Error& e) {
-      bad("delegate " + std::to_string(i) + " (" + d->id()->str() + "): " + e.detail());
+      bad("delegate " + std::to_string(i) + " (" + printable(d->id()->string_view()) + "): " + e.detail());
     }
     if (const auto* specs = d->compile_specs(); specs != nullptr) {
       for (const auto* spec : *specs) {
