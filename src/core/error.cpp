@@ -21,7 +21,7 @@ std::string format_error_message(const std::string& detail, const ErrorContext& 
     if (!where.empty()) where += ", ";
     where += part;
   };
-  if (!c.method.empty()) add("method " + quoted(c.method));
+  if (!c.method.empty()) add("method " + quoted_name(c.method));
   if (c.instruction >= 0) {
     std::string s = "instruction " + std::to_string(c.instruction);
     if (!c.op.empty()) s += " (" + printable(c.op) + ")";

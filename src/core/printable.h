@@ -19,7 +19,7 @@ std::string printable(std::string_view bytes, size_t max_bytes = kMaxQuotedBytes
 inline std::string printable(std::span<const uint8_t> bytes, size_t max_bytes = kMaxQuotedBytes) {
   return printable(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), max_bytes);
 }
-/// printable(bytes) in single quotes: 'name'.
-inline std::string quoted(std::string_view bytes) { return "'" + printable(bytes) + "'"; }
+/// printable(bytes) in single quotes (not `quoted`: std::quoted would win by argument-dependent lookup): 'name'.
+inline std::string quoted_name(std::string_view bytes) { return "'" + printable(bytes) + "'"; }
 
 }  // namespace etnp

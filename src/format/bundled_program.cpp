@@ -239,7 +239,7 @@ BundledProgram BundledProgram::parse(std::span<const uint8_t> bytes, std::shared
       if (const auto* cases = suite->test_cases()) {
         for (flatbuffers::uoffset_t c = 0; c < cases->size(); ++c) {
           const bp::BundledMethodTestCase* tc = cases->Get(c);
-          const std::string where = "method " + quoted(tests.method_name) + " test case " + std::to_string(c);
+          const std::string where = "method " + quoted_name(tests.method_name) + " test case " + std::to_string(c);
           if (tc == nullptr) fail(where + " is missing");
           BundledTestCase decoded;
           decoded.inputs = decode_values(tc->inputs(), where + " input");

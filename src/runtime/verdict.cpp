@@ -68,7 +68,7 @@ void add_missing_backends(const fb::ExecutionPlan& plan, std::vector<LoadProblem
   const std::string available = available_backends();
   for (const auto& id : missing) {
     problems.push_back({LoadProblem::Kind::MissingBackend, id,
-                        "backend " + quoted(id) + " is not available in this runtime (available: " + available + ")"});
+                        "backend " + quoted_name(id) + " is not available in this runtime (available: " + available + ")"});
   }
 }
 
@@ -112,13 +112,13 @@ void add_external_data(const fb::ExecutionPlan& plan, const NamedDataMap* extern
       problems.push_back({LoadProblem::Kind::ExternalData, key, std::move(message)});
     };
     if (external == nullptr) {
-      problem("tensor " + quoted(key) + " is stored in external data, but no external data (.ptd) was provided; "
+      problem("tensor " + quoted_name(key) + " is stored in external data, but no external data (.ptd) was provided; "
               "load the program with its .ptd file");
       continue;
     }
     const auto bytes = external->get(key);
     if (!bytes) {
-      problem("tensor " + quoted(key) + " is not in the external data (" + external->describe() + ")");
+      problem("tensor " + quoted_name(key) + " is not in the external data (" + external->describe() + ")");
       continue;
     }
     const auto dtype = static_cast<ScalarType>(t->scalar_type());
@@ -128,7 +128,7 @@ void add_external_data(const fb::ExecutionPlan& plan, const NamedDataMap* extern
                               std::equal(layout->dim_order.begin(), layout->dim_order.end(),
                                          t->dim_order()->begin(), t->dim_order()->end());
       if (layout->dtype != dtype || layout->sizes != sizes || !same_order) {
-        problem("external tensor " + quoted(key) + " is " + std::string(scalar_type_name(layout->dtype)) +
+        problem("external tensor " + quoted_name(key) + " is " + std::string(scalar_type_name(layout->dtype)) +
                 shape_string(layout->sizes) + " in " + external->describe() + ", the program expects " +
                 std::string(scalar_type_name(dtype)) + shape_string(sizes));
         continue;
@@ -136,7 +136,7 @@ void add_external_data(const fb::ExecutionPlan& plan, const NamedDataMap* extern
     }
     const size_t nbytes = format::serialized_tensor_nbytes(*t);
     if (bytes->size() < nbytes) {
-      problem("external tensor " + quoted(key) + " holds " + std::to_string(bytes->size()) + " bytes, the program needs " +
+      problem("external tensor " + quoted_name(key) + " holds " + std::to_string(bytes->size()) + " bytes, the program needs " +
               std::to_string(nbytes));
     }
   }
@@ -209,7 +209,7 @@ void throw_dependency_problems(const std::vector<LoadProblem>& problems, const s
   if (!backends.empty()) {
     where.backend = backends.front();
     std::vector<std::string> names;
-    for (const auto& b : backends) names.push_back(quoted(b));
+    for (const auto& b : backends) names.push_back(quoted_name(b));
     std::string detail = "the program delegates to backend" + std::string(backends.size() == 1 ? " " : "s ") +
                          joined(names, ", ") + (backends.size() == 1 ? ", which is" : ", which are") +
                          " not available in this runtime (available: " + available_backends() + ")";
