@@ -157,6 +157,33 @@ std::optional<size_t> PteFile::find_plan(std::string_view name) const {
   return std::nullopt;
 }
 
+// FlatBuffers' verifier checks a vector's length word (4-byte aligned), not its elements: a vector of 8-byte
+// elements at an address that is 4 but not 8 mod 8 passes, and reading it is a misaligned load (undefined
+// behaviour). Builders align such vectors to 8; a file that does not is refused here, before anything reads them.
+void PteFile::check_vector_alignment() const {
+  auto misaligned = [](const auto* vec) { return vec != nullptr && reinterpret_cast<uintptr_t>(vec->Data()) % 8 != 0; };
+  auto refuse = [](const std::string& what) { fail("corrupt program: " + what + " is not 8-byte aligned"); };
+  if (const auto* cs = program_->constant_segment(); cs != nullptr && misaligned(cs->offsets()))
+    refuse("the constant segment's offset list");
+  if (const auto* ms = program_->mutable_data_segments()) {
+    for (size_t i = 0; i < ms->size(); ++i)
+      if (ms->Get(i) != nullptr && misaligned(ms->Get(i)->offsets()))
+        refuse("mutable data segment " + std::to_string(i) + "'s offset list");
+  }
+  for (size_t p = 0; p < num_plans(); ++p) {
+    const fb::ExecutionPlan& ep = plan(p);
+    if (misaligned(ep.non_const_buffer_sizes()))
+      refuse("execution plan " + std::to_string(p) + "'s planned buffer sizes");
+    for (size_t v = 0; ep.values() != nullptr && v < ep.values()->size(); ++v) {
+      const fb::EValue* value = ep.values()->Get(v);
+      const auto* ints = value == nullptr ? nullptr : value->val_as_IntList();
+      const auto* doubles = value == nullptr ? nullptr : value->val_as_DoubleList();
+      if ((ints != nullptr && misaligned(ints->items())) || (doubles != nullptr && misaligned(doubles->items())))
+        refuse("execution plan " + std::to_string(p) + " value " + std::to_string(v) + "'s list");
+    }
+  }
+}
+
 void PteFile::verify_container() {
   const std::span<const uint8_t> bytes = source_->bytes();
   header_ = read_pte_header(bytes);
@@ -199,6 +226,7 @@ void PteFile::verify_container() {
   for (size_t i = 0; i < num_plans(); ++i) {
     if (program_->execution_plan()->Get(i) == nullptr) fail("corrupt program: execution plan " + std::to_string(i) + " is null");
   }
+  check_vector_alignment();
 
   // Every segment the program refers to must lie inside the file.
   const auto* segments = program_->segments();
@@ -329,7 +357,7 @@ std::span<const uint8_t> PteFile::delegate_payload(const fb::BackendDelegate& d)
 }
 
 void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
-  const std::string method = plan.name() ? "method " + quoted(plan.name()->string_view()) : "a method with no name";
+  const std::string method = plan.name() ? "method " + quoted_name(plan.name()->string_view()) : "a method with no name";
   auto bad = [&](const std::string& what) { fail(method + ": " + what); };
   if (plan.name() == nullptr) fail("corrupt program: an execution plan has no name");
   const auto* values = plan.values();
