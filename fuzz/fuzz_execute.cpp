@@ -30,12 +30,9 @@ void run_method(const Program& program, const std::string& name, Pattern& patter
   for (const ValueInfo& in : meta.inputs) {
     switch (in.tag) {
       case Tag::Tensor: {
-        TensorRef t;
-        t.dtype = in.tensor.dtype;
-        t.sizes = in.tensor.sizes;
+        TensorRef t{in.tensor.dtype, in.tensor.sizes, in.tensor.dim_order, nullptr};
         if (in.tensor.dynamism != ShapeDynamism::Static)
           for (int64_t& d : t.sizes) d = d > 0 ? pattern.byte() % (d + 1) : d;
-        t.dim_order = in.tensor.dim_order;
         std::vector<uint8_t> bytes(std::min(in.tensor.nbytes, fuzz::kMaxInputBytes));
         for (uint8_t& b : bytes) b = pattern.byte();
         t.data = bytes.data();
