@@ -92,9 +92,9 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
     || status=1
 
   step "Fuzz targets (libFuzzer, ASan + UBSan)"
-  # A clang build of the library (about 25 minutes cold on 2 cores, then incremental) and ETNP_FUZZ_TIME
-  # seconds per target (60 by default: 9 targets, about 10 minutes). Skipped where clang is missing, but not
-  # under CI=true.
+  # Adds a sanitized clang build of the library into build-fuzz (about 90 compiles: well over 25 minutes cold
+  # on 2 shared cores, then incremental) and ETNP_FUZZ_TIME seconds per target (60 by default: 9 targets,
+  # about 10 minutes). Skipped where clang is missing, but not under CI=true.
   ./scripts/fuzz.sh || status=1
 fi
 
