@@ -45,11 +45,11 @@ for t in $targets; do
   # -rss_limit_mb and -timeout bound what the targets cannot (fuzz/fuzz_util.h): memory and loops.
   if ./build-fuzz/fuzz/"$t" "$corpus" "$seeds/$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
        -max_len=1048576 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t/" >"$log" 2>&1; then
-    grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units)' "$log" | tail -2
+    grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units)' "$log" | tail -2 || true
   else
     status=1
     echo "fuzz: $t FAILED (log: $log; inputs: build-fuzz/findings/$t/)"
-    grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5
+    grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5 || true
   fi
 done
 exit $status
