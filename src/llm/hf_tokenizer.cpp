@@ -1099,14 +1099,14 @@ std::shared_ptr<const Tokenizer::Impl> load_hf_json(std::string_view bytes, cons
   json root;
   try {
     root = json::parse(bytes);
-  } catch (const json::parse_error& e) {
-    reader.fail(std::string("not valid JSON: ") + e.what());
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large for a double
+    reader.fail("not valid JSON: " + printable(e.what(), 240));  // the parser quotes the file's bytes
   }
   auto tokenizer = std::make_shared<HfTokenizer>();
   try {
     tokenizer->load(reader, root);
   } catch (const json::exception& e) {  // a type the accessors did not foresee
-    reader.fail(std::string("malformed tokenizer.json: ") + e.what());
+    reader.fail("malformed tokenizer.json: " + printable(e.what(), 240));
   }
 
   // BOS and EOS: tokenizer.json does not name them; its tokenizer_config.json does, when it lies beside it.
@@ -1118,8 +1118,8 @@ std::shared_ptr<const Tokenizer::Impl> load_hf_json(std::string_view bytes, cons
       const auto source = format::ByteSource::map_file(config_path.string());
       const auto span = source->bytes();
       config = json::parse(std::string_view(reinterpret_cast<const char*>(span.data()), span.size()));
-    } catch (const json::parse_error& e) {
-      throw Error(ErrorKind::InvalidArgument, config_path.string() + ": not valid JSON: " + e.what());
+    } catch (const json::exception& e) {
+      throw Error(ErrorKind::InvalidArgument, config_path.string() + ": not valid JSON: " + printable(e.what(), 240));
     } catch (const Error& e) {
       throw Error(ErrorKind::InvalidArgument, e.detail());
     }

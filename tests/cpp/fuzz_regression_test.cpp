@@ -9,6 +9,7 @@
 #include "etnp/error.h"
 #include "format/byte_source.h"
 #include "format/pte_file.h"
+#include "llm/tokenizer_impl.h"
 #include "writer_test_util.h"
 
 namespace etnp {
@@ -49,6 +50,21 @@ TEST(FuzzRegression, MisalignedInt64VectorIsRefused) {
   std::memcpy(&bytes[data], &count, 4);
   for (Verification level : {Verification::Minimal, Verification::InternalConsistency}) {
     EXPECT_EQ(parse_error(bytes, level), "corrupt program: execution plan 0's planned buffer sizes is not 8-byte aligned");
+  }
+}
+
+// fuzz_tokenizer: a number too large for a double in tokenizer.json made nlohmann's parser throw out_of_range
+// (406), which load_hf_json did not catch (only parse_error): std::terminate instead of an etnp::Error.
+TEST(FuzzRegression, TokenizerJsonNumberOverflowIsAnError) {
+  for (const char* text : {R"({"version": 7e7777})", "{\"a\": -1e999, \"b\": \"\x01\xff\"}"}) {
+    try {
+      llm::load_hf_json(text, "/nonexistent/tokenizer.json");
+      ADD_FAILURE() << "loaded " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("not valid JSON: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+    }
   }
 }
 
