@@ -14,6 +14,12 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   packages+=(python3-pytest python3-venv libgtest-dev libbenchmark-dev libssl-dev
              bpftrace)  # traces the USDT probes (tests/usdt/trace_probes.py; skipped where tracing is not allowed)
+  # clang and its sanitizer/libFuzzer runtime for the fuzz targets (scripts/fuzz.sh): Debian 12 has 14, 13 has 19.
+  case "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" in
+    12) packages+=(clang-14 libclang-rt-14-dev) ;;
+    13) packages+=(clang-19 libclang-rt-19-dev) ;;
+    *) echo "install-deps: not Debian 12 or 13: install clang and its runtime yourself for scripts/fuzz.sh" >&2 ;;
+  esac
 fi
 # torch, the official ExecuTorch and the other oracles are not Debian packages here: the tests and benchmarks
 # take them from the dev venv (scripts/dev-venv.sh, requirements-dev.txt), never the runtime.

@@ -7,6 +7,7 @@
 #   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   2b. the Python package's wheel installed into a fresh venv with only numpy (tests/python/test_packaging.py);
 #   3. the concurrency tests, C++ and Python, under ThreadSanitizer.
+#   4. the libFuzzer targets (fuzz/, scripts/fuzz.sh), about a minute each on their saved corpora.
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
 # ETNP_TEST_QUICK=1 runs steps 1 and 1b only. ETNP_SKIP_LIVE=1 skips step 1b; where the venv cannot be made
 # (offline) step 1b is skipped with the reason, except under CI=true, where that fails the run.
@@ -93,6 +94,12 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   LD_PRELOAD="$(gcc -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
     ETNP_PYTHON_DIR="$PWD/build-tsan/python" /usr/bin/python3 -m pytest tests/python/test_threads.py -q -p no:cacheprovider \
     || status=1
+
+  step "Fuzz targets (libFuzzer, ASan + UBSan)"
+  # Adds a sanitized clang build of the library into build-fuzz (about 90 compiles: well over 25 minutes cold
+  # on 2 shared cores, then incremental) and ETNP_FUZZ_TIME seconds per target (60 by default: 9 targets,
+  # about 10 minutes). Skipped where clang is missing, but not under CI=true.
+  ./scripts/fuzz.sh || status=1
 fi
 
 exit $status

@@ -1,5 +1,7 @@
 #include "etnp/error.h"
 
+#include "core/printable.h"
+
 namespace etnp {
 
 const char* error_kind_name(ErrorKind kind) {
@@ -12,21 +14,22 @@ const char* error_kind_name(ErrorKind kind) {
   return "Error";
 }
 
+// Names in the context come from the file: printable() escapes and shortens them.
 std::string format_error_message(const std::string& detail, const ErrorContext& c) {
   std::string where;
   auto add = [&](const std::string& part) {
     if (!where.empty()) where += ", ";
     where += part;
   };
-  if (!c.method.empty()) add("method '" + c.method + "'");
+  if (!c.method.empty()) add("method " + quoted_name(c.method));
   if (c.instruction >= 0) {
     std::string s = "instruction " + std::to_string(c.instruction);
-    if (!c.op.empty()) s += " (" + c.op + ")";
-    else if (!c.backend.empty()) s += " (delegate " + c.backend + ")";
+    if (!c.op.empty()) s += " (" + printable(c.op) + ")";
+    else if (!c.backend.empty()) s += " (delegate " + printable(c.backend) + ")";
     add(s);
   } else {
-    if (!c.op.empty()) add("operator " + c.op);
-    if (!c.backend.empty()) add("backend " + c.backend);
+    if (!c.op.empty()) add("operator " + printable(c.op));
+    if (!c.backend.empty()) add("backend " + printable(c.backend));
   }
   if (c.input_index >= 0) add("input " + std::to_string(c.input_index));
   return where.empty() ? detail : where + ": " + detail;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "bundled_program_generated.h"
+#include "core/printable.h"
 #include "etnp/error.h"
 #include "etnp/tensor.h"
 #include "core/half.h"
@@ -206,7 +207,7 @@ bool BundledProgram::is_bundled_program(std::span<const uint8_t> bytes) {
 BundledProgram BundledProgram::parse(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive) {
   if (bytes.size() < 8) fail("file is " + std::to_string(bytes.size()) + " bytes, too short for a FlatBuffer");
   if (!is_bundled_program(bytes)) {
-    fail("identifier is '" + std::string(reinterpret_cast<const char*>(bytes.data()) + 4, 4) + "', expected '" +
+    fail("identifier is '" + printable(bytes.subspan(4, 4)) + "', expected '" +
          bp::BundledProgramIdentifier() + "'");
   }
   // FlatBuffers uoffset_t sizes: larger buffers cannot be addressed (and the verifier refuses them).
@@ -238,7 +239,7 @@ BundledProgram BundledProgram::parse(std::span<const uint8_t> bytes, std::shared
       if (const auto* cases = suite->test_cases()) {
         for (flatbuffers::uoffset_t c = 0; c < cases->size(); ++c) {
           const bp::BundledMethodTestCase* tc = cases->Get(c);
-          const std::string where = "method '" + tests.method_name + "' test case " + std::to_string(c);
+          const std::string where = "method " + quoted_name(tests.method_name) + " test case " + std::to_string(c);
           if (tc == nullptr) fail(where + " is missing");
           BundledTestCase decoded;
           decoded.inputs = decode_values(tc->inputs(), where + " input");

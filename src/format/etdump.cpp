@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "etdump_generated.h"
+#include "core/printable.h"
 #include "etnp/error.h"
 
 namespace etnp::format {
@@ -168,7 +169,7 @@ bool is_etdump(std::span<const uint8_t> bytes) {
 std::vector<RunBlock> parse_etdump(std::span<const uint8_t> bytes) {
   if (bytes.size() < 12) fail(std::to_string(bytes.size()) + " bytes, too short");
   if (!is_etdump(bytes)) {
-    fail("identifier at bytes 8..12 is '" + std::string(reinterpret_cast<const char*>(bytes.data()) + 8, 4) +
+    fail("identifier at bytes 8..12 is '" + printable(bytes.subspan(8, 4)) +
          "', expected 'ED00'");
   }
   uint32_t prefix;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 
 namespace etnp::format {
@@ -49,7 +50,7 @@ std::string dict_value(const std::string& header, const std::string& key) {
 // Header text for a message: trailing padding dropped, at most 80 bytes.
 std::string short_text(std::string s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n')) s.pop_back();
-  return s.size() > 80 ? s.substr(0, 80) + "..." : s;
+  return printable(s);
 }
 
 }  // namespace

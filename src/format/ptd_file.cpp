@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 #include "flat_tensor_generated.h"
 #include "flat_tensor_legacy_generated.h"
@@ -108,16 +109,16 @@ std::unique_ptr<PtdFile> PtdFile::parse(std::shared_ptr<ByteSource> source) {
       if (nd == nullptr || nd->key() == nullptr) fail("named data entry " + std::to_string(i) + " has no key");
       const std::string key = nd->key()->str();
       if (nd->segment_index() >= ft->segments()->size()) {
-        fail("segment index " + std::to_string(nd->segment_index()) + " for key '" + key + "' is out of range (" +
+        fail("segment index " + std::to_string(nd->segment_index()) + " for key " + quoted_name(key) + " is out of range (" +
              std::to_string(ft->segments()->size()) + " segments)");
       }
       const auto* seg = ft->segments()->Get(nd->segment_index());
       if (seg == nullptr) fail("null segment");
-      Entry e{key, segment_bytes(seg->offset(), seg->size(), "segment for key '" + key + "'"), std::nullopt};
+      Entry e{key, segment_bytes(seg->offset(), seg->size(), "segment for key " + quoted_name(key)), std::nullopt};
       if (const auto* tl = nd->tensor_layout()) {
         e.layout = to_layout<void>(static_cast<int>(tl->scalar_type()), tl->sizes(), tl->dim_order());
-        if (!e.layout) fail("key '" + key + "' has an invalid scalar type");
-        if (e.layout->nbytes() > e.bytes.size()) fail("key '" + key + "': tensor needs more bytes than its segment holds");
+        if (!e.layout) fail("key " + quoted_name(key) + " has an invalid scalar type");
+        if (e.layout->nbytes() > e.bytes.size()) fail("key " + quoted_name(key) + ": tensor needs more bytes than its segment holds");
       }
       file->entries_.push_back(std::move(e));
     }
@@ -130,14 +131,14 @@ std::unique_ptr<PtdFile> PtdFile::parse(std::shared_ptr<ByteSource> source) {
       if (t == nullptr || t->fully_qualified_name() == nullptr) fail("tensor " + std::to_string(i) + " has no name");
       const std::string key = t->fully_qualified_name()->str();
       if (t->segment_index() < 0 || static_cast<size_t>(t->segment_index()) >= ft->segments()->size()) {
-        fail("segment index " + std::to_string(t->segment_index()) + " for key '" + key + "' is out of range");
+        fail("segment index " + std::to_string(t->segment_index()) + " for key " + quoted_name(key) + " is out of range");
       }
       const auto* seg = ft->segments()->Get(t->segment_index());
       auto layout = to_layout<void>(static_cast<int>(t->scalar_type()), t->sizes(), t->dim_order());
-      if (!layout) fail("key '" + key + "' has an invalid scalar type");
-      const auto seg_span = segment_bytes(seg->offset(), seg->size(), "segment for key '" + key + "'");
+      if (!layout) fail("key " + quoted_name(key) + " has an invalid scalar type");
+      const auto seg_span = segment_bytes(seg->offset(), seg->size(), "segment for key " + quoted_name(key));
       if (t->offset() > seg_span.size() || layout->nbytes() > seg_span.size() - t->offset()) {
-        fail("tensor '" + key + "' extends past its segment");
+        fail("tensor " + quoted_name(key) + " extends past its segment");
       }
       file->entries_.push_back({key, seg_span.subspan(static_cast<size_t>(t->offset()), layout->nbytes()), layout});
     }
@@ -170,7 +171,7 @@ MergedDataMap::MergedDataMap(std::vector<const NamedDataMap*> maps) : maps_(std:
     for (size_t i = 0; i < m->num_keys(); ++i) {
       if (!seen.insert(m->key(i)).second) {
         throw Error(ErrorKind::ProgramLoadError,
-                    "data key '" + std::string(m->key(i)) + "' is defined twice (" + m->describe() +
+                    "data key " + quoted_name(m->key(i)) + " is defined twice (" + m->describe() +
                         " and another data source)");
       }
     }

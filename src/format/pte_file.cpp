@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 
 namespace etnp::format {
@@ -33,20 +34,6 @@ uint64_t read_u64(const uint8_t* p) {
 
 bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 
-std::string printable(std::span<const uint8_t> bytes) {
-  std::string s;
-  for (uint8_t c : bytes) {
-    if (c >= 0x20 && c < 0x7f) {
-      s += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      s += "\\x";
-      s += hex[c >> 4];
-      s += hex[c & 15];
-    }
-  }
-  return s;
-}
 
 bool looks_like_text(std::span<const uint8_t> bytes) {
   const size_t n = std::min<size_t>(bytes.size(), 256);
@@ -170,6 +157,33 @@ std::optional<size_t> PteFile::find_plan(std::string_view name) const {
   return std::nullopt;
 }
 
+// FlatBuffers' verifier checks a vector's length word (4-byte aligned), not its elements: a vector of 8-byte
+// elements at an address that is 4 but not 8 mod 8 passes, and reading it is a misaligned load (undefined
+// behaviour). Builders align such vectors to 8; a file that does not is refused here, before anything reads them.
+void PteFile::check_vector_alignment() const {
+  auto misaligned = [](const auto* vec) { return vec != nullptr && reinterpret_cast<uintptr_t>(vec->Data()) % 8 != 0; };
+  auto refuse = [](const std::string& what) { fail("corrupt program: " + what + " is not 8-byte aligned"); };
+  if (const auto* cs = program_->constant_segment(); cs != nullptr && misaligned(cs->offsets()))
+    refuse("the constant segment's offset list");
+  if (const auto* ms = program_->mutable_data_segments()) {
+    for (size_t i = 0; i < ms->size(); ++i)
+      if (ms->Get(i) != nullptr && misaligned(ms->Get(i)->offsets()))
+        refuse("mutable data segment " + std::to_string(i) + "'s offset list");
+  }
+  for (size_t p = 0; p < num_plans(); ++p) {
+    const fb::ExecutionPlan& ep = plan(p);
+    if (misaligned(ep.non_const_buffer_sizes()))
+      refuse("execution plan " + std::to_string(p) + "'s planned buffer sizes");
+    for (size_t v = 0; ep.values() != nullptr && v < ep.values()->size(); ++v) {
+      const fb::EValue* value = ep.values()->Get(v);
+      const auto* ints = value == nullptr ? nullptr : value->val_as_IntList();
+      const auto* doubles = value == nullptr ? nullptr : value->val_as_DoubleList();
+      if ((ints != nullptr && misaligned(ints->items())) || (doubles != nullptr && misaligned(doubles->items())))
+        refuse("execution plan " + std::to_string(p) + " value " + std::to_string(v) + "'s list");
+    }
+  }
+}
+
 void PteFile::verify_container() {
   const std::span<const uint8_t> bytes = source_->bytes();
   header_ = read_pte_header(bytes);
@@ -212,6 +226,7 @@ void PteFile::verify_container() {
   for (size_t i = 0; i < num_plans(); ++i) {
     if (program_->execution_plan()->Get(i) == nullptr) fail("corrupt program: execution plan " + std::to_string(i) + " is null");
   }
+  check_vector_alignment();
 
   // Every segment the program refers to must lie inside the file.
   const auto* segments = program_->segments();
@@ -342,7 +357,7 @@ std::span<const uint8_t> PteFile::delegate_payload(const fb::BackendDelegate& d)
 }
 
 void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
-  const std::string method = plan.name() ? "method '" + plan.name()->str() + "'" : "a method with no name";
+  const std::string method = plan.name() ? "method " + quoted_name(plan.name()->string_view()) : "a method with no name";
   auto bad = [&](const std::string& what) { fail(method + ": " + what); };
   if (plan.name() == nullptr) fail("corrupt program: an execution plan has no name");
   const auto* values = plan.values();
@@ -498,7 +513,7 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
     try {
       delegate_payload(*d);
     } catch (const Error& e) {
-      bad("delegate " + std::to_string(i) + " (" + d->id()->str() + "): " + e.detail());
+      bad("delegate " + std::to_string(i) + " (" + printable(d->id()->string_view()) + "): " + e.detail());
     }
     if (const auto* specs = d->compile_specs(); specs != nullptr) {
       for (const auto* spec : *specs) {

@@ -67,6 +67,7 @@ class PteFile {
  private:
   PteFile() = default;
   void verify_container();
+  void check_vector_alignment() const;
   bool uses_legacy_constants() const;
 
   std::shared_ptr<ByteSource> source_;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <utf8proc.h>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 #include "format/byte_source.h"
 #include "llm/text_util.h"
@@ -34,7 +35,7 @@ class Reader {
     throw Error(ErrorKind::InvalidArgument, path_ + ": " + message);
   }
   [[noreturn]] void unsupported(const std::string& component, const std::string& type) const {
-    fail(component + " type '" + type + "' is not supported");
+    fail(component + " type " + quoted_name(type) + " is not supported");
   }
   const json* find(const json& object, const std::string& where, const char* key) const {
     if (!object.is_object()) fail(where + " must be an object");
@@ -85,7 +86,7 @@ class Reader {
   char32_t single_char(const json& object, const std::string& where, const char* key) const {
     const std::string s = string(object, where, key);
     if (s.empty() || invalid_utf8_at(s) || next_char(s, 0).second != s.size())
-      fail(where + "." + key + " must be one character, not '" + s + "'");
+      fail(where + "." + key + " must be one character, not " + quoted_name(s));
     return next_char(s, 0).first;
   }
   const std::string& path() const { return path_; }
@@ -110,7 +111,7 @@ Behavior behavior_of(const Reader& r, const json& object, const std::string& whe
   if (name == "MergedWithPrevious") return Behavior::MergedWithPrevious;
   if (name == "MergedWithNext") return Behavior::MergedWithNext;
   if (name == "Contiguous") return Behavior::Contiguous;
-  r.fail(where + ".behavior '" + name + "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, "
+  r.fail(where + ".behavior " + quoted_name(name) + " is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, "
                  "Contiguous");
 }
 
@@ -413,7 +414,7 @@ PrependScheme prepend_scheme_of(const Reader& r, const json& j, const std::strin
   if (name == "always") return PrependScheme::Always;
   if (name == "never") return PrependScheme::Never;
   if (name == "first") return PrependScheme::First;
-  r.fail(where + ".prepend_scheme '" + name + "' is not one of always, never, first");
+  r.fail(where + ".prepend_scheme " + quoted_name(name) + " is not one of always, never, first");
 }
 
 class MetaspacePre : public PreTokenizer {
@@ -694,13 +695,13 @@ void read_post_processor(const Reader& r, const json& j, const std::string& wher
       const json& piece = single[i];
       if (piece.is_object() && piece.contains("Sequence")) {
         const std::string id = r.string(piece["Sequence"], item + ".Sequence", "id");
-        if (id != "A") r.fail(item + " names sequence '" + id + "'; a single sequence is 'A'");
+        if (id != "A") r.fail(item + " names sequence " + quoted_name(id) + "; a single sequence is 'A'");
         if (seen_sequence) r.fail(item + ": sequence A appears twice");
         seen_sequence = true;
       } else if (piece.is_object() && piece.contains("SpecialToken")) {
         const std::string name = r.string(piece["SpecialToken"], item + ".SpecialToken", "id");
         const json* special = r.find(specials, where + ".special_tokens", name.c_str());
-        if (special == nullptr) r.fail(item + " names special token '" + name + "', which special_tokens lacks");
+        if (special == nullptr) r.fail(item + " names special token " + quoted_name(name) + ", which special_tokens lacks");
         const json& ids = r.array(*special, where + ".special_tokens." + name, "ids");
         for (const json& id : ids)
           (seen_sequence ? t.after : t.before).push_back(r.integer(id, where + ".special_tokens." + name + ".ids"));
@@ -800,7 +801,7 @@ void HfTokenizer::read_model(const Reader& r, const json& model) {
   if (!vocab.is_object()) r.fail(std::string("model.vocab must be an object of token to id, not ") + vocab.type_name());
   for (const auto& [token, id] : vocab.items()) {
     const int64_t value = r.integer(id, "model.vocab['" + token + "']");
-    if (!vocab_.emplace(token, value).second) r.fail("model.vocab has token '" + token + "' twice");
+    if (!vocab_.emplace(token, value).second) r.fail("model.vocab has token " + quoted_name(token) + " twice");
   }
   continuing_prefix_ = r.string(model, where, "continuing_subword_prefix", std::string());
   end_of_word_suffix_ = r.string(model, where, "end_of_word_suffix", std::string());
@@ -810,7 +811,7 @@ void HfTokenizer::read_model(const Reader& r, const json& model) {
   if (const json* unk = r.find(model, where, "unk_token")) {
     if (!unk->is_string()) r.fail("model.unk_token must be a string");
     const auto it = vocab_.find(unk->get<std::string>());
-    if (it == vocab_.end()) r.fail("model.unk_token '" + unk->get<std::string>() + "' is not in model.vocab");
+    if (it == vocab_.end()) r.fail("model.unk_token " + quoted_name(unk->get<std::string>()) + " is not in model.vocab");
     unk_ = it->second;
   }
 
@@ -818,7 +819,7 @@ void HfTokenizer::read_model(const Reader& r, const json& model) {
   const auto id_of = [&](const std::string& token, size_t i) {
     const auto it = vocab_.find(token);
     if (it == vocab_.end())
-      r.fail("model.merges[" + std::to_string(i) + "] names '" + token + "', which is not in model.vocab");
+      r.fail("model.merges[" + std::to_string(i) + "] names " + quoted_name(token) + ", which is not in model.vocab");
     return it->second;
   };
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -828,7 +829,7 @@ void HfTokenizer::read_model(const Reader& r, const json& model) {
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
       if (space == std::string::npos || space == 0 || space + 1 == s.size())
-        r.fail("model.merges[" + std::to_string(i) + "] '" + s + "' is not two tokens separated by a space");
+        r.fail("model.merges[" + std::to_string(i) + "] " + quoted_name(s) + " is not two tokens separated by a space");
       left = s.substr(0, space);
       right = s.substr(space + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -1098,14 +1099,14 @@ std::shared_ptr<const Tokenizer::Impl> load_hf_json(std::string_view bytes, cons
   json root;
   try {
     root = json::parse(bytes);
-  } catch (const json::parse_error& e) {
-    reader.fail(std::string("not valid JSON: ") + e.what());
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large for a double
+    reader.fail("not valid JSON: " + printable(e.what(), 240));  // the parser quotes the file's bytes
   }
   auto tokenizer = std::make_shared<HfTokenizer>();
   try {
     tokenizer->load(reader, root);
   } catch (const json::exception& e) {  // a type the accessors did not foresee
-    reader.fail(std::string("malformed tokenizer.json: ") + e.what());
+    reader.fail("malformed tokenizer.json: " + printable(e.what(), 240));
   }
 
   // BOS and EOS: tokenizer.json does not name them; its tokenizer_config.json does, when it lies beside it.
@@ -1117,8 +1118,8 @@ std::shared_ptr<const Tokenizer::Impl> load_hf_json(std::string_view bytes, cons
       const auto source = format::ByteSource::map_file(config_path.string());
       const auto span = source->bytes();
       config = json::parse(std::string_view(reinterpret_cast<const char*>(span.data()), span.size()));
-    } catch (const json::parse_error& e) {
-      throw Error(ErrorKind::InvalidArgument, config_path.string() + ": not valid JSON: " + e.what());
+    } catch (const json::exception& e) {
+      throw Error(ErrorKind::InvalidArgument, config_path.string() + ": not valid JSON: " + printable(e.what(), 240));
     } catch (const Error& e) {
       throw Error(ErrorKind::InvalidArgument, e.detail());
     }

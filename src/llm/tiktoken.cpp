@@ -4,6 +4,7 @@
 #include <charconv>
 #include <unordered_map>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 #include "llm/text_util.h"
 #include "llm/tokenizer_impl.h"
@@ -74,11 +75,11 @@ void Tiktoken::load(std::string_view bytes, const std::string& path) {
     std::string_view rank_text = line.substr(space + 1);
     while (!rank_text.empty() && (rank_text.front() == ' ' || rank_text.front() == '\t')) rank_text.remove_prefix(1);
     const auto decoded = base64_decode(token);
-    if (!decoded) fail(line_number, "'" + std::string(token) + "' is not base64");
+    if (!decoded) fail(line_number, quoted_name(std::string(token)) + " is not base64");
     int64_t rank = -1;
     const auto [ptr, ec] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
     if (ec != std::errc() || ptr != rank_text.data() + rank_text.size() || rank < 0)
-      fail(line_number, "rank '" + std::string(rank_text) + "' is not a non-negative integer");
+      fail(line_number, "rank " + quoted_name(std::string(rank_text)) + " is not a non-negative integer");
     entries.emplace_back(*decoded, rank);
   }
   if (entries.empty()) throw Error(ErrorKind::InvalidArgument, path + ": the tiktoken file has no tokens");
@@ -95,7 +96,7 @@ void Tiktoken::load(std::string_view bytes, const std::string& path) {
       throw Error(ErrorKind::InvalidArgument, path + ": rank " + std::to_string(rank) + " is given twice");
     seen[static_cast<size_t>(rank)] = true;
     if (!ranks_.emplace(token, rank).second)
-      throw Error(ErrorKind::InvalidArgument, path + ": token '" + utf8_lossy(token) + "' (rank " +
+      throw Error(ErrorKind::InvalidArgument, path + ": token " + quoted_name(token) + " (rank " +
                                                   std::to_string(rank) + ") is given twice");
     pieces_[static_cast<size_t>(rank)] = token;
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "etnp/program.h"
+#include "core/printable.h"
 #include "runtime/method_impl.h"
 #include "runtime/use_analysis.h"
 
@@ -59,7 +60,7 @@ std::string value_string(const Value& v) {
     return buf;
   }
   if (std::holds_alternative<bool>(v)) return std::get<bool>(v) ? "true" : "false";
-  if (std::holds_alternative<std::string>(v)) return "'" + std::get<std::string>(v) + "'";
+  if (std::holds_alternative<std::string>(v)) return quoted_name(std::get<std::string>(v));
   if (std::holds_alternative<TensorRef>(v)) return "a tensor";
   return "None";
 }

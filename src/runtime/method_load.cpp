@@ -7,6 +7,7 @@
 #include <set>
 
 #include "etnp/program.h"
+#include "core/printable.h"
 #include "etnp/threadpool.h"
 #include "runtime/method_impl.h"
 #include "runtime/registry.h"
@@ -174,13 +175,13 @@ void Method::Impl::build_values() {
           const std::string key = extra->fully_qualified_name()->str();
           if (external == nullptr) {
             throw Error(ErrorKind::ProgramLoadError,
-                        "tensor '" + key + "' is stored in external data, but no external data (.ptd) was provided; "
+                        "tensor " + quoted_name(key) + " is stored in external data, but no external data (.ptd) was provided; "
                         "load the program with its .ptd file");
           }
           auto bytes = external->get(key);
           if (!bytes) {
             throw Error(ErrorKind::ProgramLoadError,
-                        "tensor '" + key + "' is not in the external data (" + external->describe() + ")");
+                        "tensor " + quoted_name(key) + " is not in the external data (" + external->describe() + ")");
           }
           if (auto layout = external->layout(key)) {
             const bool same_order = layout->dim_order.empty() ||
@@ -188,13 +189,13 @@ void Method::Impl::build_values() {
                                                dim_order.end());
             if (layout->dtype != dtype || layout->sizes != sizes || !same_order) {
               throw Error(ErrorKind::ProgramLoadError,
-                          "external tensor '" + key + "' is " + std::string(scalar_type_name(layout->dtype)) +
+                          "external tensor " + quoted_name(key) + " is " + std::string(scalar_type_name(layout->dtype)) +
                               list_string(layout->sizes) + " in " + external->describe() + ", the program expects " +
                               std::string(scalar_type_name(dtype)) + list_string(sizes));
             }
           }
           if (bytes->size() < nbytes) {
-            throw Error(ErrorKind::ProgramLoadError, "external tensor '" + key + "' holds " +
+            throw Error(ErrorKind::ProgramLoadError, "external tensor " + quoted_name(key) + " holds " +
                                                          std::to_string(bytes->size()) + " bytes, the program needs " +
                                                          std::to_string(nbytes));
           }
@@ -280,7 +281,7 @@ void Method::Impl::build_instructions() {
   }
   if (!missing.empty()) {
     std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + printable(m);
     ErrorContext c = context();
     c.op = missing.front();
     throw Error(ErrorKind::OperatorNotFound,
@@ -398,7 +399,7 @@ void Method::Impl::build_delegates() {
     // Program::load_method asked load_verdict first, which names every missing backend with the available
     // ones; this only keeps a registry changed since then from being dereferenced.
     if (!backend || !backend->is_available()) {
-      throw Error(ErrorKind::BackendNotAvailable, "backend '" + id + "' is not available in this runtime", where);
+      throw Error(ErrorKind::BackendNotAvailable, "backend " + quoted_name(id) + " is not available in this runtime", where);
     }
     // The same context, specs and supports() question as Program::load_verdict (runtime/verdict.h).
     const std::vector<CompileSpec> specs = runtime::delegate_compile_specs(*d);

@@ -1,4 +1,5 @@
 #include "etnp/program.h"
+#include "core/printable.h"
 #include "format/bundled_program.h"
 #include "runtime/registry.h"
 #include "runtime/method_impl.h"
@@ -64,10 +65,10 @@ size_t Program::Impl::plan_index(std::string_view name) const {
   std::string names;
   for (size_t i = 0; i < file->num_plans(); ++i) {
     const auto* n = file->plan(i).name();  // unchecked under Verification::Minimal
-    names += (names.empty() ? "" : ", ") + (n == nullptr ? std::string("(unnamed)") : "'" + n->str() + "'");
+    names += (names.empty() ? "" : ", ") + (n == nullptr ? std::string("(unnamed)") : quoted_name(n->string_view()));
   }
   throw Error(ErrorKind::InvalidArgument,
-              "no method named '" + std::string(name) + "'; the program has " + (names.empty() ? "none" : names));
+              "no method named " + quoted_name(name) + "; the program has " + (names.empty() ? "none" : names));
 }
 
 MethodMeta Program::Impl::meta(size_t index) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/printable.h"
 #include "runtime/program_impl.h"  // operator_name
 #include "runtime/registry.h"
 
@@ -34,6 +35,13 @@ std::string joined(const std::vector<std::string>& items, const char* separator)
   return r;
 }
 
+// Names from the file, escaped for a message.
+std::vector<std::string> printable_all(const std::vector<std::string>& items) {
+  std::vector<std::string> r;
+  for (const auto& item : items) r.push_back(printable(item));
+  return r;
+}
+
 std::string available_backends() {
   std::vector<std::string> names;
   for (const auto& name : registered_backend_names()) {
@@ -60,7 +68,7 @@ void add_missing_backends(const fb::ExecutionPlan& plan, std::vector<LoadProblem
   const std::string available = available_backends();
   for (const auto& id : missing) {
     problems.push_back({LoadProblem::Kind::MissingBackend, id,
-                        "backend '" + id + "' is not available in this runtime (available: " + available + ")"});
+                        "backend " + quoted_name(id) + " is not available in this runtime (available: " + available + ")"});
   }
 }
 
@@ -87,7 +95,7 @@ void add_missing_operators(const fb::ExecutionPlan& plan, std::vector<LoadProble
   }
   for (const auto& name : missing) {
     problems.push_back({LoadProblem::Kind::MissingOperator, name,
-                        "operator " + name + " is not available in this runtime"});
+                        "operator " + printable(name) + " is not available in this runtime"});
   }
 }
 
@@ -104,13 +112,13 @@ void add_external_data(const fb::ExecutionPlan& plan, const NamedDataMap* extern
       problems.push_back({LoadProblem::Kind::ExternalData, key, std::move(message)});
     };
     if (external == nullptr) {
-      problem("tensor '" + key + "' is stored in external data, but no external data (.ptd) was provided; "
+      problem("tensor " + quoted_name(key) + " is stored in external data, but no external data (.ptd) was provided; "
               "load the program with its .ptd file");
       continue;
     }
     const auto bytes = external->get(key);
     if (!bytes) {
-      problem("tensor '" + key + "' is not in the external data (" + external->describe() + ")");
+      problem("tensor " + quoted_name(key) + " is not in the external data (" + external->describe() + ")");
       continue;
     }
     const auto dtype = static_cast<ScalarType>(t->scalar_type());
@@ -120,7 +128,7 @@ void add_external_data(const fb::ExecutionPlan& plan, const NamedDataMap* extern
                               std::equal(layout->dim_order.begin(), layout->dim_order.end(),
                                          t->dim_order()->begin(), t->dim_order()->end());
       if (layout->dtype != dtype || layout->sizes != sizes || !same_order) {
-        problem("external tensor '" + key + "' is " + std::string(scalar_type_name(layout->dtype)) +
+        problem("external tensor " + quoted_name(key) + " is " + std::string(scalar_type_name(layout->dtype)) +
                 shape_string(layout->sizes) + " in " + external->describe() + ", the program expects " +
                 std::string(scalar_type_name(dtype)) + shape_string(sizes));
         continue;
@@ -128,7 +136,7 @@ void add_external_data(const fb::ExecutionPlan& plan, const NamedDataMap* extern
     }
     const size_t nbytes = format::serialized_tensor_nbytes(*t);
     if (bytes->size() < nbytes) {
-      problem("external tensor '" + key + "' holds " + std::to_string(bytes->size()) + " bytes, the program needs " +
+      problem("external tensor " + quoted_name(key) + " holds " + std::to_string(bytes->size()) + " bytes, the program needs " +
               std::to_string(nbytes));
     }
   }
@@ -196,14 +204,14 @@ void throw_dependency_problems(const std::vector<LoadProblem>& problems, const s
   const auto data = messages_of(problems, LoadProblem::Kind::ExternalData);
   const std::string operators_text =
       std::to_string(operators.size()) + " operator" + (operators.size() == 1 ? " is" : "s are") +
-      " not available in this runtime: " + joined(operators, ", ");
+      " not available in this runtime: " + joined(printable_all(operators), ", ");
   if (!operators.empty()) where.op = operators.front();
   if (!backends.empty()) {
     where.backend = backends.front();
-    std::vector<std::string> quoted;
-    for (const auto& b : backends) quoted.push_back("'" + b + "'");
+    std::vector<std::string> names;
+    for (const auto& b : backends) names.push_back(quoted_name(b));
     std::string detail = "the program delegates to backend" + std::string(backends.size() == 1 ? " " : "s ") +
-                         joined(quoted, ", ") + (backends.size() == 1 ? ", which is" : ", which are") +
+                         joined(names, ", ") + (backends.size() == 1 ? ", which is" : ", which are") +
                          " not available in this runtime (available: " + available_backends() + ")";
     if (!operators.empty()) detail += "; " + operators_text;
     if (!data.empty()) detail += "; " + joined(data, "; ");

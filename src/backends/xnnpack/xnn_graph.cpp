@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/printable.h"
 #include "etnp/error.h"
 #include "etnp/named_data.h"
 #include "xnnpack_graph_generated.h"
@@ -245,7 +246,7 @@ class GraphParser {
       std::optional<std::span<const uint8_t>> bytes;
       if (named_data_ != nullptr) bytes = named_data_->get(key);
       if (!bytes) {
-        std::string msg = "constant data '" + key + "' (for " + where + ") was not found: ";
+        std::string msg = "constant data " + quoted_name(key) + " (for " + where + ") was not found: ";
         if (named_data_ == nullptr) {
           msg += "the program has no named data and no external data (.ptd) was provided";
         } else {
@@ -262,7 +263,7 @@ class GraphParser {
       }
       v.data = bytes->data();
       v.data_bytes = bytes->size();
-      if (v.data == nullptr && v.data_bytes == 0) fail("constant data '" + key + "' is empty");
+      if (v.data == nullptr && v.data_bytes == 0) fail("constant data " + quoted_name(key) + " is empty");
       return;
     }
     const uint64_t offset = entry->offset();
@@ -834,7 +835,7 @@ Graph parse_graph(std::span<const uint8_t> payload, const NamedDataMap* named_da
   if (std::memcmp(fb.data() + 4, "XN01", 4) != 0 && std::memcmp(fb.data() + 4, "XN00", 4) != 0) {
     std::string id;
     for (int i = 4; i < 8; ++i) id += (fb[i] >= 32 && fb[i] < 127) ? static_cast<char>(fb[i]) : '?';
-    fail("flatbuffer identifier '" + id + "' is not XN00 or XN01");
+    fail("flatbuffer identifier " + quoted_name(id) + " is not XN00 or XN01");
   }
   // FlatBuffers reads scalars in place; copy into 16-byte-aligned storage so those reads are aligned
   // whatever the payload's alignment. Constant bytes still point into the payload (read with memcpy or

@@ -1,0 +1,72 @@
+// Regression tests for what the libFuzzer targets (fuzz/, scripts/fuzz.sh) found, each on a writer-made file
+// with the few bytes edited that reproduce the finding (docs/security.md lists them).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "etnp/error.h"
+#include "format/byte_source.h"
+#include "format/pte_file.h"
+#include "llm/tokenizer_impl.h"
+#include "writer_test_util.h"
+
+namespace etnp {
+namespace {
+
+std::string parse_error(const std::vector<uint8_t>& bytes, Verification level) {
+  try {
+    format::PteFile::parse(format::ByteSource::from_buffer(bytes, nullptr, "<test>"), level);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError);
+    return e.what();
+  }
+  return "parsed";
+}
+
+// fuzz_pte: the verifier accepts a vector of int64 whose elements are 4 mod 8 (it checks the length word's
+// alignment only); validate_plan then read the planned buffer sizes with misaligned loads (UBSan).
+TEST(FuzzRegression, MisalignedInt64VectorIsRefused) {
+  std::vector<uint8_t> bytes = writer_testing::small_add_program(false);
+  const auto* program = format::fb::GetProgram(bytes.data());
+  const auto* plan = program->execution_plan()->Get(0);
+  const auto* sizes = plan->non_const_buffer_sizes();
+  ASSERT_NE(sizes, nullptr);
+  ASSERT_GE(sizes->size(), 2u);
+  const size_t data = static_cast<size_t>(sizes->Data() - bytes.data());
+  ASSERT_EQ(data % 8, 0u);
+  // Move the vector 4 bytes on: its length word (the same count) over the low half of entry 0 (the unused
+  // placeholder), its elements at 4 mod 8.
+  const flatbuffers::voffset_t field = reinterpret_cast<const flatbuffers::Table*>(plan)->GetOptionalFieldOffset(
+      format::fb::ExecutionPlan::VT_NON_CONST_BUFFER_SIZES);
+  ASSERT_NE(field, 0);
+  const size_t field_at = static_cast<size_t>(reinterpret_cast<const uint8_t*>(plan) - bytes.data()) + field;
+  uint32_t offset;
+  std::memcpy(&offset, &bytes[field_at], 4);
+  offset += 4;
+  std::memcpy(&bytes[field_at], &offset, 4);
+  const uint32_t count = sizes->size();
+  std::memcpy(&bytes[data], &count, 4);
+  for (Verification level : {Verification::Minimal, Verification::InternalConsistency}) {
+    EXPECT_EQ(parse_error(bytes, level), "corrupt program: execution plan 0's planned buffer sizes is not 8-byte aligned");
+  }
+}
+
+// fuzz_tokenizer: a number too large for a double in tokenizer.json made nlohmann's parser throw out_of_range
+// (406), which load_hf_json did not catch (only parse_error): std::terminate instead of an etnp::Error.
+TEST(FuzzRegression, TokenizerJsonNumberOverflowIsAnError) {
+  for (const char* text : {R"({"version": 7e7777})", "{\"a\": -1e999, \"b\": \"\x01\xff\"}"}) {
+    try {
+      llm::load_hf_json(text, "/nonexistent/tokenizer.json");
+      ADD_FAILURE() << "loaded " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("not valid JSON: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace etnp
