@@ -258,5 +258,35 @@ TEST(XnnpackPayload, RejectsBadQuantization) {
   }
 }
 
+// Found by fuzz_load_methods: constant data at an address that is not a multiple of its element size (a
+// mutated offset, or named data placed so) was read with misaligned float loads when the weights were packed.
+TEST(XnnpackPayload, RejectsMisalignedConstantData) {
+  class OffsetNamedData final : public NamedDataMap {
+   public:
+    std::optional<std::span<const uint8_t>> get(std::string_view) const override {
+      return std::span<const uint8_t>(storage.data() + shift, 16);
+    }
+    std::optional<TensorLayout> layout(std::string_view) const override { return std::nullopt; }
+    size_t num_keys() const override { return 1; }
+    std::string_view key(size_t) const override { return "w"; }
+    std::string describe() const override { return "offset named data"; }
+    std::vector<uint8_t> storage = std::vector<uint8_t>(64, 0);
+    size_t shift = 0;
+  };
+  GraphBuilder g;
+  const uint32_t x = g.input({4}, 0);
+  const uint32_t c = g.value(fb_xnnpack::XNNDatatype::xnn_datatype_fp32, {4}, 0, testing::kNoExt,
+                             g.named_constant("w", 16));
+  const uint32_t out = g.output({4}, 1);
+  g.binary(testing::XNodeUnion::XNNAdd, x, c, out);
+  const std::vector<uint8_t> payload = g.payload();
+  OffsetNamedData named;
+  EXPECT_NO_THROW(parse_graph(payload, &named));
+  for (size_t shift : {1, 2, 3, 5}) {
+    named.shift = shift;
+    expect_load_error(payload, {"constant data that is not aligned to its 4-byte elements"}, &named);
+  }
+}
+
 }  // namespace
 }  // namespace etnp::xnn

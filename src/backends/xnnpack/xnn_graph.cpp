@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -166,6 +167,12 @@ class GraphParser {
     if (tv->constant_buffer_idx() != 0) {
       if (v.is_external()) fail(where + " is external but also has constant data");
       resolve_constant(where, tv->constant_buffer_idx(), v);
+      // Exporters align constant data to 16 bytes or more; data at an address that is not a multiple of its
+      // element size would make every read of it a misaligned load (found by fuzz_load_methods).
+      const size_t element = std::min<size_t>(datatype_size(v.dtype), 8);
+      if (v.data != nullptr && element > 1 && reinterpret_cast<uintptr_t>(v.data) % element != 0) {
+        fail(where + " has constant data that is not aligned to its " + std::to_string(element) + "-byte elements");
+      }
     }
 
     if (qv != nullptr) {
