@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "etnp/error.h"
 #include "etnp/program.h"
 #include "fuzz/fuzz_util.h"
@@ -56,7 +58,19 @@ void run_method(const Program& program, const std::string& name, Pattern& patter
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
+  // The program's bytes on a read-only page, as a file's mapping is: a write into them faults where it happens.
+  const size_t mapped = (size + 4095) / 4096 * 4096 + 4096;
+  void* page = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return 0;
+  std::memcpy(page, input, size);
+  mprotect(page, mapped, PROT_READ);
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { munmap(p, n); }
+  } unmap{page, mapped};
+  const uint8_t* data = static_cast<const uint8_t*>(page);
   const std::span<const uint8_t> bytes(data, size);
   Pattern pattern{bytes.subspan(size - std::min<size_t>(size, 64))};
   try {

@@ -226,6 +226,47 @@ void Method::Impl::find_written_inputs() {
   }
 }
 
+void Method::Impl::refuse_writes_to_constants() const {
+  // Constants are read in place from the program's bytes (a read-only mapping of the file, or the caller's
+  // buffer): an instruction that writes one would fault there, or change the caller's memory. Exporters never
+  // make such a program; a corrupted one is refused here (found by fuzz_execute: an input that is a constant
+  // had its data copied over the program's bytes). Views write nothing.
+  auto refuse = [&](uint32_t pc, const Instruction& ins, const EValue* value) {
+    ErrorContext c;
+    c.instruction = pc;
+    if (ins.name != nullptr) c.op = *ins.name;
+    throw Error(ErrorKind::ProgramLoadError,
+                "corrupt program: the instruction writes value " + std::to_string(value - values.data()) +
+                    ", a constant tensor (constants are read-only)",
+                c);
+  };
+  auto constant = [](const EValue* v) { return v->is_tensor() && v->to_tensor().is_constant(); };
+  // An input is written by every execute (its data copied in).
+  const auto* inputs = plan->inputs();
+  for (size_t k = 0; k < inputs->size(); ++k) {
+    const EValue* input = &values[static_cast<size_t>(inputs->Get(k))];
+    if (!constant(input)) continue;
+    ErrorContext c;
+    c.input_index = static_cast<int64_t>(k);
+    throw Error(ErrorKind::ProgramLoadError,
+                "corrupt program: input " + std::to_string(k) + " is value " + std::to_string(inputs->Get(k)) +
+                    ", a constant tensor (constants are read-only)",
+                c);
+  }
+  for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
+    const Instruction& ins = instructions[pc];
+    if (ins.kind == Instruction::Kind::Kernel && !ins.view && !ins.args.empty()) {
+      if (constant(ins.args.back())) refuse(pc, ins, ins.args.back());
+      if (ins.args.size() >= 2 && constant(ins.args[ins.args.size() - 2])) refuse(pc, ins, ins.args[ins.args.size() - 2]);
+      for (int m : ins.mutated_args) {
+        if (constant(ins.args[static_cast<size_t>(m)])) refuse(pc, ins, ins.args[static_cast<size_t>(m)]);
+      }
+    } else if (ins.kind == Instruction::Kind::Move && constant(&values[static_cast<size_t>(ins.b)])) {
+      refuse(pc, ins, &values[static_cast<size_t>(ins.b)]);
+    }
+  }
+}
+
 void Method::Impl::find_output_refusals(const runtime::UseAnalysis& refs) {
   // An output can take caller memory only when it is a tensor the method writes into storage of its own at
   // run time: planned memory and constants belong to the program, and redirecting a tensor another value

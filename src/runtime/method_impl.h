@@ -114,6 +114,9 @@ struct Method::Impl {
   // method_bind.cpp
   void find_output_refusals(const runtime::UseAnalysis& refs);
   void find_written_inputs();
+  /// Throws ProgramLoadError naming the input or instruction when a method input is a constant tensor, or a
+  /// kernel or move writes one.
+  void refuse_writes_to_constants() const;
 };
 
 }  // namespace etnp

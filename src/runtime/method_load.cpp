@@ -49,6 +49,7 @@ void Method::Impl::load() {
       find_output_refusals(folded);
     }
     find_written_inputs();  // after elide_copies, which may rewrite the instructions
+    refuse_writes_to_constants();
     prepare_kernels();
     mark_storage_checks();
     build_delegates();

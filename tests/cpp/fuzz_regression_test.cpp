@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "etnp/error.h"
+#include "etnp/program.h"
 #include "format/byte_source.h"
 #include "format/pte_file.h"
 #include "llm/tokenizer_impl.h"
@@ -64,6 +66,48 @@ TEST(FuzzRegression, TokenizerJsonNumberOverflowIsAnError) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
       EXPECT_NE(std::string(e.what()).find("not valid JSON: "), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// fuzz_execute: a method input that is a constant tensor had each execute's input copied over the program's
+// own bytes (a read-only mapping of the file would fault); an instruction writing a constant would too.
+TEST(FuzzRegression, WritesToConstantsAreRefusedAtLoad) {
+  auto program_with = [](bool constant_input) {
+    format::ProgramWriter w;
+    auto& m = w.add_method("forward");
+    const int32_t x = m.planned_tensor(writer_testing::f32({3}));
+    const std::vector<float> bias = {0.5f, 1.5f, -2.0f};
+    const int32_t b = m.constant_tensor(writer_testing::f32({3}), format::as_bytes(bias));
+    const int32_t one = m.int_value(1);
+    const int32_t out = m.planned_tensor(writer_testing::f32({3}));
+    if (constant_input) {
+      m.kernel("aten::add.out", {x, b, one, out, out});
+      m.set_inputs({x, b});
+      m.set_outputs({out});
+    } else {
+      m.kernel("aten::add.out", {x, x, one, b, b});  // writes its sum into the constant
+      m.set_inputs({x});
+      m.set_outputs({b});
+    }
+    return w.serialize();
+  };
+  const std::pair<bool, const char*> cases[] = {
+      {true, "corrupt program: input 1 is value 1, a constant tensor (constants are read-only)"},
+      {false, "corrupt program: the instruction writes value 1, a constant tensor (constants are read-only)"}};
+  for (const auto& [constant_input, expected] : cases) {
+    const std::vector<uint8_t> bytes = program_with(constant_input);
+    const Program program = Program::load_buffer(bytes);
+    try {
+      program.load_method("forward");
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError);
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("forward"), std::string::npos) << e.what();
+      if (!constant_input) {
+        EXPECT_EQ(e.context().instruction, 0) << e.what();
+      }
     }
   }
 }
