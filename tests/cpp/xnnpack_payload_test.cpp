@@ -186,6 +186,17 @@ TEST(XnnpackPayload, RejectsShapeMismatches) {
   }
 }
 
+// x[4] + c[4], c an fp32 constant fetched from the named data by `key`.
+std::vector<uint8_t> add_named_constant_payload(const std::string& key) {
+  GraphBuilder g;
+  const uint32_t x = g.input({4}, 0);
+  const uint32_t c = g.value(fb_xnnpack::XNNDatatype::xnn_datatype_fp32, {4}, 0, testing::kNoExt,
+                             g.named_constant(key, 16));
+  const uint32_t out = g.output({4}, 1);
+  g.binary(testing::XNodeUnion::XNNAdd, x, c, out);
+  return g.payload();
+}
+
 TEST(XnnpackPayload, ConstantLookup) {
   // Constants in the payload's constant region and by key from the named data.
   {
@@ -200,13 +211,7 @@ TEST(XnnpackPayload, ConstantLookup) {
     std::memcpy(&second, parsed.values[c].data + 4, 4);
     EXPECT_EQ(second, 2.0f);
   }
-  GraphBuilder g;
-  const uint32_t x = g.input({4}, 0);
-  const uint32_t c = g.value(fb_xnnpack::XNNDatatype::xnn_datatype_fp32, {4}, 0, testing::kNoExt,
-                             g.named_constant("weights_abc123", 16));
-  const uint32_t out = g.output({4}, 1);
-  g.binary(testing::XNodeUnion::XNNAdd, x, c, out);
-  const std::vector<uint8_t> payload = g.payload();
+  const std::vector<uint8_t> payload = add_named_constant_payload("weights_abc123");
   // No named data at all: the message names the key and says no .ptd was given.
   expect_load_error(payload, {"weights_abc123", "no external data (.ptd) was provided"});
   // Named data without the key: the message names the key and where it looked.
@@ -273,13 +278,7 @@ TEST(XnnpackPayload, RejectsMisalignedConstantData) {
     std::vector<uint8_t> storage = std::vector<uint8_t>(64, 0);
     size_t shift = 0;
   };
-  GraphBuilder g;
-  const uint32_t x = g.input({4}, 0);
-  const uint32_t c = g.value(fb_xnnpack::XNNDatatype::xnn_datatype_fp32, {4}, 0, testing::kNoExt,
-                             g.named_constant("w", 16));
-  const uint32_t out = g.output({4}, 1);
-  g.binary(testing::XNodeUnion::XNNAdd, x, c, out);
-  const std::vector<uint8_t> payload = g.payload();
+  const std::vector<uint8_t> payload = add_named_constant_payload("w");
   OffsetNamedData named;
   EXPECT_NO_THROW(parse_graph(payload, &named));
   for (size_t shift : {1, 2, 3, 5}) {
