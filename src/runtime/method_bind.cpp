@@ -202,23 +202,30 @@ Value Method::Impl::output(size_t index) const {
   }
 }
 
+template <typename Fn>
+void Method::Impl::for_each_written(const Instruction& ins, Fn&& fn) const {
+  // A kernel writes its out argument (the last two slots: out and the returned value) and the arguments it
+  // declares mutated, a move its target; the delegates write only their own outputs.
+  if (ins.kind == Instruction::Kind::Kernel && !ins.args.empty()) {
+    fn(ins.args.back());
+    if (ins.args.size() >= 2) fn(ins.args[ins.args.size() - 2]);
+    for (int m : ins.mutated_args) fn(ins.args[static_cast<size_t>(m)]);
+  } else if (ins.kind == Instruction::Kind::Move) {
+    fn(&values[static_cast<size_t>(ins.b)]);
+  }
+}
+
 void Method::Impl::find_written_inputs() {
-  // An unplanned input is bound to the caller's memory. A kernel writes its out argument (the last two slots:
-  // out and the returned value) and the arguments it declares mutated, a move its target; the delegates write
-  // only their own outputs.
+  // An unplanned input is bound to the caller's memory: is any instruction writing it?
   const auto* inputs = plan->inputs();
   written_inputs.assign(inputs->size(), false);
   for (size_t k = 0; k < inputs->size(); ++k) {
     const EValue* input = &values[static_cast<size_t>(inputs->Get(k))];
     if (!input->is_tensor() || planned_input[k]) continue;  // a planned input is a copy of the caller's
     for (const Instruction& ins : instructions) {
-      const bool kernel_writes =
-          ins.kind == Instruction::Kind::Kernel && !ins.args.empty() &&
-          (ins.args.back() == input || (ins.args.size() >= 2 && ins.args[ins.args.size() - 2] == input) ||
-           std::any_of(ins.mutated_args.begin(), ins.mutated_args.end(),
-                       [&](int m) { return ins.args[static_cast<size_t>(m)] == input; }));
-      const bool move_writes = ins.kind == Instruction::Kind::Move && &values[static_cast<size_t>(ins.b)] == input;
-      if (kernel_writes || move_writes) {
+      bool writes = false;
+      for_each_written(ins, [&](const EValue* v) { writes = writes || v == input; });
+      if (writes) {
         written_inputs[k] = true;
         break;
       }
@@ -255,15 +262,10 @@ void Method::Impl::refuse_writes_to_constants() const {
   }
   for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
     const Instruction& ins = instructions[pc];
-    if (ins.kind == Instruction::Kind::Kernel && !ins.view && !ins.args.empty()) {
-      if (constant(ins.args.back())) refuse(pc, ins, ins.args.back());
-      if (ins.args.size() >= 2 && constant(ins.args[ins.args.size() - 2])) refuse(pc, ins, ins.args[ins.args.size() - 2]);
-      for (int m : ins.mutated_args) {
-        if (constant(ins.args[static_cast<size_t>(m)])) refuse(pc, ins, ins.args[static_cast<size_t>(m)]);
-      }
-    } else if (ins.kind == Instruction::Kind::Move && constant(&values[static_cast<size_t>(ins.b)])) {
-      refuse(pc, ins, &values[static_cast<size_t>(ins.b)]);
-    }
+    if (ins.kind == Instruction::Kind::Kernel && ins.view) continue;
+    for_each_written(ins, [&](const EValue* v) {
+      if (constant(v)) refuse(pc, ins, v);
+    });
   }
 }
 

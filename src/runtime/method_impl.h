@@ -117,6 +117,10 @@ struct Method::Impl {
   /// Throws ProgramLoadError naming the input or instruction when a method input is a constant tensor, or a
   /// kernel or move writes one.
   void refuse_writes_to_constants() const;
+  /// Calls fn(value) for each value the instruction writes (kernel out slots and mutated arguments, a move's
+  /// target).
+  template <typename Fn>
+  void for_each_written(const Instruction& ins, Fn&& fn) const;
 };
 
 }  // namespace etnp
