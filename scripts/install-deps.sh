@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   flatbuffers-compiler libflatbuffers-dev
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libfp16-dev libsleef-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy

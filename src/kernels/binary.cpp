@@ -327,6 +327,7 @@ template <typename C, bool Python>
 auto make_modulo(std::atomic<bool>* zero_division) {
   return [zero_division](C a, C b) -> C {
     if constexpr (std::is_floating_point_v<C>) {
+      (void)zero_division;  // a float modulo by zero is NaN, not an error
       C mod = std::fmod(a, b);
       if (Python && mod != C(0) && (b < C(0)) != (mod < C(0))) mod += b;
       return mod;

@@ -224,7 +224,7 @@ void build_softmax(StepBuilder& b) {
     const Shape& x = shapes[in0];
     return std::max<size_t>(x[x.rank - 1], 1);
   };
-  auto rows_of = [in0](const Shape& x) { return x[x.rank - 1] == 0 ? 0 : x.numel() / x[x.rank - 1]; };
+  auto rows_of = [](const Shape& x) { return x[x.rank - 1] == 0 ? 0 : x.numel() / x[x.rank - 1]; };
   if (b.use_library(measured::library_softmax_faster())) {
     b.add_xnn(
         "softmax f32",
