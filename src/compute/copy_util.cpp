@@ -148,7 +148,8 @@ struct SameTypeMover {
     E* d = dst + doff;
     const E* s = src + soff;
     if (ds == 1 && ss == 1) {
-      std::memcpy(d, s, static_cast<size_t>(n) * sizeof(E));
+      // memmove: a corrupt program may alias source and destination (glibc's memcpy is the same routine).
+      std::memmove(d, s, static_cast<size_t>(n) * sizeof(E));
     } else if (ss == 0) {
       const E v = *s;
       if (ds == 1) {

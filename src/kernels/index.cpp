@@ -293,7 +293,7 @@ void index_tensor_out(KernelContext&, KernelArgs args) {
       if (post_numel == 1) {
         copy_element(dst, src, es);
       } else if (flat_post) {
-        std::memcpy(dst, src, static_cast<size_t>(post_numel) * es);
+        std::memmove(dst, src, static_cast<size_t>(post_numel) * es);
       } else {
         strided_copy(dst, out.dtype(), post_out.data(), src, self.dtype(), post_self.data(), post_shape, false);
       }
@@ -378,7 +378,7 @@ void index_put_impl(Tensor& out, const Tensor& self, const OptionalTensorListRef
       if (post_numel == 1) {
         copy_element(dst, src, es);
       } else if (flat_post) {
-        std::memcpy(dst, src, static_cast<size_t>(post_numel) * es);
+        std::memmove(dst, src, static_cast<size_t>(post_numel) * es);
       } else {
         strided_copy(dst, out.dtype(), post_out.data(), src, values.dtype(), post_val.data(), post_shape, false);
       }
@@ -496,7 +496,7 @@ void embedding_out(KernelContext&, KernelArgs args) {
     char* dst = elem_ptr(out, w.off_a);
     const char* src = elem_ptr(weight, idx[k] * weight.stride(0));
     if (fast) {
-      std::memcpy(dst, src, static_cast<size_t>(dim) * es);
+      std::memmove(dst, src, static_cast<size_t>(dim) * es);
     } else {
       const int64_t shape1[1] = {dim};
       strided_copy(dst, out.dtype(), &out_inner, src, weight.dtype(), &wi, shape1, false);

@@ -364,7 +364,7 @@ void copy_position(const Tensor& value, Tensor& cache, int64_t b, int64_t s, int
   auto* dst = static_cast<unsigned char*>(cache.data()) + static_cast<size_t>(b * cache.stride(0) + pos * cache.stride(1)) * es;
   const bool rows_contiguous = value.stride(3) == 1 && cache.stride(3) == 1;
   if (rows_contiguous && value.stride(2) == d && cache.stride(2) == d) {
-    std::memcpy(dst, src, static_cast<size_t>(hs * d) * es);
+    std::memmove(dst, src, static_cast<size_t>(hs * d) * es);
     return;
   }
   for (int64_t h = 0; h < hs; ++h) {

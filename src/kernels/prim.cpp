@@ -196,7 +196,7 @@ void et_copy_index(KernelContext&, KernelArgs args) {
     ETNP_KERNEL_CHECK(to.size(d + 1) == from.size(d), op << ": shape mismatch");
   }
   const size_t row = from.nbytes();
-  std::memcpy(static_cast<uint8_t*>(to.data()) + row * static_cast<size_t>(index), from.data(), row);
+  std::memmove(static_cast<uint8_t*>(to.data()) + row * static_cast<size_t>(index), from.data(), row);
 }
 
 }  // namespace

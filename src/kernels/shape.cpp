@@ -911,7 +911,12 @@ void roll_out(KernelContext&, KernelArgs args) {
     const size_t es = self.element_size();
     std::vector<unsigned char> src_buf, dst_buf;
     const void* src = self.data();
-    if (!self.is_contiguous_order()) {
+    // A non-contiguous input, or one that shares storage with the output (an in-place roll), is read from a
+    // row-major copy.
+    const auto out_begin = reinterpret_cast<uintptr_t>(out.data());
+    const auto self_begin = reinterpret_cast<uintptr_t>(self.data());
+    const bool aliased = out_begin < self_begin + self.nbytes() && self_begin < out_begin + out.nbytes();
+    if (!self.is_contiguous_order() || aliased) {
       src_buf.resize(static_cast<size_t>(n) * es);
       Tensor flat(self.dtype(), self.sizes(), {}, src_buf.data());
       copy_same_shape(flat, self, op);

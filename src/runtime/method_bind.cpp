@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "etnp/program.h"
 #include "core/printable.h"
@@ -266,6 +267,68 @@ void Method::Impl::refuse_writes_to_constants() const {
     for_each_written(ins, [&](const EValue* v) {
       if (constant(v)) refuse(pc, ins, v);
     });
+  }
+}
+
+void Method::Impl::refuse_overlapping_writes() const {
+  // Every tensor argument of an instruction is live while it runs, so a memory plan never places two of them
+  // in overlapping storage; a kernel's output shares storage with an argument only when the two are the same
+  // storage (a tensor updated in place starts where it is read). A written tensor that overlaps an argument at
+  // another address comes from a corrupt plan, and would make the kernel's copies overlap (found by
+  // fuzz_execute: a memcpy between overlapping ranges); it is refused here, before anything runs.
+  struct Range {
+    const uint8_t* begin;
+    const uint8_t* end;
+    size_t value;
+  };
+  auto range_of = [&](const EValue* v, std::vector<Range>& out) {
+    auto add = [&](const Tensor& t, size_t value) {
+      if (t.data() == nullptr || t.capacity_numel() <= 0) return;
+      const auto* b = static_cast<const uint8_t*>(t.data());
+      out.push_back({b, b + static_cast<size_t>(t.capacity_numel()) * t.element_size(), value});
+    };
+    // Arguments outside the value table are constants made at load (fold_batch_norms), never written.
+    if (!std::less_equal<const EValue*>()(values.data(), v) ||
+        !std::less<const EValue*>()(v, values.data() + values.size())) {
+      return;
+    }
+    const auto index = static_cast<size_t>(v - values.data());
+    if (v->is_tensor()) {
+      add(v->to_tensor(), index);
+    } else if (v->tag() == Tag::ListTensor) {
+      const TensorListRef list = v->to_tensor_list();
+      for (size_t i = 0; i < list.size(); ++i) add(list[i], index);
+    } else if (v->tag() == Tag::ListOptionalTensor) {
+      const OptionalTensorListRef list = v->to_optional_tensor_list();
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (const Tensor* t = list[i]) add(*t, index);
+      }
+    }
+  };
+  std::vector<Range> written;
+  std::vector<Range> read;
+  for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
+    const Instruction& ins = instructions[pc];
+    if (ins.kind != Instruction::Kind::Kernel || ins.view) continue;
+    written.clear();
+    read.clear();
+    for_each_written(ins, [&](const EValue* v) { range_of(v, written); });
+    for (const EValue* v : ins.args) range_of(v, read);
+    for (const Range& w : written) {
+      for (const Range& r : read) {
+        if (w.begin == r.begin || w.end <= r.begin || r.end <= w.begin) continue;
+        ErrorContext c;
+        c.instruction = pc;
+        if (ins.name != nullptr) c.op = *ins.name;
+        throw Error(ErrorKind::ProgramLoadError,
+                    "corrupt memory plan: the instruction writes value " + std::to_string(w.value) + " (" +
+                        std::to_string(w.end - w.begin) + " bytes), whose storage overlaps value " +
+                        std::to_string(r.value) + "'s (" + std::to_string(r.end - r.begin) + " bytes) at " +
+                        std::to_string(r.begin > w.begin ? r.begin - w.begin : w.begin - r.begin) +
+                        " bytes from its start",
+                    c);
+      }
+    }
   }
 }
 

@@ -117,6 +117,9 @@ struct Method::Impl {
   /// Throws ProgramLoadError naming the input or instruction when a method input is a constant tensor, or a
   /// kernel or move writes one.
   void refuse_writes_to_constants() const;
+  /// Throws ProgramLoadError naming the instruction when a tensor it writes overlaps one of its arguments'
+  /// storage at another address (a corrupt memory plan).
+  void refuse_overlapping_writes() const;
   /// Calls fn(value) for each value the instruction writes (kernel out slots and mutated arguments, a move's
   /// target).
   template <typename Fn>

@@ -50,6 +50,7 @@ void Method::Impl::load() {
     }
     find_written_inputs();  // after elide_copies, which may rewrite the instructions
     refuse_writes_to_constants();
+    refuse_overlapping_writes();
     prepare_kernels();
     mark_storage_checks();
     build_delegates();

@@ -112,5 +112,42 @@ TEST(FuzzRegression, WritesToConstantsAreRefusedAtLoad) {
   }
 }
 
+TEST(FuzzRegression, OverlappingWritesAreRefusedAtLoad) {
+  // fuzz_execute: a corrupt plan put a kernel's output 8 bytes into its input's storage, so that the kernel's
+  // copy ran between overlapping ranges. A tensor updated in place (the same storage) stays allowed.
+  auto program_with = [](uint64_t out_offset, int32_t out_numel) {
+    format::ProgramWriter w;
+    auto& m = w.add_method("forward");
+    const int32_t x = m.planned_tensor(writer_testing::f32({8}));
+    const int32_t out = m.planned_alias(x, writer_testing::f32({out_numel}), out_offset);
+    m.kernel("aten::roll.out", {x, m.int_list({2}), m.int_list({}), out, out});
+    m.set_inputs({x});
+    m.set_outputs({out});
+    return w.serialize();
+  };
+  const std::vector<uint8_t> overlapping = program_with(8, 6);
+  try {
+    Program::load_buffer(overlapping).load_method("forward");
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError);
+    EXPECT_NE(std::string(e.what()).find("corrupt memory plan: the instruction writes value"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("at 8 bytes from its start"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("aten::roll.out"), std::string::npos) << e.what();
+    EXPECT_EQ(e.context().instruction, 0) << e.what();
+  }
+  // In place: loads, and rolls as if it had read a copy of its input.
+  const std::vector<uint8_t> in_place = program_with(0, 8);
+  const Program program = Program::load_buffer(in_place);
+  auto method = program.load_method("forward");
+  const std::vector<float> x = {0, 1, 2, 3, 4, 5, 6, 7};
+  const auto out = method->execute(std::vector<Value>{TensorRef{ScalarType::Float, {8}, {}, x.data()}});
+  const auto& y = std::get<TensorRef>(out.at(0));
+  ASSERT_EQ(y.sizes, (std::vector<int64_t>{8}));
+  const auto* yf = static_cast<const float*>(y.data);
+  EXPECT_EQ(std::vector<float>(yf, yf + 8), (std::vector<float>{6, 7, 0, 1, 2, 3, 4, 5}));
+}
+
 }  // namespace
 }  // namespace etnp

@@ -194,19 +194,25 @@ int32_t MethodWriter::planned_tensor(TensorSpec spec, uint32_t memory_id) {
   return push(std::move(x));
 }
 
-int32_t MethodWriter::planned_alias(int32_t base, TensorSpec spec) {
+int32_t MethodWriter::planned_alias(int32_t base, TensorSpec spec, uint64_t byte_offset) {
   if (base < 0 || static_cast<size_t>(base) >= values_.size() || values_[base].kind != Kind::Tensor ||
       (values_[base].storage != Storage::Planned && values_[base].storage != Storage::Alias)) {
     fail("planned_alias: value " + std::to_string(base) + " is not a planned tensor");
   }
-  while (values_[base].storage == Storage::Alias) base = values_[base].alias_of;
-  if (spec.nbytes() > values_[base].tensor.nbytes()) fail("planned_alias: the view is larger than its base");
+  while (values_[base].storage == Storage::Alias) {
+    byte_offset += values_[base].alias_offset;
+    base = values_[base].alias_of;
+  }
+  if (spec.nbytes() + byte_offset > values_[base].tensor.nbytes()) {
+    fail("planned_alias: the view is larger than its base");
+  }
   Value x;
   x.kind = Kind::Tensor;
   x.tensor = std::move(spec);
   x.storage = Storage::Alias;
   x.memory_id = values_[base].memory_id;
   x.alias_of = base;
+  x.alias_offset = byte_offset;
   return push(std::move(x));
 }
 
@@ -451,7 +457,7 @@ void MethodWriter::plan_memory() {
   }
   for (size_t v = 0; v < n; ++v) {
     if (values_[v].kind == Kind::Tensor && values_[v].storage == Storage::Alias) {
-      values_[v].offset = values_[root_of(static_cast<int64_t>(v))].offset;
+      values_[v].offset = values_[root_of(static_cast<int64_t>(v))].offset + values_[v].alias_offset;
     }
   }
   arena_sizes_.clear();

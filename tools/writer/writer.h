@@ -93,7 +93,8 @@ class MethodWriter {
   int32_t planned_tensor(TensorSpec spec, uint32_t memory_id = 1);
   /// A planned view of `base`'s bytes (what exporters emit for an elided view_copy): same arena and offset.
   /// `spec.nbytes()` must not exceed the base's; the base stays alive as long as the alias is used.
-  int32_t planned_alias(int32_t base, TensorSpec spec);
+  /// A `byte_offset` starts the view inside the base: no exporter does that (tests make corrupt plans with it).
+  int32_t planned_alias(int32_t base, TensorSpec spec, uint64_t byte_offset = 0);
   /// No storage at load: an input the caller's buffer backs, an output the caller supplies, a view target.
   int32_t unplanned_tensor(TensorSpec spec);
   /// Read-only data in the program's constant segment (identical bytes are stored once).
@@ -158,6 +159,7 @@ class MethodWriter {
     Storage storage = Storage::Unplanned;
     uint32_t memory_id = 0;
     int32_t alias_of = -1;
+    uint64_t alias_offset = 0;         // bytes into the alias' base
     uint32_t data_index = 0;           // constant / mutable buffer index
     uint64_t offset = 0;               // planned offset, set by plan_memory
   };
