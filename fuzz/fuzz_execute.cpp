@@ -1,6 +1,6 @@
 // Load and execute every method, with inputs made from the fuzz data: the last (up to) 64 bytes are the
 // pattern that fills tensor inputs, picks dims within a dynamic tensor's bounds and gives scalar inputs.
-// Bounded by fuzz_util.h (plan size, input size, no jump instructions) and libFuzzer's -timeout/-rss_limit_mb.
+// Bounded by fuzz_util.h's resource limits and libFuzzer's -timeout/-rss_limit_mb.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -25,7 +25,6 @@ struct Pattern {
 
 void run_method(const Program& program, const std::string& name, Pattern& pattern) {
   const MethodMeta meta = program.method_meta(name);
-  if (!fuzz::plan_fits(meta)) return;
   auto method = program.load_method(name);
   std::vector<std::vector<uint8_t>> storage;
   std::vector<Value> inputs;
@@ -35,7 +34,7 @@ void run_method(const Program& program, const std::string& name, Pattern& patter
         TensorRef t{in.tensor.dtype, in.tensor.sizes, in.tensor.dim_order, nullptr};
         if (in.tensor.dynamism != ShapeDynamism::Static)
           for (int64_t& d : t.sizes) d = d > 0 ? pattern.byte() % (d + 1) : d;
-        std::vector<uint8_t> bytes(std::min(in.tensor.nbytes, fuzz::kMaxInputBytes));
+        std::vector<uint8_t> bytes(in.tensor.nbytes);  // at most max_tensor_bytes: load_method checked it
         for (uint8_t& b : bytes) b = pattern.byte();
         t.data = bytes.data();
         storage.push_back(std::move(bytes));
@@ -74,10 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
   const std::span<const uint8_t> bytes(data, size);
   Pattern pattern{bytes.subspan(size - std::min<size_t>(size, 64))};
   try {
-    auto pte = format::PteFile::parse(format::ByteSource::from_buffer(bytes, nullptr, "fuzz.pte"),
-                                      Verification::InternalConsistency);
-    if (fuzz::has_jumps(*pte)) return 0;
-    const Program program = Program::load_buffer(bytes);
+    const Program program = Program::load_buffer(bytes, nullptr, fuzz::bounded_options());
     for (const std::string& name : program.method_names()) {
       try {
         run_method(program, name, pattern);

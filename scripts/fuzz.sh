@@ -42,7 +42,7 @@ for t in $targets; do
   mkdir -p "$corpus" "build-fuzz/findings/$t"
   echo "=== $t: ${seconds}s, corpus $corpus"
   log="build-fuzz/findings/$t.log"
-  # -rss_limit_mb and -timeout bound what the targets cannot (fuzz/fuzz_util.h): memory and loops.
+  # The targets load with small resource limits (fuzz/fuzz_util.h); -rss_limit_mb and -timeout are the backstop.
   if ./build-fuzz/fuzz/"$t" "$corpus" "$seeds/$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
        -max_len=1048576 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t/" >"$log" 2>&1; then
     grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units)' "$log" | tail -2 || true

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,8 +29,38 @@
 
 namespace etnp {
 
+/// Bounds on what a program may make the runtime allocate or do, for files from sources that are not trusted
+/// (docs/security.md). A program beyond a bound is refused with ProgramLoadError naming the bound and the
+/// sizes, before the memory is allocated; an execute beyond one fails with ExecutionError. 0 means no bound.
+struct ResourceLimits {
+  /// Bytes one method may hold: its planned arenas, the storage it keeps for unplanned tensors and the constants
+  /// it makes at load, its kernels' packed weights and its delegates' memory. Default: half of physical memory.
+  uint64_t max_method_bytes = default_max_method_bytes();
+  /// The largest tensor a program may declare, in bytes. A dynamic tensor never grows past its declared upper
+  /// bound, so this also bounds every resize.
+  uint64_t max_tensor_bytes = 0;
+  /// Instructions one execute may run: a program whose jumps loop forever fails after this many.
+  uint64_t max_instructions_per_execute = 10'000'000;
+  /// Counts a program may declare: methods, and per method values and instructions.
+  uint64_t max_methods = 0;
+  uint64_t max_values = 0;
+  uint64_t max_instructions = 0;
+
+  /// Half of this machine's physical memory (what max_method_bytes defaults to).
+  static uint64_t default_max_method_bytes();
+  /// The fields by name ("max_method_bytes", ...), in declaration order: what the CLI's --limit and the Python
+  /// package's `limits` take.
+  static std::span<const std::string_view> names();
+  /// Sets the field called `name`; false when there is none.
+  bool set(std::string_view name, uint64_t value);
+  /// The field called `name`; nullopt when there is none.
+  std::optional<uint64_t> get(std::string_view name) const;
+};
+
 struct LoadOptions {
   Verification verification = Verification::InternalConsistency;
+  /// Memory, size, count and time bounds (ResourceLimits).
+  ResourceLimits limits;
   /// External data files (.ptd) whose tensors and delegate constants the program refers to by key.
   std::vector<std::string> data_files;
   /// External data already in memory; the caller keeps the bytes alive as long as the Program.

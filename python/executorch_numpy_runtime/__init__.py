@@ -95,6 +95,7 @@ __all__ = [
     "BackendRegistry",
     "OperatorRegistry",
     "runtime_info",
+    "default_limits",
     "parse_etdump",
     "Tokenizer",
     "StreamDecoder",
@@ -220,6 +221,37 @@ def _data_paths(data_path: Union[None, PathLike, Sequence[PathLike]]) -> List[by
     )
 
 
+def default_limits() -> Dict[str, int]:
+    """The resource limits :meth:`Runtime.load_program` applies unless told otherwise (0: no bound).
+
+    ``max_method_bytes`` (half of physical memory) bounds what one method holds: planned arenas, storage kept for
+    unplanned tensors, constants made at load, packed weights and delegate memory. ``max_tensor_bytes`` bounds the
+    largest tensor a program declares (and so every resize). ``max_instructions_per_execute`` stops a program
+    whose jumps loop. ``max_methods``, ``max_values`` and ``max_instructions`` bound what a program declares.
+    """
+    return dict(_C._default_limits())
+
+
+def _limits(limits: Optional[Mapping[str, int]]) -> Optional[Dict[str, int]]:
+    if limits is None:
+        return None
+    if not isinstance(limits, Mapping):
+        raise InvalidTypeError(f"limits must map limit names to ints, got {type(limits).__name__}")
+    known = _C._default_limits()
+    checked: Dict[str, int] = {}
+    for name, value in limits.items():
+        if name not in known:
+            raise InvalidInputError(
+                f"limits: there is no limit {_short_repr(name)}; the limits are {', '.join(known)}"
+            )
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidTypeError(f"limits[{name!r}] must be an int, got {type(value).__name__}")
+        if not 0 <= value < 1 << 64:
+            raise InvalidInputError(f"limits[{name!r}] must be in [0, 2**64) (0: no bound), got {value}")
+        checked[name] = int(value)
+    return checked
+
+
 class Runtime:
     """The runtime: loads programs, and knows the backends and operators it was built with.
 
@@ -251,6 +283,7 @@ class Runtime:
         debug_buffer_size: int = 0,
         data_path: Union[None, PathLike, Sequence[PathLike]] = None,
         backend_options: Optional[Mapping[str, Mapping[str, BackendOptionValue]]] = None,
+        limits: Optional[Mapping[str, int]] = None,
     ) -> Program:
         """Loads a program.
 
@@ -265,6 +298,10 @@ class Runtime:
             data_path: a ``.ptd`` file, or a list of them, holding data the program keeps outside the ``.pte``.
             backend_options: per-backend options for this program's delegates,
                 e.g. ``{"XnnpackBackend": {"num_threads": 2}}``.
+            limits: bounds for files that are not trusted, e.g. ``{"max_method_bytes": 1 << 30}``: any of the
+                keys of :func:`default_limits` (which has their defaults; 0 means no bound). A program beyond one
+                is refused with ProgramLoadError, an execute beyond ``max_instructions_per_execute`` fails with
+                ExecutionError (docs/security.md).
 
         Raises:
             ProgramLoadError: the data is not a valid program (the message says what it is instead).
@@ -282,13 +319,15 @@ class Runtime:
                 "backend_options must map backend names to dicts of options, got " f"{type(backend_options).__name__}"
             )
         options = None if backend_options is None else {str(k): _as_dict(v) for k, v in backend_options.items()}
-        args = (verification, bool(enable_etdump), int(debug_buffer_size), paths, options)
+        bounds = _limits(limits)
+        args = (verification, bool(enable_etdump), int(debug_buffer_size), paths, options, bounds)
         state: Dict[str, Any] = {
             "data_paths": [os.path.abspath(os.fsdecode(p)) for p in paths],
             "verification": verification.name,
             "enable_etdump": bool(enable_etdump),
             "debug_buffer_size": int(debug_buffer_size),
             "backend_options": options,
+            "limits": bounds,
         }
         if isinstance(data, str) or hasattr(data, "__fspath__"):
             path = _as_path(data, "data")
@@ -372,6 +411,7 @@ def _unpickle_program(payload: Dict[str, Any]) -> Program:
         payload["enable_etdump"],
         payload["debug_buffer_size"],
         _freeze(options),
+        _freeze(payload.get("limits")),
     )
     with _UNPICKLED_LOCK:  # held while loading: concurrent unpicklings of one program load it once
         program = _UNPICKLED_PROGRAMS.get(key)
@@ -383,6 +423,7 @@ def _unpickle_program(payload: Dict[str, Any]) -> Program:
                 debug_buffer_size=payload["debug_buffer_size"],
                 data_path=data_paths or None,
                 backend_options=options,
+                limits=payload.get("limits"),
             )
             _UNPICKLED_PROGRAMS[key] = program
         return program

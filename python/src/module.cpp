@@ -378,11 +378,19 @@ BackendOptions backend_options_from(const std::string& backend, py::handle mappi
 }
 
 LoadOptions make_options(Verification verification, bool enable_etdump, const std::vector<std::string>& data_paths,
-                         const py::object& backend_options) {
+                         const py::object& backend_options, const py::object& limits) {
   LoadOptions options;
   options.verification = verification;
   options.data_files = data_paths;
   options.enable_profiling = enable_etdump;
+  if (!limits.is_none()) {
+    for (auto [name, value] : py::cast<py::dict>(limits)) {
+      const std::string key = py::str(name);
+      if (!options.limits.set(key, value.cast<uint64_t>())) {
+        throw Error(ErrorKind::InvalidArgument, "limits: there is no limit " + printable(key));
+      }
+    }
+  }
   if (!backend_options.is_none()) {
     for (auto [backend, values] : py::cast<py::dict>(backend_options)) {
       const std::string name = py::str(backend);
@@ -400,16 +408,16 @@ std::shared_ptr<PyProgram> finish(Program program, bool enable_etdump, size_t de
 
 std::shared_ptr<PyProgram> load_program_file(const std::string& path, Verification verification, bool enable_etdump,
                                              size_t debug_buffer_size, const std::vector<std::string>& data_paths,
-                                             const py::object& backend_options) {
-  LoadOptions options = make_options(verification, enable_etdump, data_paths, backend_options);
+                                             const py::object& backend_options, const py::object& limits) {
+  LoadOptions options = make_options(verification, enable_etdump, data_paths, backend_options, limits);
   py::gil_scoped_release nogil;
   return finish(Program::load_file(path, options), enable_etdump, debug_buffer_size);
 }
 
 std::shared_ptr<PyProgram> load_program_buffer(const py::object& buffer, Verification verification, bool enable_etdump,
                                                size_t debug_buffer_size, const std::vector<std::string>& data_paths,
-                                               const py::object& backend_options) {
-  LoadOptions options = make_options(verification, enable_etdump, data_paths, backend_options);
+                                               const py::object& backend_options, const py::object& limits) {
+  LoadOptions options = make_options(verification, enable_etdump, data_paths, backend_options, limits);
   auto hold = std::make_shared<BufferHold>();
   if (PyObject_GetBuffer(buffer.ptr(), &hold->view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
   std::span<const uint8_t> bytes(static_cast<const uint8_t*>(hold->view.buf), static_cast<size_t>(hold->view.len));
@@ -734,9 +742,19 @@ PYBIND11_MODULE(_C, m) {
   bind_generator(m);
 
   m.def("_load_program_file", &load_program_file, py::arg("path"), py::arg("verification"), py::arg("enable_etdump"),
-        py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"));
+        py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"), py::arg("limits"));
   m.def("_load_program_buffer", &load_program_buffer, py::arg("buffer"), py::arg("verification"),
-        py::arg("enable_etdump"), py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"));
+        py::arg("enable_etdump"), py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"),
+        py::arg("limits"));
+  m.def(
+      "_default_limits",
+      [] {
+        const ResourceLimits limits;
+        py::dict d;
+        for (std::string_view name : ResourceLimits::names()) d[py::str(std::string(name))] = *limits.get(name);
+        return d;
+      },
+      "The default of every resource limit (0: none).");
 
   // One exception class per etnp::ErrorKind (ETNP_ERROR_KINDS) and one per BindingError key: errors.py's
   // ERROR_CLASSES, checked here so that a kind added to the C++ list without a class fails the import.

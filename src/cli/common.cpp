@@ -1,3 +1,4 @@
+#include <cctype>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,9 +126,42 @@ std::string shortened(const std::string& s, size_t max) {
   return s.substr(0, cut) + "...";
 }
 
+namespace {
+
+// "--limit NAME=N": N a count, or bytes with a K, M, G or T suffix (powers of 1024).
+void set_limit(ResourceLimits& limits, const std::string& spec) {
+  std::string names;
+  for (std::string_view n : ResourceLimits::names()) names += (names.empty() ? "" : ", ") + std::string(n);
+  const size_t eq = spec.find('=');
+  const std::string name = spec.substr(0, eq);
+  if (eq == std::string::npos || !limits.set(name, 0)) {
+    usage_error("--limit takes NAME=N with NAME one of " + names + ", got '" + shortened(spec) + "'");
+  }
+  std::string number = spec.substr(eq + 1);
+  uint64_t scale = 1;
+  if (!number.empty()) {
+    const std::string units = "KMGT";
+    if (const size_t u = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(number.back()))));
+        u != std::string::npos) {
+      scale = uint64_t{1} << (10 * (u + 1));
+      number.pop_back();
+    }
+  }
+  int64_t n = 0;
+  uint64_t value = 0;
+  if (!parse_int(number, &n) || n < 0 || __builtin_mul_overflow(static_cast<uint64_t>(n), scale, &value)) {
+    usage_error("--limit " + name + " takes a count >= 0 (bytes may end in K, M, G or T; 0: no limit), got '" +
+                shortened(spec.substr(eq + 1)) + "'");
+  }
+  limits.set(name, value);
+}
+
+}  // namespace
+
 LoadOptions load_options_from(Args& args) {
   LoadOptions options;
   options.data_files = args.values("--data");
+  for (const std::string& spec : args.values("--limit")) set_limit(options.limits, spec);
   return options;
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 const std::set<std::string> kFileOptions = {"--data", "--input", "--expect", "--tokenizer"};
 const std::set<std::string> kDirOptions = {"--output-dir", "--batch"};
-const std::set<std::string> kRepeatable = {"--data", "--input", "--expect", "--shape", "--stop"};
+const std::set<std::string> kRepeatable = {"--data", "--limit", "--input", "--expect", "--shape", "--stop"};
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

@@ -26,16 +26,19 @@ int run_version(etnp::cli::Args& args) {
 }
 
 constexpr Command kCommands[] = {
-    {"inspect", "show what a .pte holds and whether it runs here", R"(usage: etnp inspect FILE [--data F.ptd]... [--verbose] [--json]
+    {"inspect", "show what a .pte holds and whether it runs here", R"(usage: etnp inspect FILE [--data F.ptd]... [--limit NAME=N]... [--verbose] [--json]
   Show a summary of a .pte: its schema, each method with its inputs and outputs, operators, delegates and
   planned memory, and the verdict: "runs here" when every method loads, otherwise every reason (missing
   backends or operators, missing .ptd data, payload nodes a backend rejects).
-  --data F.ptd  external data (.ptd) the program refers to; repeat for several files
-  --verbose     also the container's segments and each method's plan (instructions, buffers)
-  --json        one JSON object on stdout with every field (the same with or without --verbose)
+  --data F.ptd    external data (.ptd) the program refers to; repeat for several files
+  --limit NAME=N  a bound for files that are not trusted, repeatable (every command takes it; docs/security.md):
+                  max_method_bytes and max_tensor_bytes (bytes; K, M, G or T for powers of 1024),
+                  max_instructions_per_execute, max_methods, max_values, max_instructions; 0 for none
+  --verbose       also the container's segments and each method's plan (instructions, buffers)
+  --json          one JSON object on stdout with every field (the same with or without --verbose)
 )", etnp::cli::run_inspect},
     {"run", "run a method once (or on a batch of input sets) and print or save its outputs",
-     R"(usage: etnp run FILE [--data F.ptd]... [--method NAME] [--input X]... [--batch DIR]
+     R"(usage: etnp run FILE [--data F.ptd]... [--limit NAME=N]... [--method NAME] [--input X]... [--batch DIR]
                 [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]... [--output-dir DIR]
                 [--print none|summary|all] [--top K] [--no-progress]
   Run a method once and print its outputs; with --batch, once per input set of DIR.
@@ -56,7 +59,7 @@ constexpr Command kCommands[] = {
   --no-progress     no progress bar on stderr for --batch (drawn only when stderr is a terminal)
 )", etnp::cli::run_run},
     {"check", "run a bundled program's test cases, or a .pte on inputs, and compare the outputs",
-     R"(usage: etnp check FILE.pte|FILE.bpte [--data F.ptd]... [--method NAME] [--input X]... [--expect OUT]...
+     R"(usage: etnp check FILE.pte|FILE.bpte [--data F.ptd]... [--limit NAME=N]... [--method NAME] [--input X]... [--expect OUT]...
                   [--atol A] [--rtol R]
   Compare outputs with expected ones: for a bundled program (.bpte) run each test case on its bundled inputs
   and compare with its expected outputs; for a .pte run the method on --input and compare output i with the
@@ -69,7 +72,7 @@ constexpr Command kCommands[] = {
   --rtol R       relative tolerance of floating outputs (default 1e-05): an element matches when
                  |got - expected| <= atol + rtol * |expected|; integer and bool outputs must be equal
 )", etnp::cli::run_check},
-    {"bench", "time a method", R"(usage: etnp bench FILE [--data F.ptd]... [--method NAME] [--warmup N] [--iters N] [--threads N]
+    {"bench", "time a method", R"(usage: etnp bench FILE [--data F.ptd]... [--limit NAME=N]... [--method NAME] [--warmup N] [--iters N] [--threads N]
                   [--input X]... [--fill ones|zeros|random] [--seed S] [--shape I=D0xD1x...]...
                   [--json] [--profile] [--no-progress]
   Time a method: min/median/p90/p99/max, throughput, load time and memory.
@@ -88,7 +91,7 @@ constexpr Command kCommands[] = {
 )", etnp::cli::run_bench},
     {"generate", "generate text with a language-model program", R"(usage: etnp generate FILE --tokenizer TOKENIZER --prompt TEXT [--max-new-tokens N]
                      [--temperature T] [--top-p P] [--seed S] [--stop TEXT]... [--no-bos] [--threads N]
-                     [--method NAME] [--data F.ptd]... [--json]
+                     [--method NAME] [--data F.ptd]... [--limit NAME=N]... [--json]
   Generate text with a language-model program (ExecuTorch's LLM export, optimum-executorch): the prompt
   (after the program's BOS) is prefilled, then tokens are decoded until EOS, N new tokens, a --stop text or
   a full context. The text streams to stdout; prefill and decode tokens/s, time to first token and peak
@@ -142,7 +145,7 @@ const Command* find_command(const std::string& name) {
 }
 
 // Options followed by a value: "--prompt -h" asks for no help.
-constexpr const char* kValueOptions[] = {"--data",  "--method", "--input",  "--fill",      "--seed",
+constexpr const char* kValueOptions[] = {"--data",  "--limit", "--method", "--input",  "--fill",      "--seed",
                                          "--shape", "--output-dir", "--print", "--top",    "--warmup",
                                          "--iters", "--threads", "--tokenizer", "--prompt", "--max-new-tokens",
                                          "--temperature", "--top-p", "--stop", "--batch", "--expect",

@@ -83,7 +83,7 @@ bool Tensor::try_resize(std::span<const int64_t> new_sizes) {
   for (int i = 0; i < dim_; ++i) {
     if (new_sizes[i] < 0) return false;
     same = same && new_sizes[i] == sizes_[i];
-    n *= new_sizes[i];
+    if (__builtin_mul_overflow(n, new_sizes[i], &n)) return false;  // beyond any bound
   }
   if (same) return true;
   if (dynamism_ == ShapeDynamism::Static) return false;

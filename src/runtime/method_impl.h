@@ -65,6 +65,7 @@ struct Method::Impl {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> arenas;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> owned_buffers;
   size_t owned_bytes = 0;                      // sum of owned_buffers' sizes
+  uint64_t arena_bytes = 0;                    // sum of the planned arenas' sizes
   std::deque<Tensor> load_time_tensors;        // constants the method computed at load (folded weights)
   std::deque<EValue> load_time_values;
   std::vector<bool> planned_input;             // per method input: copy into planned memory (else bind)
@@ -92,6 +93,9 @@ struct Method::Impl {
   /// Zeroed memory the method keeps (unplanned tensors, constants made at load), counted in owned_bytes.
   uint8_t* own(size_t nbytes, const std::string& what);
   size_t load_time_bytes() const;
+  /// Throws ProgramLoadError when `more` bytes for `what` would take the method past
+  /// ResourceLimits::max_method_bytes.
+  void check_memory_limit(uint64_t more, const std::string& what) const;
   void set_input(size_t index, const Value& value);  // method_bind.cpp
   void set_output_buffer(size_t index, void* data, size_t nbytes);
   Value output(size_t index) const;

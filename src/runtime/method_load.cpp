@@ -52,8 +52,10 @@ void Method::Impl::load() {
     refuse_writes_to_constants();
     refuse_overlapping_writes();
     prepare_kernels();
+    check_memory_limit(0, "packing its kernels' weights");
     mark_storage_checks();
     build_delegates();
+    check_memory_limit(0, "building its delegates");
   } catch (const Error& e) {
     throw e.with_context(context());
   } catch (const std::bad_alloc&) {
@@ -66,7 +68,21 @@ void Method::Impl::load() {
   kernel_context = KernelContext(&ThreadPool::global(), nullptr);
 }
 
+void Method::Impl::check_memory_limit(uint64_t more, const std::string& what) const {
+  const uint64_t limit = program->options.limits.max_method_bytes;
+  const uint64_t held = arena_bytes + load_time_bytes();
+  if (limit == 0 || (more <= limit && held <= limit - more)) return;
+  const std::string bound = "more than the limit max_method_bytes = " + std::to_string(limit);
+  if (more == 0) {
+    throw Error(ErrorKind::ProgramLoadError,
+                "the method holds " + std::to_string(held) + " bytes after " + what + ", " + bound);
+  }
+  throw Error(ErrorKind::ProgramLoadError, what + " needs " + std::to_string(more) + " bytes, and the method holds " +
+                                               std::to_string(held) + " already: " + bound);
+}
+
 uint8_t* Method::Impl::own(size_t nbytes, const std::string& what) {
+  check_memory_limit(nbytes, what);
   owned_buffers.emplace_back(allocate_zeroed(nbytes, what));
   owned_bytes += nbytes;
   return owned_buffers.back().get();
@@ -89,8 +105,15 @@ void Method::Impl::build_values() {
   values.assign(n, EValue());
   tensor_of_value.assign(n, -1);
 
-  // Planned arenas, zero-filled: mutable buffers without initial data (e.g. a KV cache) start at zero.
+  // Planned arenas, zero-filled: mutable buffers without initial data (e.g. a KV cache) start at zero. Their sum
+  // is held to the memory limit before any is allocated.
   if (const auto* sizes = plan->non_const_buffer_sizes(); sizes != nullptr) {
+    uint64_t planned = 0;
+    for (size_t i = 1; i < sizes->size(); ++i) {
+      if (__builtin_add_overflow(planned, static_cast<uint64_t>(sizes->Get(i)), &planned)) planned = UINT64_MAX;
+    }
+    check_memory_limit(planned, "its memory plan");
+    arena_bytes = planned;
     for (size_t i = 1; i < sizes->size(); ++i) {
       arenas.emplace_back(allocate_zeroed(static_cast<size_t>(sizes->Get(i)), "planned buffer " + std::to_string(i)));
     }
@@ -164,6 +187,11 @@ void Method::Impl::build_values() {
       case fb::KernelTypes::Tensor: {
         const auto* t = v->val_as_Tensor();
         const size_t nbytes = format::serialized_tensor_nbytes(*t);
+        if (const uint64_t bound = program->options.limits.max_tensor_bytes; bound != 0 && nbytes > bound) {
+          throw Error(ErrorKind::ProgramLoadError, where + " is a tensor of " + std::to_string(nbytes) +
+                                                       " bytes, more than the limit max_tensor_bytes = " +
+                                                       std::to_string(bound));
+        }
         std::vector<int64_t> sizes(t->sizes()->begin(), t->sizes()->end());
         std::span<const uint8_t> dim_order(t->dim_order()->data(), t->dim_order()->size());
         const auto dtype = static_cast<ScalarType>(t->scalar_type());

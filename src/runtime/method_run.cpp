@@ -10,8 +10,6 @@ using runtime::Instruction;
 
 namespace {
 
-constexpr int64_t kMaxInstructionsPerRun = 10'000'000;
-
 void check_tensor_storage(const Instruction& ins) {
   auto check = [](const EValue* v) {
     if (v == nullptr || !v->is_tensor()) return;
@@ -59,7 +57,9 @@ void Method::Impl::run_instructions() {
   }
   const size_t n = instructions.size();
   size_t pc = 0;
-  int64_t executed = 0;
+  // ResourceLimits::max_instructions_per_execute (0: none); counted down so that the check is one compare.
+  const uint64_t budget = program->options.limits.max_instructions_per_execute;
+  uint64_t left = budget == 0 ? UINT64_MAX : budget;
   struct RestoreFreed {
     std::vector<std::pair<Tensor*, void*>>& freed;
     ~RestoreFreed() {
@@ -72,8 +72,10 @@ void Method::Impl::run_instructions() {
   } stop_delegate_parts;
   try {
     while (pc < n) {
-      if (++executed > kMaxInstructionsPerRun) {
-        throw Error(ErrorKind::ExecutionError, "more than 10,000,000 instructions executed; the program loops");
+      if (left-- == 0) {  // the catch below names the method and instruction
+        throw Error(ErrorKind::ExecutionError, "the execute ran " + std::to_string(budget) +
+                                                   " instructions, the limit max_instructions_per_execute, and had "
+                                                   "not finished (do its jumps loop?)");
       }
       const Instruction& ins = instructions[pc];
       const uint64_t start = profiling ? profile_clock_ns() : 0;

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include "etnp/program.h"
 #include "core/printable.h"
 #include "format/bundled_program.h"
@@ -108,7 +110,86 @@ std::shared_ptr<format::ByteSource> unwrap_bundled(std::shared_ptr<format::ByteS
   return format::ByteSource::from_buffer(program, bundled, source->name() + " (bundled program)");
 }
 
+std::string method_label(const fb::ExecutionPlan& plan, size_t index) {
+  return plan.name() == nullptr ? "method " + std::to_string(index) : "method " + quoted_name(plan.name()->str());
+}
+
+// ResourceLimits' counts, read from the verified flatbuffer before any method is built.
+void refuse_beyond_counts(const format::PteFile& file, const ResourceLimits& limits) {
+  auto over = [](uint64_t n, uint64_t bound) { return bound != 0 && n > bound; };
+  auto refuse = [](const std::string& what, uint64_t n, const char* bound_name, uint64_t bound) {
+    throw Error(ErrorKind::ProgramLoadError, what + " " + std::to_string(n) + ", more than the limit " + bound_name +
+                                                 " = " + std::to_string(bound));
+  };
+  if (over(file.num_plans(), limits.max_methods)) {
+    refuse("the program declares methods:", file.num_plans(), "max_methods", limits.max_methods);
+  }
+  for (size_t i = 0; i < file.num_plans(); ++i) {
+    const fb::ExecutionPlan& plan = file.plan(i);
+    const uint64_t values = plan.values() == nullptr ? 0 : plan.values()->size();
+    if (over(values, limits.max_values)) {
+      refuse(method_label(plan, i) + " declares values:", values, "max_values", limits.max_values);
+    }
+    uint64_t instructions = 0;
+    if (plan.chains() != nullptr) {
+      for (const auto* chain : *plan.chains()) {
+        if (chain != nullptr && chain->instructions() != nullptr) instructions += chain->instructions()->size();
+      }
+    }
+    if (over(instructions, limits.max_instructions)) {
+      refuse(method_label(plan, i) + " declares instructions:", instructions, "max_instructions",
+             limits.max_instructions);
+    }
+  }
+}
+
 }  // namespace
+
+uint64_t ResourceLimits::default_max_method_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
+
+namespace {
+
+struct LimitField {
+  std::string_view name;
+  uint64_t ResourceLimits::*field;
+};
+constexpr LimitField kLimitFields[] = {
+    {"max_method_bytes", &ResourceLimits::max_method_bytes},
+    {"max_tensor_bytes", &ResourceLimits::max_tensor_bytes},
+    {"max_instructions_per_execute", &ResourceLimits::max_instructions_per_execute},
+    {"max_methods", &ResourceLimits::max_methods},
+    {"max_values", &ResourceLimits::max_values},
+    {"max_instructions", &ResourceLimits::max_instructions},
+};
+constexpr std::string_view kLimitNames[] = {kLimitFields[0].name, kLimitFields[1].name, kLimitFields[2].name,
+                                            kLimitFields[3].name, kLimitFields[4].name, kLimitFields[5].name};
+static_assert(std::size(kLimitNames) == std::size(kLimitFields));
+
+}  // namespace
+
+std::span<const std::string_view> ResourceLimits::names() { return kLimitNames; }
+
+bool ResourceLimits::set(std::string_view name, uint64_t value) {
+  for (const LimitField& f : kLimitFields) {
+    if (f.name == name) {
+      this->*f.field = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<uint64_t> ResourceLimits::get(std::string_view name) const {
+  for (const LimitField& f : kLimitFields) {
+    if (f.name == name) return this->*f.field;
+  }
+  return std::nullopt;
+}
 
 Program Program::Impl::open(std::shared_ptr<format::ByteSource> source, const LoadOptions& options) {
   ETNP_PROBE(program_load_begin, source->name().c_str());
@@ -117,6 +198,7 @@ Program Program::Impl::open(std::shared_ptr<format::ByteSource> source, const Lo
   impl->options = options;
   impl->file = format::PteFile::parse(std::move(source), options.verification);
   impl->verified = options.verification;
+  refuse_beyond_counts(*impl->file, options.limits);
   for (const auto& path : options.data_files) {
     impl->data_files.push_back(format::PtdFile::parse(format::ByteSource::map_file(path)));
   }

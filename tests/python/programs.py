@@ -241,8 +241,21 @@ def add_program() -> Dict:
     ])
 
 
+def loop_program() -> Dict:
+    """forward(x f32[2]) -> |x|, then a jump to itself on a constant false: it never ends without the runtime's
+    instruction budget (ResourceLimits.max_instructions_per_execute)."""
+    jump_to_self = {"instr_args_type": "JumpFalseCall",
+                    "instr_args": {"cond_value_index": 2, "destination_instruction": 1}}
+    return program([
+        plan("forward",
+             [tensor("float32", [2], offset=0), tensor("float32", [2], offset=16), bool_value(False)],
+             [0], [1], [kernel(0, [0, 1, 1]), jump_to_self], ["aten::abs.out"], arena_bytes=32),
+    ])
+
+
 ALL = {
     "add": add_program,
+    "loop": loop_program,
     "layouts": layouts_program,
     "dtypes": dtypes_program,
     "arith": arith_program,
