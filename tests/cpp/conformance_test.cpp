@@ -3,32 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "fixtures.h"
 
 namespace etnp::testing {
 namespace {
-
-std::vector<std::string> entry_ids() {
-  std::vector<std::string> ids;
-  for (const auto& e : manifest()) ids.push_back(e["id"].get<std::string>());
-  if (ids.empty()) ids.push_back("fixtures_absent");
-  return ids;
-}
-
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string n = info.param;
-  for (char& c : n) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return n;
-}
-
-LoadOptions options_for(const nlohmann::json& entry) {
-  LoadOptions options;
-  for (const auto& f : entry["data_files"]) options.data_files.push_back(fixtures_dir() + "/" + f.get<std::string>());
-  return options;
-}
 
 void run_case(Method& method, const nlohmann::json& inputs, const nlohmann::json& outputs, double atol, double rtol,
               const std::string& label) {
@@ -59,7 +39,7 @@ TEST_P(Conformance, MatchesOfficialRuntime) {
     const std::string expected_kind = entry["expect"]["error"];
     const std::string names = entry["expect"]["names"];
     try {
-      Program program = Program::load_file(path, options_for(entry));
+      Program program = Program::load_file(path, entry_load_options(entry));
       for (const auto& name : program.method_names()) program.load_method(name);
       FAIL() << "expected " << expected_kind << " naming '" << names << "', but the program loaded";
     } catch (const Error& e) {
@@ -70,7 +50,7 @@ TEST_P(Conformance, MatchesOfficialRuntime) {
     return;
   }
 
-  Program program = Program::load_file(path, options_for(entry));
+  Program program = Program::load_file(path, entry_load_options(entry));
   for (const auto& c : entry["cases"]) {
     if (c.contains("requires_backend")) continue;
     const std::string method_name = c["method"];
@@ -94,7 +74,7 @@ TEST_P(Conformance, MatchesOfficialRuntime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Manifest, Conformance, ::testing::ValuesIn(entry_ids()), test_name);
+INSTANTIATE_TEST_SUITE_P(Manifest, Conformance, ::testing::ValuesIn(manifest_ids()), manifest_test_name);
 
 // The ops/ programs carry their own test vectors: input_N / output_N constant methods and atol / rtol.
 class SelfChecking : public ::testing::TestWithParam<std::string> {};
@@ -151,7 +131,7 @@ TEST_P(SelfChecking, ForwardReproducesEmbeddedVectors) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, SelfChecking, ::testing::ValuesIn(self_checking_ids()), test_name);
+INSTANTIATE_TEST_SUITE_P(Ops, SelfChecking, ::testing::ValuesIn(self_checking_ids()), manifest_test_name);
 
 }  // namespace
 }  // namespace etnp::testing

@@ -1,3 +1,4 @@
+#include <cctype>
 #include "fixtures.h"
 
 #include <openssl/sha.h>
@@ -53,6 +54,27 @@ const nlohmann::json* manifest_entry(const std::string& id) {
     if (e["id"] == id) return &e;
   }
   return nullptr;
+}
+
+std::vector<std::string> manifest_ids() {
+  std::vector<std::string> ids;
+  for (const auto& e : manifest()) ids.push_back(e["id"].get<std::string>());
+  if (ids.empty()) ids.push_back("fixtures_absent");
+  return ids;
+}
+
+std::string manifest_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return n;
+}
+
+LoadOptions entry_load_options(const nlohmann::json& entry) {
+  LoadOptions options;
+  for (const auto& f : entry["data_files"]) options.data_files.push_back(fixtures_dir() + "/" + f.get<std::string>());
+  return options;
 }
 
 CaseInput load_case_inputs(const nlohmann::json& inputs) {

@@ -41,6 +41,13 @@ std::string fixtures_dir();
 const nlohmann::json& manifest();
 const nlohmann::json* manifest_entry(const std::string& id);
 
+/// The manifest's entry ids (for TEST_P), or {"fixtures_absent"} so that the suite reports its skip.
+std::vector<std::string> manifest_ids();
+/// A test name for an entry id: every character that is not alphanumeric becomes '_'.
+std::string manifest_test_name(const ::testing::TestParamInfo<std::string>& info);
+/// LoadOptions with the entry's data files (.ptd).
+LoadOptions entry_load_options(const nlohmann::json& entry);
+
 /// A method input built from a manifest value ({"npy": ...} or {"value": ..., "type": ...}); keeps its data.
 struct CaseInput {
   std::vector<format::NpyArray> arrays;

@@ -9,11 +9,13 @@
 
 #include "etnp/error.h"
 #include "etnp/program.h"
+#include "fixtures.h"
 #include "writer_test_util.h"
 
 namespace etnp {
 namespace {
 
+using testing::expect_error;
 using writer_testing::exec;
 using writer_testing::f32;
 using writer_testing::floats;
@@ -25,18 +27,6 @@ LoadOptions with_limit(const char* name, uint64_t value) {
   LoadOptions options;
   EXPECT_TRUE(options.limits.set(name, value)) << name;
   return options;
-}
-
-// The Error `fn` throws (a test failure when it throws none).
-template <typename Fn>
-Error error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error";
-  return Error(ErrorKind::InvalidArgument, "no error");
 }
 
 void expect_message(const Error& e, ErrorKind kind, const std::string& part) {
@@ -73,7 +63,7 @@ TEST(ResourceLimits, MethodMemory) {
   const auto planned = static_cast<uint64_t>(meta.planned_buffer_sizes[0]);
   ASSERT_GE(planned, 72u);
 
-  const Error e = error_of([&] { load_bytes(bytes, with_limit("max_method_bytes", planned - 1)).load_method("forward"); });
+  const Error e = expect_error([&] { load_bytes(bytes, with_limit("max_method_bytes", planned - 1)).load_method("forward"); });
   expect_message(e, ErrorKind::ProgramLoadError,
                  "its memory plan needs " + std::to_string(planned) +
                      " bytes, and the method holds 0 already: more than the limit max_method_bytes = " +
@@ -96,7 +86,7 @@ TEST(ResourceLimits, HugePlanIsRefusedBeforeItIsAllocated) {
   m.set_inputs({x});
   m.set_outputs({y});
   const Program program = load_bytes(w.serialize());
-  const Error e = error_of([&] { program.load_method("forward"); });
+  const Error e = expect_error([&] { program.load_method("forward"); });
   expect_message(e, ErrorKind::ProgramLoadError, "more than the limit max_method_bytes = " +
                                                      std::to_string(ResourceLimits::default_max_method_bytes()));
 }
@@ -112,7 +102,7 @@ TEST(ResourceLimits, StorageKeptForUnplannedTensors) {
   m.set_outputs({y});
   const std::vector<uint8_t> bytes = w.serialize();
   const auto planned = static_cast<uint64_t>(load_bytes(bytes).method_meta("forward").planned_buffer_sizes.at(0));
-  const Error e = error_of([&] { load_bytes(bytes, with_limit("max_method_bytes", planned + 23)).load_method("forward"); });
+  const Error e = expect_error([&] { load_bytes(bytes, with_limit("max_method_bytes", planned + 23)).load_method("forward"); });
   expect_message(e, ErrorKind::ProgramLoadError,
                  "value 1 needs 24 bytes, and the method holds " + std::to_string(planned) + " already");
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_method_bytes", planned + 24)).load_method("forward"));
@@ -120,7 +110,7 @@ TEST(ResourceLimits, StorageKeptForUnplannedTensors) {
 
 TEST(ResourceLimits, TensorBytes) {
   const std::vector<uint8_t> bytes = small_add_program(false);
-  const Error e = error_of([&] { load_bytes(bytes, with_limit("max_tensor_bytes", 23)).load_method("forward"); });
+  const Error e = expect_error([&] { load_bytes(bytes, with_limit("max_tensor_bytes", 23)).load_method("forward"); });
   expect_message(e, ErrorKind::ProgramLoadError,
                  "value 0 is a tensor of 24 bytes, more than the limit max_tensor_bytes = 23");
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_tensor_bytes", 24)).load_method("forward"));
@@ -145,7 +135,7 @@ TEST(ResourceLimits, InstructionsPerExecute) {
   const std::vector<float> x = {1, -2};
   auto method = load_bytes(bytes, with_limit("max_instructions_per_execute", 1000)).load_method("forward");
   for (int run = 0; run < 2; ++run) {  // the budget is per execute: the second fails the same way
-    const Error e = error_of([&] { exec(*method, {tensor_input(x, {2})}); });
+    const Error e = expect_error([&] { exec(*method, {tensor_input(x, {2})}); });
     expect_message(e, ErrorKind::ExecutionError,
                    "the execute ran 1000 instructions, the limit max_instructions_per_execute, and had not finished");
     EXPECT_EQ(e.context().method, "forward");
@@ -153,7 +143,7 @@ TEST(ResourceLimits, InstructionsPerExecute) {
   }
   // The default budget stops it too.
   auto by_default = load_bytes(bytes).load_method("forward");
-  expect_message(error_of([&] { exec(*by_default, {tensor_input(x, {2})}); }), ErrorKind::ExecutionError,
+  expect_message(expect_error([&] { exec(*by_default, {tensor_input(x, {2})}); }), ErrorKind::ExecutionError,
                  "the execute ran 10000000 instructions");
 
   // A program that ends runs within a budget of exactly its length.
@@ -162,7 +152,7 @@ TEST(ResourceLimits, InstructionsPerExecute) {
   auto two = load_bytes(straight, with_limit("max_instructions_per_execute", 2)).load_method("forward");
   EXPECT_EQ(exec(*two, {tensor_input(a, {2, 3}), tensor_input(a, {2, 3})}).size(), 1u);
   auto one = load_bytes(straight, with_limit("max_instructions_per_execute", 1)).load_method("forward");
-  expect_message(error_of([&] { exec(*one, {tensor_input(a, {2, 3}), tensor_input(a, {2, 3})}); }),
+  expect_message(expect_error([&] { exec(*one, {tensor_input(a, {2, 3}), tensor_input(a, {2, 3})}); }),
                  ErrorKind::ExecutionError, "the execute ran 1 instructions");
 }
 
@@ -179,13 +169,13 @@ TEST(ResourceLimits, Counts) {
     m.set_outputs({z});
   }
   const std::vector<uint8_t> bytes = w.serialize();
-  expect_message(error_of([&] { load_bytes(bytes, with_limit("max_methods", 1)); }), ErrorKind::ProgramLoadError,
+  expect_message(expect_error([&] { load_bytes(bytes, with_limit("max_methods", 1)); }), ErrorKind::ProgramLoadError,
                  "the program declares methods: 2, more than the limit max_methods = 1");
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_methods", 2)));
-  expect_message(error_of([&] { load_bytes(bytes, with_limit("max_values", 2)); }), ErrorKind::ProgramLoadError,
+  expect_message(expect_error([&] { load_bytes(bytes, with_limit("max_values", 2)); }), ErrorKind::ProgramLoadError,
                  "method 'forward' declares values: 3, more than the limit max_values = 2");
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_values", 3)));
-  expect_message(error_of([&] { load_bytes(bytes, with_limit("max_instructions", 1)); }),
+  expect_message(expect_error([&] { load_bytes(bytes, with_limit("max_instructions", 1)); }),
                  ErrorKind::ProgramLoadError,
                  "method 'forward' declares instructions: 2, more than the limit max_instructions = 1");
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_instructions", 2)));

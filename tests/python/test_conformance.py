@@ -5,13 +5,12 @@ exception class of its kind with the manifest's `names` text in the message.
 One test per case (per error entry); skipped when the fixtures folder is absent.
 """
 
-import hashlib
 import json
 
-import numpy as np
 import pytest
 
 from conftest import fixtures_dir
+from fixture_cases import run_case
 from executorch_numpy_runtime import (
     BackendNotAvailable,
     ExecutionError,
@@ -44,47 +43,6 @@ def _params():
                 label = case["method"] + ("__" + case["case"] if "case" in case else "")
                 params.append(pytest.param(entry, i, id=f"{entry['id']}:{label}"))
     return params
-
-
-def _input(root, spec):
-    if "npy" in spec:
-        return np.load(root / spec["npy"])
-    kind, value = spec["type"], spec["value"]
-    return {"int": int, "double": float, "bool": bool, "string": str}[kind](value)
-
-
-def _compare(root, actual, spec, atol, rtol, where):
-    if "value" in spec:
-        expected = spec["value"]
-        if spec["type"] == "double":
-            assert isinstance(actual, float), where
-            assert actual == pytest.approx(expected, rel=rtol, abs=atol) or (np.isnan(actual) and np.isnan(expected)), where
-        else:
-            assert type(actual) is {"int": int, "bool": bool, "string": str}[spec["type"]], where
-            assert actual == expected, where
-        return
-    assert isinstance(actual, np.ndarray), f"{where}: got {type(actual).__name__}"
-    assert list(actual.shape) == spec["shape"], f"{where}: shape {actual.shape} != {spec['shape']}"
-    assert str(actual.dtype) == spec["dtype"], f"{where}: dtype {actual.dtype} != {spec['dtype']}"
-    if "splat" in spec:  # djl/med_output: a huge output, every element equal to one value
-        flat = actual.reshape(-1)
-        assert np.all(flat == np.asarray(spec["splat"], dtype=actual.dtype)), where
-        digest = hashlib.sha256(np.ascontiguousarray(actual).tobytes()).hexdigest()
-        assert digest == spec["sha256"], where
-        return
-    expected = np.load(root / spec["npy"])
-    if actual.dtype.kind in "biu":
-        np.testing.assert_array_equal(actual, expected, err_msg=where)
-    else:
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
-
-
-def _run(method, root, inputs, outputs, atol, rtol, where):
-    huge = any("splat" in o for o in outputs)
-    actual = method.execute([_input(root, s) for s in inputs], clone_outputs=not huge)
-    assert len(actual) == len(outputs), where
-    for i, (a, spec) in enumerate(zip(actual, outputs)):
-        _compare(root, a, spec, atol, rtol, f"{where} output {i}")
 
 
 def _etdump_events(decoded):
@@ -134,6 +92,6 @@ def test_manifest(entry, case_index):
     where = f"{entry['id']} {case['method']}" + (f"__{case['case']}" if "case" in case else "")
     if case.get("stateful"):
         for k, call in enumerate(case["calls"]):
-            _run(method, root, call["inputs"], call["outputs"], case["atol"], case["rtol"], f"{where} call {k}")
+            run_case(method, root, call["inputs"], call["outputs"], case["atol"], case["rtol"], f"{where} call {k}")
     else:
-        _run(method, root, case["inputs"], case["outputs"], case["atol"], case["rtol"], where)
+        run_case(method, root, case["inputs"], case["outputs"], case["atol"], case["rtol"], where)
