@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -186,8 +187,17 @@ py::list etdump_to_python(const std::vector<format::RunBlock>& blocks);
 // --- Program and Method -----------------------------------------------------------------------------------------
 
 /// What a Program and all the Methods loaded from it share.
+/// Objects of the bindings alive now, for the soak tests' leak check (_C._live_objects).
+struct LiveObjects {
+  static inline std::atomic<int64_t> programs{0};
+  static inline std::atomic<int64_t> methods{0};
+};
+
 struct ProgramState {
-  explicit ProgramState(Program p) : program(std::move(p)) {}
+  explicit ProgramState(Program p) : program(std::move(p)) { ++LiveObjects::programs; }
+  ~ProgramState() { --LiveObjects::programs; }
+  ProgramState(const ProgramState&) = delete;
+  ProgramState& operator=(const ProgramState&) = delete;
   Program program;
   std::unique_ptr<EtdumpRecorder> recorder;  ///< Null unless loaded with enable_etdump=True.
   /// What pickling the Program (and its Methods) writes: the arguments of the package's _unpickle_program,
@@ -198,6 +208,9 @@ struct ProgramState {
 class PyMethod {
  public:
   PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> method);
+  ~PyMethod() { --LiveObjects::methods; }
+  PyMethod(const PyMethod&) = delete;
+  PyMethod& operator=(const PyMethod&) = delete;
 
   const MethodMeta& meta() const { return method_->meta(); }
   const std::shared_ptr<ProgramState>& state() const { return state_; }

@@ -70,6 +70,7 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 PyMethod::PyMethod(std::shared_ptr<ProgramState> state, std::unique_ptr<Method> method)
     : state_(std::move(state)), method_(std::move(method)) {
+  ++LiveObjects::methods;
   bound_.resize(method_->num_outputs());
   bound_memory_.resize(method_->num_outputs());
   for (size_t i = 0; i < method_->num_inputs(); ++i) written_inputs_.push_back(method_->writes_input(i));
@@ -746,6 +747,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_load_program_buffer", &load_program_buffer, py::arg("buffer"), py::arg("verification"),
         py::arg("enable_etdump"), py::arg("debug_buffer_size"), py::arg("data_paths"), py::arg("backend_options"),
         py::arg("limits"));
+  m.def(
+      "_live_objects",
+      [] {
+        py::dict d;
+        d["programs"] = LiveObjects::programs.load();
+        d["methods"] = LiveObjects::methods.load();
+        return d;
+      },
+      "Programs and methods of the bindings alive now (the soak tests' leak check).");
   m.def(
       "_default_limits",
       [] {

@@ -1,7 +1,8 @@
 """Soak from Python (issue 18 item 4): every fixture program run many times through the package, and load/unload
 cycles of the ones with delegates or .ptd data. After a warm-up the resident set must stay flat, the outputs
 must still match the official runtime's goldens at the end, and an unloaded program must be freed (nothing
-keeps it alive). tests/cpp/soak_test.cpp does the same in C++, where LeakSanitizer also checks every byte.
+keeps it alive, and the bindings' count of live programs and methods returns to where it was).
+tests/cpp/soak_test.cpp does the same in C++, where LeakSanitizer also checks every byte.
 
 Short by default; the long run of docs/security.md sets ETNP_SOAK_ITERATIONS, ETNP_SOAK_CYCLES and
 ETNP_SOAK_SECONDS (each program's time bound, 0: none) as for the C++ soak, and ETNP_SOAK_REPORT=FILE.
@@ -16,7 +17,7 @@ import weakref
 import pytest
 
 from conftest import fixtures_dir
-from executorch_numpy_runtime import Runtime
+from executorch_numpy_runtime import Runtime, _C
 from fixture_cases import case_input, run_case
 
 RSS_SLACK = 1 << 20  # allocator noise; a leak shows as steady growth past it over a long run
@@ -129,5 +130,9 @@ def test_load_run_unload_with_flat_memory(entry, cases):
         del programs, methods
         freed.append(all(r() is None for r in refs))
 
+    gc.collect()
+    before = _C._live_objects()
     _soak(f"{entry['id']} load/unload cycles (Python)", CYCLES, step)
     assert all(freed), f"{freed.count(False)} of {len(freed)} unloaded programs were still alive"
+    gc.collect()
+    assert _C._live_objects() == before  # the C++ programs and methods behind them are gone too
