@@ -133,12 +133,15 @@ std::vector<std::string> supported_dtype_names();
 struct PreparedInputs {
   std::vector<Value> values;
   std::vector<py::object> keep_alive;
+  /// (caller's array, the copy the method was given) for each input the method writes in place that had to be
+  /// copied (misaligned, no layout of its own, non-native byte order): the copy goes back after a run.
+  std::vector<std::pair<py::array, py::array>> write_back;
 };
 
 /// Converts `inputs` (a list/tuple, or one value) for a method with `meta`. Throws etnp::Error(InvalidArgument)
 /// with the input index for a wrong count, dtype, rank or memory layout, and for unsupported dtypes.
 /// `written[i]`: the method writes input i in place (Method::writes_input); a read-only array given for it is
-/// copied, so that it is never written.
+/// copied, so that it is never written, and a writable one that has to be copied is listed in `write_back`.
 PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written);
 
 /// A tensor output as executorch.runtime's ExecuTorchResult: what execute returns when the package was imported

@@ -392,8 +392,9 @@ bool is_dense(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>&
 }
 
 Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool written,
-                   std::vector<py::object>& keep_alive) {
+                   std::vector<py::object>& keep_alive, std::vector<std::pair<py::array, py::array>>& write_back) {
   py::array array = as_array(index, obj, info);
+  const py::array given_array = array;
   std::optional<ScalarType> given = scalar_type_of(array.dtype());
   if (!given) {
     reject(index, "unsupported dtype " + std::string(py::str(array.dtype())) + " (supported: float32, float64, "
@@ -445,6 +446,8 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
     array = view;
   }
   keep_alive.push_back(array);
+  // The method writes a copy: what it writes goes back into the caller's array after the run.
+  if (written && array.ptr() != given_array.ptr() && given_array.writeable()) write_back.emplace_back(given_array, array);
   TensorRef ref;
   ref.dtype = info.dtype;
   ref.sizes = std::move(sizes);
@@ -580,7 +583,7 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const s
     const ValueInfo& info = meta.inputs[i];
     try {
       if (info.tag == Tag::Tensor) {
-        prepared.values.push_back(tensor_input(i, items[i], info.tensor, written[i], prepared.keep_alive));
+        prepared.values.push_back(tensor_input(i, items[i], info.tensor, written[i], prepared.keep_alive, prepared.write_back));
       } else {
         prepared.values.push_back(scalar_input(i, items[i], prepared.keep_alive, info));
       }

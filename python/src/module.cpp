@@ -162,6 +162,12 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
     }
   }
 
+  // Inputs the method wrote in place, where it was given a copy: the caller's arrays get the writes.
+  if (!prepared.write_back.empty()) {
+    py::module_ np = py::module_::import("numpy");
+    for (const auto& [given, copy] : prepared.write_back) np.attr("copyto")(given, copy);
+  }
+
   py::list result;
   for (size_t i = 0; i < outputs.size(); ++i) {
     Output& out = outputs[i];

@@ -3,7 +3,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <cstring>
-#include <set>
+#include <map>
 
 #include "core/printable.h"
 #include "etnp/error.h"
@@ -166,13 +166,15 @@ std::optional<TensorLayout> PtdFile::layout(std::string_view key) const {
 }
 
 MergedDataMap::MergedDataMap(std::vector<const NamedDataMap*> maps) : maps_(std::move(maps)) {
-  std::set<std::string_view> seen;
+  std::map<std::string_view, const NamedDataMap*> seen;  // key -> the source that defines it first
   for (const auto* m : maps_) {
     for (size_t i = 0; i < m->num_keys(); ++i) {
-      if (!seen.insert(m->key(i)).second) {
+      const auto [at, inserted] = seen.emplace(m->key(i), m);
+      if (!inserted) {
         throw Error(ErrorKind::ProgramLoadError,
-                    "data key " + quoted_name(m->key(i)) + " is defined twice (" + m->describe() +
-                        " and another data source)");
+                    "data key " + quoted_name(m->key(i)) + " is defined twice" +
+                        (at->second == m ? " in " + m->describe()
+                                         : ": in " + at->second->describe() + " and in " + m->describe()));
       }
     }
   }

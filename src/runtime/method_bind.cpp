@@ -164,6 +164,14 @@ void Method::Impl::set_input(size_t index, const Value& value) {
       if (planned_input[index]) {
         if (nbytes != 0 && t.data() != ref.data) std::memmove(t.data(), ref.data, nbytes);
       } else {
+        // Bound in place: kernels would load elements through a misaligned pointer (undefined behaviour), and a
+        // copy would hide the method's writes of the input from the caller. Refused instead.
+        const size_t element = std::min<size_t>(element_size(ref.dtype), 8);
+        if (nbytes != 0 && element > 1 && reinterpret_cast<uintptr_t>(ref.data) % element != 0) {
+          mismatch("tensor data is not aligned to its " + std::to_string(element) + "-byte elements (" +
+                   std::string(scalar_type_name(ref.dtype)) + "); this input is not memory-planned and is used in "
+                   "place: pass memory aligned to " + std::to_string(element) + " bytes");
+        }
         t.set_data(const_cast<void*>(ref.data));
       }
       break;

@@ -215,6 +215,20 @@ def outputs_program() -> Dict:
     return program([both, twice, channels_last, add_into_input])
 
 
+def edges_program() -> Dict:
+    """Shapes at the edges, for the bad-input matrix: zero_d(x f32[]) -> x + x; empty(x f32[0, 3]) -> x + x."""
+    def doubling(name: str, sizes: Sequence[int]) -> Dict:
+        return plan(
+            name,
+            [tensor("float32", sizes, offset=0), int_value(1), tensor("float32", sizes, offset=16)],
+            [0], [2],
+            [kernel(0, [0, 0, 1, 2, 2])],
+            ["aten::add.out"], arena_bytes=32,
+        )
+
+    return program([doubling("zero_d", []), doubling("empty", [0, 3])])
+
+
 def missing_operator_program() -> Dict:
     return program([
         plan("forward", [tensor("float32", [2], offset=0), tensor("float32", [2], offset=16)], [0], [1],
@@ -260,6 +274,7 @@ ALL = {
     "dtypes": dtypes_program,
     "arith": arith_program,
     "outputs": outputs_program,
+    "edges": edges_program,
     "missing_operator": missing_operator_program,
     "missing_backend": missing_backend_program,
 }
