@@ -65,12 +65,15 @@ fi
 
 if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   step "Python package: pip wheel ., installed into a fresh venv with only numpy; quick start and etnp there"
-  # A cold build of the wheel (scikit-build-core, without build isolation: the dev venv's scikit-build-core and
-  # pybind11), so not in the quick run: about 14 minutes of CPU, 7 or more on 2 idle cores. Without the dev venv
-  # the test skips, and fails under CI=true.
+  # A build of the wheel (scikit-build-core, without build isolation: the dev venv's scikit-build-core and
+  # pybind11), so not in the quick run: about 14 minutes of CPU cold, 7 or more on 2 idle cores. Its CMake
+  # folder is build-wheel/, beside build-venv/, and its compilers are the ones CMake picks there (cc, c++; without
+  # CC and CXX scikit-build-core would take the interpreter's gcc and g++), so that ccache serves the objects the
+  # two share. Without the dev venv the test skips, and fails under CI=true.
   tools=()
   [ -n "$venv" ] && [ $venv_rc -eq 0 ] && tools=(ETNP_BUILD_TOOLS_PYTHON="$venv/bin/python")
-  env "${tools[@]}" ETNP_TEST_PIP_INSTALL=1 PYTHONPATH="$PWD/build/python" /usr/bin/python3 -m pytest \
+  env "${tools[@]}" CC=cc CXX=c++ ETNP_TEST_PIP_INSTALL=1 ETNP_PKG_BUILD_DIR="$PWD/build-wheel" PYTHONPATH="$PWD/build/python" \
+    /usr/bin/python3 -m pytest \
     tests/python/test_packaging.py -q -p no:cacheprovider || status=1
 
   step "ASan + UBSan build"

@@ -16,6 +16,7 @@ namespace etnp {
 namespace {
 
 using testing::expect_error;
+using testing::fixtures_dir;
 using writer_testing::exec;
 using writer_testing::f32;
 using writer_testing::floats;
@@ -106,6 +107,21 @@ TEST(ResourceLimits, StorageKeptForUnplannedTensors) {
   expect_message(e, ErrorKind::ProgramLoadError,
                  "value 1 needs 24 bytes, and the method holds " + std::to_string(planned) + " already");
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_method_bytes", planned + 24)).load_method("forward"));
+}
+
+TEST(ResourceLimits, PackedWeightsAndDelegatesCount) {
+  // MobileNetV2 lowered to XNNPACK: the delegate packs its weights at load, memory the plan does not show.
+  ETNP_REQUIRE_FIXTURES();
+  const std::string path = fixtures_dir() + "/exported/mobilenet_v2_xnnpack_fp32.pte";
+  uint64_t planned = 0;
+  for (int64_t s : Program::load_file(path).method_meta("forward").planned_buffer_sizes) planned += static_cast<uint64_t>(s);
+  const uint64_t held = planned + Program::load_file(path).load_method("forward")->load_time_bytes();
+  ASSERT_GT(held, planned + (uint64_t{1} << 20));
+  const Error e = expect_error([&] { Program::load_file(path, with_limit("max_method_bytes", held - 1)).load_method("forward"); });
+  expect_message(e, ErrorKind::ProgramLoadError,
+                 "the method holds " + std::to_string(held) + " bytes after building its delegates, more than the "
+                 "limit max_method_bytes = " + std::to_string(held - 1));
+  EXPECT_NO_THROW(Program::load_file(path, with_limit("max_method_bytes", held)).load_method("forward"));
 }
 
 TEST(ResourceLimits, TensorBytes) {
