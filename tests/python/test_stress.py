@@ -230,14 +230,14 @@ def test_stress_etdump_writes_race_executes(runtime, subjects, tmp_path):
 
 
 def test_loads_release_the_gil(runtime, fixtures):
-    """load_program and load_method release the GIL while they load: a pure-Python thread makes progress
-    meanwhile (the XNNPACK MobileNetV2 packs its weights at load, long enough to see it)."""
+    """load_method releases the GIL while it loads: a pure-Python thread makes progress meanwhile (the portable
+    MobileNetV2 plans its memory and packs its weights at load, long enough to see it). load_program releases
+    it too, but maps and checks the file too quickly here to be timed."""
     import sys
 
-    path = fixtures / "exported" / "mobilenet_v2_xnnpack_fp32.pte"
-    if not path.exists() or not runtime.backend_registry.is_available("XnnpackBackend"):
-        pytest.skip(f"{path} or XNNPACK not available")
-    data = path.read_bytes()
+    path = fixtures / "exported" / "mobilenet_v2_portable.pte"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
     progress = []
     stop = threading.Event()
 
@@ -252,22 +252,20 @@ def test_loads_release_the_gil(runtime, fixtures):
     sys.setswitchinterval(0.001)
     spinner = threading.Thread(target=spin)
     spinner.start()
+    spans = []
     try:
         time.sleep(0.05)
-        t0 = time.perf_counter()
-        program = runtime.load_program(data)
-        t1 = time.perf_counter()
-        program.load_method("forward")
-        t2 = time.perf_counter()
+        for _ in range(3):
+            program = runtime.load_program(path)  # a fresh program: its method is loaded anew
+            start = time.perf_counter()
+            program.load_method("forward")
+            spans.append((start, time.perf_counter()))
+            del program
     finally:
         stop.set()
         spinner.join()
         sys.setswitchinterval(old)
-
-    def marks(start, end):
-        return len([t for t in progress if start < t < end])
-
-    assert t2 - t1 > 0.01
-    assert marks(t1, t2) >= 5, f"{marks(t1, t2)} progress marks during a {t2 - t1:.3f}s load_method"
-    if t1 - t0 > 0.02:  # verifying the file: too quick on some machines to be measured
-        assert marks(t0, t1) >= 1, f"no progress during a {t1 - t0:.3f}s load_program"
+    during = sum(1 for t in progress for start, end in spans if start < t < end)
+    took = sum(end - start for start, end in spans)
+    assert took > 0.03
+    assert during >= 5, f"{during} progress marks during {took:.3f}s of load_method"
