@@ -88,14 +88,17 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   ETNP_BUILD_DIR=build-tsan ETNP_BUILD_TYPE=RelWithDebInfo ./scripts/build.sh \
     -DETNP_SANITIZE=thread -DETNP_BUILD_PYTHON=ON
   step "Concurrency tests (TSan)"
-  # With the kernels that split one product across a pool's threads (the 4-bit GEMM's test checks the bits).
+  # The contract's tests and the stress harness (Concurrency.Stress*, short here: ETNP_STRESS_SECONDS makes it
+  # long), with the kernels that split one product across a pool's threads (the 4-bit GEMM's test checks the
+  # bits) and a tokenizer shared by threads.
   TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests \
-    --gtest_filter='Concurrency*:Int4Gemm.SplitAcrossThreads*' || status=1
+    --gtest_filter='Concurrency*:Int4Gemm.SplitAcrossThreads*:TokenizerTest.SharedAcrossThreads' || status=1
   step "Python thread tests (TSan)"
   # The extension is instrumented, the interpreter and numpy are not: TSan's runtime is preloaded so that it
   # sees every thread and the locks (the GIL is a pthread mutex and condition variable).
   LD_PRELOAD="$(gcc -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
-    ETNP_PYTHON_DIR="$PWD/build-tsan/python" /usr/bin/python3 -m pytest tests/python/test_threads.py -q -p no:cacheprovider \
+    ETNP_PYTHON_DIR="$PWD/build-tsan/python" /usr/bin/python3 -m pytest tests/python/test_threads.py \
+    tests/python/test_stress.py -q -p no:cacheprovider \
     || status=1
 
   step "Fuzz targets (libFuzzer, ASan + UBSan)"

@@ -1,8 +1,11 @@
 // The process-wide thread pool shared by kernels and the XNNPACK delegate (a pthreadpool underneath).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <mutex>
 
 typedef struct pthreadpool* pthreadpool_t;
 
@@ -34,12 +37,31 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  /// Threads the pool runs with (including the calling thread).
+  /// Threads the pool runs with now (including the calling thread).
   size_t num_threads() const;
-  /// Recreates the pool with `n` threads (n == 0: one per core). Not to be called while methods run.
+  /// Recreates the pool with `n` threads (n == 0: one per core). Safe while methods run, from any thread: a
+  /// parallel section (a parallel_for, or a Lease's holder) that started before finishes on the threads it
+  /// started on, which are stopped when the last such section ends; sections that start afterwards get the
+  /// new threads. Never waits for running sections.
   void set_num_threads(size_t n);
-  /// The underlying pthreadpool, for XNNPACK.
-  pthreadpool_t handle() const { return pool_; }
+
+  struct Instance;
+  /// The pthreadpool current when lease() was called, kept alive (its threads running) while the lease lives,
+  /// whatever set_num_threads does meanwhile. For code that calls pthreadpool itself (XNNPACK operators).
+  class Lease {
+   public:
+    pthreadpool_t handle() const;
+    size_t num_threads() const;
+
+   private:
+    friend class ThreadPool;
+    explicit Lease(std::shared_ptr<const Instance> instance) : instance_(std::move(instance)) {}
+    std::shared_ptr<const Instance> instance_;
+  };
+  Lease lease() const;
+  /// The pthreadpool current now. Valid until the next set_num_threads: code that may race one holds a
+  /// lease() instead.
+  pthreadpool_t handle() const;
 
   /// Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on all threads. Runs inline when
   /// the work is too small to split.
@@ -48,7 +70,9 @@ class ThreadPool {
   ~ThreadPool();
 
  private:
-  pthreadpool_t pool_ = nullptr;
+  mutable std::mutex mutex_;                   ///< Guards instance_ (held only to copy or swap the pointer).
+  std::shared_ptr<const Instance> instance_;   ///< The current pthreadpool.
+  std::atomic<size_t> threads_{1};             ///< instance_'s thread count, read without the lock.
 };
 
 }  // namespace etnp

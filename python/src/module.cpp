@@ -334,7 +334,13 @@ void PyProgram::write_etdump_result_to_file(py::handle etdump_path_arg, py::hand
   if (!state_->recorder) {
     throw Error(ErrorKind::InvalidArgument, "no ETDump was recorded: load the program with enable_etdump=True");
   }
-  auto [etdump, debug] = state_->recorder->take();
+  std::pair<std::vector<uint8_t>, std::vector<uint8_t>> taken;
+  {
+    // Serializing what was recorded takes the recorder's lock, which executes on other threads take too.
+    py::gil_scoped_release nogil;
+    taken = state_->recorder->take();
+  }
+  const auto& [etdump, debug] = taken;
   write_file(etdump_path, etdump);
   if (debug_path) write_file(*debug_path, debug);
 }

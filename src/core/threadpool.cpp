@@ -3,6 +3,7 @@
 #include <pthreadpool.h>
 
 #include <thread>
+#include <utility>
 
 // pthreadpool hands work to its threads with atomics and futexes that ThreadSanitizer does not see (the
 // library is not instrumented). These annotations state the ordering it provides: the caller's writes before
@@ -52,24 +53,60 @@ ThreadPool::Use::Use(ThreadPool& pool) : previous_(current_pool) { current_pool 
 
 ThreadPool::Use::~Use() { current_pool = previous_; }
 
-ThreadPool::ThreadPool(size_t n) { pool_ = pthreadpool_create(n); }
+// One pthreadpool; destroyed (its threads joined) when the ThreadPool and every Lease of it have let go.
+struct ThreadPool::Instance {
+  explicit Instance(size_t n)
+      : pool(pthreadpool_create(n)), threads(pool == nullptr ? 1 : pthreadpool_get_threads_count(pool)) {}
+  ~Instance() {
+    if (pool != nullptr) pthreadpool_destroy(pool);
+  }
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+  pthreadpool_t pool;
+  size_t threads;
+};
 
-ThreadPool::~ThreadPool() {
-  if (pool_ != nullptr) pthreadpool_destroy(pool_);
+pthreadpool_t ThreadPool::Lease::handle() const { return instance_->pool; }
+
+size_t ThreadPool::Lease::num_threads() const { return instance_->threads; }
+
+ThreadPool::ThreadPool(size_t n) : instance_(std::make_shared<const Instance>(n)), threads_(instance_->threads) {}
+
+ThreadPool::~ThreadPool() = default;
+
+size_t ThreadPool::num_threads() const { return threads_.load(std::memory_order_relaxed); }
+
+ThreadPool::Lease ThreadPool::lease() const {
+  std::lock_guard lock(mutex_);
+  return Lease(instance_);
 }
 
-size_t ThreadPool::num_threads() const { return pool_ == nullptr ? 1 : pthreadpool_get_threads_count(pool_); }
+pthreadpool_t ThreadPool::handle() const { return lease().handle(); }
 
 void ThreadPool::set_num_threads(size_t n) {
-  if (pool_ != nullptr) pthreadpool_destroy(pool_);
-  pool_ = pthreadpool_create(n);
+  // The new threads start outside the lock; the old instance is released outside it too (its threads are
+  // joined here, or by the last running section that holds it).
+  auto fresh = std::make_shared<const Instance>(n);
+  std::shared_ptr<const Instance> old;
+  {
+    std::lock_guard lock(mutex_);
+    old = std::exchange(instance_, std::move(fresh));
+    threads_.store(instance_->threads, std::memory_order_relaxed);
+  }
 }
 
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
-  const size_t threads = num_threads();
   if (grain == 0) grain = 1;
-  if (threads <= 1 || n <= grain) {
+  if (num_threads() <= 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // The section runs on the instance current now, kept alive by the lease (a set_num_threads meanwhile does
+  // not stop its threads); one lock and reference count per parallel region, none per chunk.
+  const Lease lease = this->lease();
+  const size_t threads = lease.num_threads();
+  if (threads <= 1) {
     fn(0, n);
     return;
   }
@@ -81,7 +118,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   // next parallel region usually starts within microseconds, and a futex wake-up per region cost more
   // than the spinning on the measured 2-core machines (bench/RESULTS.md).
   ETNP_TSAN_RELEASE(&task);
-  pthreadpool_parallelize_1d(pool_, run_chunk, &task, count, 0);
+  pthreadpool_parallelize_1d(lease.handle(), run_chunk, &task, count, 0);
   ETNP_TSAN_ACQUIRE(&task);
 }
 

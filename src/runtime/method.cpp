@@ -11,7 +11,34 @@ const std::string& Method::name() const { return impl_->meta.name; }
 size_t Method::num_inputs() const { return impl_->meta.inputs.size(); }
 size_t Method::num_outputs() const { return impl_->meta.outputs.size(); }
 
+namespace {
+
+// A Method is used by one thread at a time: a call made while another is running (on another thread) throws
+// InvalidArgument instead of racing on the method's memory. One atomic exchange per call.
+class InUse {
+ public:
+  InUse(std::atomic<bool>& flag, const std::string& method) : flag_(flag) {
+    if (flag_.exchange(true, std::memory_order_acquire)) {
+      ErrorContext c;
+      c.method = method;
+      throw Error(ErrorKind::InvalidArgument,
+                  "the method is already running on another thread: a Method is used by one thread at a time "
+                  "(load one per thread, or take turns under a lock)",
+                  c);
+    }
+  }
+  ~InUse() { flag_.store(false, std::memory_order_release); }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+}  // namespace
+
 std::vector<Value> Method::execute(std::span<const Value> inputs) {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
   if (inputs.size() != impl_->meta.inputs.size()) {
     ErrorContext c;
     c.method = impl_->meta.name;
@@ -26,11 +53,25 @@ std::vector<Value> Method::execute(std::span<const Value> inputs) {
   return outputs;
 }
 
-void Method::set_input(size_t index, const Value& value) { impl_->set_input(index, value); }
-void Method::run() { impl_->run(); }
-Value Method::output(size_t index) const { return impl_->output(index); }
+void Method::set_input(size_t index, const Value& value) {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
+  impl_->set_input(index, value);
+}
 
-void Method::set_output_buffer(size_t index, void* data, size_t nbytes) { impl_->set_output_buffer(index, data, nbytes); }
+void Method::run() {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
+  impl_->run();
+}
+
+Value Method::output(size_t index) const {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
+  return impl_->output(index);
+}
+
+void Method::set_output_buffer(size_t index, void* data, size_t nbytes) {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
+  impl_->set_output_buffer(index, data, nbytes);
+}
 
 namespace {
 

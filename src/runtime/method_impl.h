@@ -3,6 +3,7 @@
 // set_output_buffer (method_bind.cpp), run by run() (method_run.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -101,6 +102,11 @@ struct Method::Impl {
   Value output(size_t index) const;
   void run();  // method_run.cpp: run_instructions() between the execute probes (probes.h)
   ErrorContext context() const;
+
+  /// Set while a public entry point (execute, set_input, run, output, set_output_buffer) runs: a call of the
+  /// method on another thread meanwhile is refused instead of racing (method.cpp's InUse). Its release and
+  /// acquire also order the calls that take turns on one method from several threads.
+  std::atomic<bool> in_use{false};
 
  private:
   void run_instructions();  // method_run.cpp

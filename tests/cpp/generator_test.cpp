@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "etnp/generator.h"
 #include "writer_test_util.h"
@@ -196,6 +198,31 @@ TEST(Generator, AGenerationEndsWhenANewerOneStarts) {
   EXPECT_TRUE(second.done());
   EXPECT_EQ(second.result().stop, StopReason::Callback);
   EXPECT_FALSE(second.next().has_value());
+}
+
+// The threads contract (docs/architecture.md "Threads"): Generators of one program run in parallel, each on
+// one thread; each generation gives what it gives alone. (Named Concurrency.* so that scripts/test.sh runs it
+// under ThreadSanitizer.)
+TEST(Concurrency, GeneratorsOfOneProgramRunInParallel) {
+  const Program program = load_bytes(positional_program(Signature::StartPosition));
+  GenerationOptions o;
+  o.max_new_tokens = 6;
+  const std::vector<std::vector<int64_t>> prompts = {{7}, {7, 8}, {7, 8, 9}, {3, 4, 5, 6}};
+  std::vector<std::vector<int64_t>> expected;
+  for (const auto& p : prompts) expected.push_back(Generator(program).generate(p, o).ids);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      Generator g(program);
+      for (size_t i = 0; i < 20; ++i) {
+        const size_t k = (t + i) % prompts.size();
+        if (g.generate(prompts[k], o).ids != expected[k]) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace

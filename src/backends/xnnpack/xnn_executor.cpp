@@ -376,7 +376,10 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
   for (size_t v = 0; v < data_.size(); ++v) {
     if (storage_root_[v] != v) data_[v] = data_[storage_root_[v]];
   }
-  const RunContext ctx{data_.data(), shapes_.data(), pool.handle()};
+  // XNNPACK's operators run on the pool's threads of now, kept for the whole call (a concurrent
+  // set_num_threads does not stop them); an operator last reshaped for other threads is reshaped again.
+  const ThreadPool::Lease lease = pool.lease();
+  const RunContext ctx{data_.data(), shapes_.data(), lease.handle()};
   if (delegate_profiling_active()) {
     for (auto& step : steps_) {
       const uint64_t start = profile_clock_ns();

@@ -60,6 +60,7 @@ Operator& Operator::operator=(Operator&& other) noexcept {
     constant_ = std::move(other.constant_);
     key_ = other.key_;
     key_pool_ = other.key_pool_;
+    key_threads_ = other.key_threads_;
     reshaped_ = std::exchange(other.reshaped_, false);
     workspace_ = std::move(other.workspace_);
     workspace_bytes_ = std::exchange(other.workspace_bytes_, 0);
@@ -78,9 +79,13 @@ void Operator::reset() {
 }
 
 bool Operator::needs_reshape(const std::array<size_t, 16>& key, pthreadpool_t pool) {
-  if (reshaped_ && key == key_ && pool == key_pool_) return false;
+  // The thread count too: a pool recreated by set_num_threads may reuse a freed one's address, and a reshape
+  // sizes per-thread state for the threads it saw.
+  const size_t threads = pool == nullptr ? 1 : pthreadpool_get_threads_count(pool);
+  if (reshaped_ && key == key_ && pool == key_pool_ && threads == key_threads_) return false;
   key_ = key;
   key_pool_ = pool;
+  key_threads_ = threads;
   reshaped_ = true;
   return true;
 }

@@ -52,7 +52,7 @@ class Operator {
     ArgMaxPoolF32, ResizeBilinearF32, PReLUF32
   };
   void reset();
-  /// True (and the key stored) when `key` and `pool` differ from those of the last successful reshape.
+  /// True (and the key stored) when `key`, `pool` or its thread count differ from those of the last reshape.
   bool needs_reshape(const std::array<size_t, 16>& key, pthreadpool_t pool);
   /// Sizes the workspace (at a reshape); `workspace()` is its aligned start (nullptr when empty).
   void size_workspace(size_t bytes, size_t alignment);
@@ -67,6 +67,7 @@ class Operator {
   std::vector<float> constant_;     ///< 2024 API: PReLU's slope, an input at setup
   std::array<size_t, 16> key_{};
   pthreadpool_t key_pool_ = nullptr;
+  size_t key_threads_ = 0;
   bool reshaped_ = false;
   std::vector<unsigned char> workspace_;
   size_t workspace_bytes_ = 0, workspace_alignment_ = 1;
