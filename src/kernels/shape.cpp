@@ -377,7 +377,7 @@ void unfold_copy_out(KernelContext&, KernelArgs args) {
   const Tensor& self = tensor_arg(args, 0);
   const int64_t dim = normalize_dim(args[1]->to_int(), self.dim(), op);
   const int64_t size = args[2]->to_int();
-  const int64_t step = args[3]->to_int();
+  int64_t step = args[3]->to_int();
   Tensor& out = tensor_arg(args, 4);
   const int64_t dim_size = self.dim() == 0 ? 1 : self.size(static_cast<int>(dim));
   if (size < 0 || size > dim_size) {
@@ -385,6 +385,7 @@ void unfold_copy_out(KernelContext&, KernelArgs args) {
                 std::to_string(dim_size) + " but size is " + std::to_string(size));
   }
   if (step <= 0) kernel_fail(std::string(op) + ": step is " + std::to_string(step) + " but must be > 0");
+  step = std::min(step, dim_size + 1);  // the same windows, and dim_stride * step cannot overflow
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   std::vector<int64_t> src_strides(self.strides().begin(), self.strides().end());
   const int64_t dim_stride = self.dim() == 0 ? 1 : self.stride(static_cast<int>(dim));
@@ -432,6 +433,7 @@ void diagonal_copy_out(KernelContext&, KernelArgs args) {
 struct SliceRange {
   int64_t start = 0;
   int64_t length = 0;
+  int64_t step = 1;  // the step given, or the dim's size where it is larger: the same elements, no overflow
 };
 
 /// ATen's slice clamping: None start = 0, None end = INT64_MAX, negatives wrap once, then clamp to [0, size].
@@ -452,7 +454,9 @@ SliceRange slice_range(int64_t size, std::optional<int64_t> start_opt, std::opti
   } else if (end >= size) {
     end = size;
   }
-  return {start, (end - start + step - 1) / step};
+  // A step beyond the size takes at most one element: clamped, so that step * stride cannot overflow.
+  step = std::min(step, std::max<int64_t>(size, 1));
+  return {start, end == start ? 0 : (end - start - 1) / step + 1, step};
 }
 
 /// Block over `view_shape` (self's dims with `dim` resized to `len` and strided by `step`) into `out_strides`.
@@ -476,7 +480,7 @@ void slice_copy_tensor_out(KernelContext&, KernelArgs args) {
   shape[dim] = r.length;
   resize_output(out, shape, op);
   if (out.numel() == 0) return;
-  copy_block(out, 0, self, r.start * self.stride(dim), slice_block(self, dim, r.length, step, out.strides()));
+  copy_block(out, 0, self, r.start * self.stride(dim), slice_block(self, dim, r.length, r.step, out.strides()));
 }
 
 void narrow_copy_out(KernelContext&, KernelArgs args) {
@@ -564,7 +568,7 @@ void slice_scatter_out(KernelContext&, KernelArgs args) {
   if (src.numel() == 0) return;
   Block b;
   for (int d = 0; d < self.dim(); ++d) {
-    b.add(slice_shape[d], d == dim ? out.stride(d) * step : out.stride(d), src.stride(d));
+    b.add(slice_shape[d], d == dim ? out.stride(d) * r.step : out.stride(d), src.stride(d));
   }
   copy_block(out, r.start * out.stride(dim), src, 0, b);
 }

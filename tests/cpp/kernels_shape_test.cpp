@@ -373,6 +373,10 @@ TEST(ShapeKernels, SliceClampsLikeAten) {
   EXPECT_EQ(sizes_of(out), (std::vector<int64_t>{2, 0}));
   std::vector<EValue> bad{tv(x), iv(1), none(), none(), iv(0), tv(out), tv(out)};
   EXPECT_NE(failure("aten::slice_copy.Tensor_out", bad).find("step"), std::string::npos);
+  // A step far beyond the size takes the first element (fuzz_execute: step * stride overflowed, UBSan).
+  constexpr int64_t huge = int64_t{1} << 61;
+  EXPECT_EQ(run(iv(1), none(), huge), (std::vector<float>{1, 6}));
+  EXPECT_EQ(run(none(), none(), std::numeric_limits<int64_t>::max()), (std::vector<float>{0, 5}));
 }
 
 TEST(ShapeKernels, SelectAndNarrow) {
@@ -403,6 +407,10 @@ TEST(ShapeKernels, SliceAndSelectScatter) {
   EXPECT_EQ(out->values<float>(), (std::vector<float>{0, 1, 2, 7, 8, 9}));
   std::vector<EValue> c{tv(x), tv(src), iv(1), iv(0), none(), iv(1), tv(out), tv(out)};
   EXPECT_NE(failure("aten::slice_scatter.out", c).find("slice size"), std::string::npos);
+  auto column = f32({2, 1}, {20, 21});
+  std::vector<EValue> d{tv(x), tv(column), iv(1), iv(1), none(), iv(int64_t{1} << 61), tv(out), tv(out)};
+  call_kernel("aten::slice_scatter.out", d);  // a huge step: one column, no overflow
+  EXPECT_EQ(out->values<float>(), (std::vector<float>{0, 20, 2, 3, 21, 5}));
 }
 
 TEST(ShapeKernels, AsStridedUnfoldDiagonal) {
@@ -424,6 +432,14 @@ TEST(ShapeKernels, AsStridedUnfoldDiagonal) {
   std::vector<EValue> b2{tv(y), iv(-1), iv(2), iv(1), tv(u2), tv(u2)};
   call_kernel("aten::unfold_copy.out", b2);
   EXPECT_EQ(u2->values<float>(), (std::vector<float>{0, 1, 1, 2, 2, 3, 4, 5, 5, 6, 6, 7}));
+  auto u3 = f32({2, 1, 2});
+  std::vector<EValue> b3{tv(y), iv(1), iv(2), iv(std::numeric_limits<int64_t>::max()), tv(u3), tv(u3)};
+  call_kernel("aten::unfold_copy.out", b3);  // a huge step: the first window only
+  EXPECT_EQ(u3->values<float>(), (std::vector<float>{0, 1, 4, 5}));
+  auto u4 = f32({2, 1, 0});
+  std::vector<EValue> b4{tv(y), iv(1), iv(0), iv(5), tv(u4), tv(u4)};
+  call_kernel("aten::unfold_copy.out", b4);  // size 0, a step past the dim: one empty window, as with step 5
+  EXPECT_EQ(sizes_of(u4), (std::vector<int64_t>{2, 1, 0}));
 
   auto m = f32({3, 4}, iota(12));
   auto d = dyn_f32({4}, 4);
