@@ -6,6 +6,13 @@
 #   ETNP_FUZZ_CORPUS=DIR         the corpora, one folder per target (default ~/.cache/etnp/fuzz-corpus), kept
 #                                between runs; seeded from the fixtures and writer-made files (fuzz_seeds)
 #   ETNP_FUZZ_JOBS=2             build parallelism
+#   ETNP_FUZZ_NEW=fail|report    what a crash that this run's search finds does (default fail). Every input of
+#                                the corpus and the seeds is replayed first, and a crash there always fails: that
+#                                is a regression. With report (scripts/test.sh, and so CI) a new finding is
+#                                printed and its input kept in $ETNP_FUZZ_FINDINGS (default
+#                                ~/.cache/etnp/fuzz-findings/<target>/) to become a regression test, and the run
+#                                goes on: a gate on what a random search reached in its minute would block work
+#                                that did not cause it.
 # A crash leaves its input in build-fuzz/findings/<target>/ (reproduce: build-fuzz/fuzz/<target> FILE).
 # Without clang the run is skipped with a message, except under CI=true, where that fails.
 set -euo pipefail
@@ -13,6 +20,9 @@ cd "$(dirname "$0")/.."
 fixtures="${ETNP_FIXTURES:-$PWD/../shared/fixtures}"
 corpus_root="${ETNP_FUZZ_CORPUS:-$HOME/.cache/etnp/fuzz-corpus}"
 seconds="${ETNP_FUZZ_TIME:-60}"
+new_findings="${ETNP_FUZZ_NEW:-fail}"
+findings_root="${ETNP_FUZZ_FINDINGS:-$HOME/.cache/etnp/fuzz-findings}"
+case "$new_findings" in fail|report) ;; *) echo "fuzz: ETNP_FUZZ_NEW must be fail or report, got '$new_findings'" >&2; exit 2 ;; esac
 
 cc="" cxx=""
 for v in 19 14 ""; do
@@ -43,9 +53,23 @@ for t in $targets; do
   echo "=== $t: ${seconds}s, corpus $corpus"
   log="build-fuzz/findings/$t.log"
   # The targets load with small resource limits (fuzz/fuzz_util.h); -rss_limit_mb and -timeout are the backstop.
-  if ./build-fuzz/fuzz/"$t" "$corpus" "$seeds/$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
-       -max_len=1048576 -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t/" >"$log" 2>&1; then
+  limits=(-timeout=25 -rss_limit_mb=4096 -max_len=1048576 -artifact_prefix="build-fuzz/findings/$t/")
+  if ! ./build-fuzz/fuzz/"$t" "$corpus" "$seeds/$t" -runs=0 "${limits[@]}" >"$log.replay" 2>&1; then
+    status=1
+    echo "fuzz: $t FAILED on an input of its corpus or seeds, a regression (log: $log.replay; input: build-fuzz/findings/$t/)"
+    grep -E 'ERROR|SUMMARY|runtime error' "$log.replay" | head -5 || true
+    continue
+  fi
+  if ./build-fuzz/fuzz/"$t" "$corpus" "$seeds/$t" -max_total_time="$seconds" -print_final_stats=1 "${limits[@]}" \
+       >"$log" 2>&1; then
     grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units)' "$log" | tail -2 || true
+  elif [ "$new_findings" = "report" ]; then
+    mkdir -p "$findings_root/$t"
+    cp build-fuzz/findings/"$t"/* "$findings_root/$t/" 2>/dev/null || true
+    cp "$log" "$findings_root/$t/$(date +%Y%m%d-%H%M%S).log"
+    echo "fuzz: FINDING in $t, new in this run's search (reported, not failed: ETNP_FUZZ_NEW=report); input and log"
+    echo "      kept in $findings_root/$t/ for a regression test"
+    grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5 || true
   else
     status=1
     echo "fuzz: $t FAILED (log: $log; inputs: build-fuzz/findings/$t/)"

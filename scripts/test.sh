@@ -105,7 +105,7 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   # Adds a sanitized clang build of the library into build-fuzz (about 90 compiles: well over 25 minutes cold
   # on 2 shared cores, then incremental) and ETNP_FUZZ_TIME seconds per target (60 by default: 9 targets,
   # about 10 minutes). Skipped where clang is missing, but not under CI=true.
-  ./scripts/fuzz.sh || status=1
+  ETNP_FUZZ_NEW=report ./scripts/fuzz.sh || status=1
 fi
 
 exit $status
