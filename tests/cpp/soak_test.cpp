@@ -135,12 +135,14 @@ std::vector<std::unique_ptr<Method>> load_methods(const Program& program, const 
   return methods;
 }
 
-// Warm-up, then the rest of the budget; the resident set after warm-up and at the end.
+// Warm-up (3 runs, then up to a tenth of the runs or of the time), then the rest of the budget; the resident
+// set after warm-up and at the end.
 template <typename Step>
 void soak(const std::string& what, Budget budget, Step&& step) {
-  const int64_t warmup = std::max<int64_t>(3, budget.iterations / 10);
+  const Budget warmup_budget{std::max<int64_t>(3, budget.iterations / 10), budget.seconds / 10, budget.start};
   int64_t done = 0;
-  for (; done < warmup; ++done) step(done);
+  while (done < 3 || !warmup_budget.spent(done)) step(done++);
+  const int64_t warmup = done;
   const uint64_t after_warmup = resident_bytes();
   uint64_t peak = after_warmup;
   while (!budget.spent(done)) {

@@ -79,10 +79,12 @@ def _run_all(root, methods, cases, check):
 
 
 def _soak(label, budget, step):
-    warmup = max(3, budget // 10)
+    # Warm-up: 3 runs, then up to a tenth of the runs or of the time.
     start = time.monotonic()
-    for i in range(warmup):
-        step(i)
+    warmup = 0
+    while warmup < 3 or (warmup < budget // 10 and not (SECONDS > 0 and time.monotonic() - start > SECONDS / 10)):
+        step(warmup)
+        warmup += 1
     after_warmup = peak = resident_bytes()
     done = warmup
     while done < budget and not (SECONDS > 0 and time.monotonic() - start > SECONDS):
