@@ -5,10 +5,13 @@ build/python), an installed package, build/python, build-py/python. The public f
 ../shared/fixtures next to the repository; tests that need them are skipped when they are absent.
 """
 
+import contextlib
 import json
 import os
 import pathlib
 import sys
+import threading
+import time
 
 import pytest
 
@@ -64,3 +67,39 @@ def etnp():
     if not os.access(path, os.X_OK):
         pytest.skip("etnp not built in %s (set ETNP_BUILD_DIR)" % path.parent)
     return str(path)
+
+
+def fixture_path(fixtures, relative):
+    """A file of the shared fixtures, or a skip naming it."""
+    path = fixtures / relative
+    if not path.is_file():
+        pytest.skip(f"fixture {relative} not found in {fixtures}")
+    return path
+
+
+@contextlib.contextmanager
+def python_thread_progress():
+    """A pure-Python thread spins while the block runs (with a 1 ms switch interval) and yields the list of its
+    progress times, one per 1000 turns: marks inside a span of the block show that the code there released the
+    GIL."""
+    progress = []
+    stop = threading.Event()
+
+    def spin():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                progress.append(time.perf_counter())
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        time.sleep(0.05)
+        yield progress
+    finally:
+        stop.set()
+        spinner.join()
+        sys.setswitchinterval(old)

@@ -9,18 +9,12 @@ import pathlib
 import numpy as np
 import pytest
 
+from conftest import fixture_path
 import executorch_numpy_runtime as et
 from executorch_numpy_runtime import IndexOutOfRangeError, InvalidInputError, InvalidTypeError, Runtime
 
 HUGE = b"\x00PTD" * (2 << 20)  # 8 MiB, NUL bytes included: what a .ptd's contents look like
 MAX_MESSAGE = 400
-
-
-def fixture_path(fixtures, relative):
-    path = fixtures / relative
-    if not path.is_file():
-        pytest.skip(f"fixture {relative} not found in {fixtures}")
-    return path
 
 
 @pytest.fixture(scope="module")

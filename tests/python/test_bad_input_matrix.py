@@ -50,6 +50,7 @@ import threading
 import numpy as np
 import pytest
 
+from conftest import fixture_path
 import executorch_numpy_runtime as et
 from executorch_numpy_runtime import InvalidInputError, ProgramLoadError
 
@@ -431,13 +432,6 @@ def test_program_bytearray_stays_locked_while_another_thread_calls(runtime, prog
 
 
 # --- .ptd files ------------------------------------------------------------------------------------------------
-
-
-def fixture_path(fixtures, relative):
-    path = fixtures / relative
-    if not path.is_file():
-        pytest.skip(f"fixture {relative} not found in {fixtures}")
-    return path
 
 
 @pytest.fixture(scope="module")

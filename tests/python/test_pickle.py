@@ -14,17 +14,11 @@ import time
 import numpy as np
 import pytest
 
+from conftest import fixture_path
 import executorch_numpy_runtime as et
 from executorch_numpy_runtime import Runtime, Verification
 
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def fixture_path(fixtures, relative):
-    path = fixtures / relative
-    if not path.is_file():
-        pytest.skip(f"fixture {relative} not found in {fixtures}")
-    return path
 
 
 @pytest.fixture(autouse=True)

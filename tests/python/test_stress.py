@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import python_thread_progress
 from executorch_numpy_runtime import InvalidInputError, parse_etdump, runtime_info
 
 THREADS = int(os.environ.get("ETNP_STRESS_THREADS", "8"))
@@ -233,38 +234,17 @@ def test_loads_release_the_gil(runtime, fixtures):
     """load_method releases the GIL while it loads: a pure-Python thread makes progress meanwhile (the portable
     MobileNetV2 plans its memory and packs its weights at load, long enough to see it). load_program releases
     it too, but maps and checks the file too quickly here to be timed."""
-    import sys
-
     path = fixtures / "exported" / "mobilenet_v2_portable.pte"
     if not path.exists():
         pytest.skip(f"{path} not found")
-    progress = []
-    stop = threading.Event()
-
-    def spin():
-        n = 0
-        while not stop.is_set():
-            n += 1
-            if n % 1000 == 0:
-                progress.append(time.perf_counter())
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)
-    spinner = threading.Thread(target=spin)
-    spinner.start()
     spans = []
-    try:
-        time.sleep(0.05)
+    with python_thread_progress() as progress:
         for _ in range(3):
             program = runtime.load_program(path)  # a fresh program: its method is loaded anew
             start = time.perf_counter()
             program.load_method("forward")
             spans.append((start, time.perf_counter()))
             del program
-    finally:
-        stop.set()
-        spinner.join()
-        sys.setswitchinterval(old)
     during = sum(1 for t in progress for start, end in spans if start < t < end)
     took = sum(end - start for start, end in spans)
     assert took > 0.03

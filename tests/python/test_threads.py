@@ -1,7 +1,6 @@
 """Concurrency: one Runtime and one Program shared by many threads; calls of one method serialize on its lock,
 different methods run in parallel, execute releases the GIL."""
 
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from conftest import python_thread_progress
 THREADS = 16
 CALLS = 40
 
@@ -111,29 +111,10 @@ def test_execute_releases_the_gil(runtime, fixtures):
     method = runtime.load_program(path).load_method("forward")
     info = method.metadata.input_tensor_meta(0)
     x = np.zeros(info.sizes(), info.numpy_dtype())
-    progress = []
-    stop = threading.Event()
-
-    def spin():
-        n = 0
-        while not stop.is_set():
-            n += 1
-            if n % 1000 == 0:
-                progress.append(time.perf_counter())
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.001)
-    spinner = threading.Thread(target=spin)
-    spinner.start()
-    try:
-        time.sleep(0.05)
+    with python_thread_progress() as progress:
         start = time.perf_counter()
         method([x])
         end = time.perf_counter()
-    finally:
-        stop.set()
-        spinner.join()
-        sys.setswitchinterval(old)
     during = [t for t in progress if start < t < end]
     assert end - start > 0.01
     assert len(during) >= 5, f"{len(during)} progress marks during a {end - start:.3f}s execute"
