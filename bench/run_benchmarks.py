@@ -886,9 +886,9 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
         for n in notes:
             md.append("- " + plain(n))
         md.append("")
-    import llm_bench  # the sections of its run and of scale_out.py's, each slower: carried over as they are
+    import llm_bench  # the sections of its run, scale_out.py's and install_time.py's, each slower: carried over
 
-    headings = (llm_bench.SECTION, "## Scale-out")
+    headings = (llm_bench.SECTION, "## Scale-out", "## Install")
     kept = {heading: llm_bench.read_section(pathlib.Path(args.output), heading) for heading in headings}
     with open(args.output, "w") as f:
         f.write("\n".join(md))

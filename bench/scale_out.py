@@ -34,6 +34,9 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import llm_bench  # noqa: E402  (RESULTS.md sections; load average and CPU model)
+
 DEFAULT_MODEL = "exported/mobilenet_v2_xnnpack_fp32.pte"
 SECTION = "## Scale-out"
 
@@ -77,20 +80,6 @@ class Actor:
 
     def run(self, x):
         return run_item(self.method, x)
-
-
-def load_average() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def busy_note(load_before: str, round_loads: list) -> list:
@@ -137,7 +126,7 @@ def main() -> int:
     from executorch_numpy_runtime import Runtime
 
     started = time.time()
-    load_before = load_average()
+    load_before = ", ".join(llm_bench.load_average())
     forward = {t: Runtime.get().load_program(str(model), backend_options=one_thread_options(t)).load_method("forward")
                for t in (1, 2)}
     info = forward[1].metadata.input_tensor_meta(0)
@@ -217,7 +206,7 @@ def main() -> int:
             except Exception as error:  # noqa: BLE001 - report and go on closing the others
                 print(f"closing: {error}", file=sys.stderr)
 
-    load_after = load_average()
+    load_after = ", ".join(llm_bench.load_average())
     base = statistics.median(rates["in-process, 1 thread"])
     rows = []
     for name in names:
@@ -237,7 +226,7 @@ def main() -> int:
         "returned included. Each worker process loads the program once (1 thread) before the timed rounds and "
         "gets the pickled `Method` with each item. Speed-up: over in-process with 1 thread. Benchmarks are "
         "reported, never asserted.\n",
-        f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}, numpy "
+        f"Machine: {llm_bench.cpu_model()}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}, numpy "
         f"{np.__version__}, etnp {et.__version__}{engine_versions()}. Load average (1, 5, 15 min) at the start: {load_before}; at the "
         f"end: {load_after}; 1-minute load at each round's start: "
         + ", ".join(f"{v:.1f}" for v in round_loads) + ".\n",
@@ -255,7 +244,6 @@ def main() -> int:
     print(section)
     if args.output:
         sys.path.insert(0, str(HERE))
-        import llm_bench
 
         llm_bench.replace_section(pathlib.Path(args.output), section, SECTION)
     return 0
