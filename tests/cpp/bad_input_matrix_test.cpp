@@ -165,8 +165,10 @@ TEST_F(BadInputMatrix, ZeroDimensional) {
 
 TEST_F(BadInputMatrix, EmptyTensors) {
   // A static [0, 3] input takes zero bytes: null data is fine, and so is any pointer.
+  // The outputs point into the method's storage: the method outlives them.
   for (const void* data : {static_cast<const void*>(nullptr), static_cast<const void*>(x_.data())}) {
-    const auto out = exec(*method("empty"), {ref(ScalarType::Float, {0, 3}, data)});
+    const auto empty = method("empty");
+    const auto out = exec(*empty, {ref(ScalarType::Float, {0, 3}, data)});
     EXPECT_EQ(sizes_of(out[0]), (std::vector<int64_t>{0, 3}));
     EXPECT_TRUE(floats(out[0]).empty());
   }
@@ -199,7 +201,8 @@ TEST_F(BadInputMatrix, MisalignedPlannedInputIsCopied) {
   // Input 0 is memory-planned: its bytes are copied into the method's aligned arena, whatever their address.
   Misaligned x(x_);
   ASSERT_NE(reinterpret_cast<uintptr_t>(x.at) % alignof(float), 0u);
-  const auto out = exec(*method("forward"), {ref(ScalarType::Float, {2, 3}, x.at), tensor_input(y_, {2, 3})});
+  const auto forward = method("forward");  // outlives `out`, which points into its storage
+  const auto out = exec(*forward, {ref(ScalarType::Float, {2, 3}, x.at), tensor_input(y_, {2, 3})});
   EXPECT_EQ(floats(out[0]), (std::vector<float>{11, 22, 33, 44, 55, 66}));
 }
 
@@ -303,7 +306,8 @@ std::optional<Error> run_with_ptds(const std::vector<std::vector<uint8_t>>& buff
     for (const auto& b : buffers) options.data_buffers.push_back(b);
     Program p = load_bytes(external_weight_program(nullptr), options);
     const std::vector<float> x(6, 1.0f);
-    const auto result = exec(*p.load_method("forward"), {tensor_input(x, {2, 3})});
+    const auto forward = p.load_method("forward");  // outlives `result`, which may point into its storage
+    const auto result = exec(*forward, {tensor_input(x, {2, 3})});
     if (out != nullptr) *out = floats(result[0]);
     return std::nullopt;
   } catch (const Error& e) {
