@@ -13,6 +13,16 @@ std::string shape_string(std::span<const int64_t> s) {
   return r + "]";
 }
 
+// Whether the outermost stride of `sizes` (their product with zeros counted as 1, which bounds every stride and
+// the element count) fits in int64. A zero-sized dim keeps the count at 0 while the others' strides still grow.
+bool strides_fit(std::span<const int64_t> sizes) {
+  int64_t running = 1;
+  for (int64_t s : sizes) {
+    if (__builtin_mul_overflow(running, s == 0 ? 1 : s, &running)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void strides_from_dim_order(std::span<const int64_t> sizes, std::span<const uint8_t> dim_order,
@@ -44,13 +54,17 @@ Tensor::Tensor(ScalarType dtype, std::span<const int64_t> sizes, std::span<const
   for (int i = 0; i < dim_; ++i) {
     if (sizes[i] < 0) throw Error(ErrorKind::ProgramLoadError, "negative tensor size " + shape_string(sizes));
     sizes_[i] = bound_sizes_[i] = sizes[i];
-    numel_ *= sizes[i];
+    if (__builtin_mul_overflow(numel_, sizes[i], &numel_)) numel_ = 0;  // refused below (strides_fit)
     const uint8_t d = dim_order.empty() ? static_cast<uint8_t>(i) : dim_order[i];
     if (d >= dim_ || seen[d]) {
       throw Error(ErrorKind::ProgramLoadError, "dim_order is not a permutation of 0.." + std::to_string(dim_ - 1));
     }
     seen[d] = true;
     dim_order_[i] = d;
+  }
+  if (!strides_fit(sizes)) {
+    throw Error(ErrorKind::ProgramLoadError, "tensor shape " + shape_string(sizes) +
+                                                 " is too large: its strides overflow a 64-bit element count");
   }
   capacity_numel_ = numel_;
   compute_strides();
@@ -85,6 +99,7 @@ bool Tensor::try_resize(std::span<const int64_t> new_sizes) {
     same = same && new_sizes[i] == sizes_[i];
     if (__builtin_mul_overflow(n, new_sizes[i], &n)) return false;  // beyond any bound
   }
+  if (!strides_fit(new_sizes)) return false;  // a zero dim beside huge ones: no elements, but no strides either
   if (same) return true;
   if (dynamism_ == ShapeDynamism::Static) return false;
   if (n > capacity_numel_) return false;
@@ -99,6 +114,8 @@ void Tensor::resize(std::span<const int64_t> new_sizes) {
     std::string why;
     if (static_cast<int>(new_sizes.size()) != dim_) {
       why = "rank " + std::to_string(new_sizes.size()) + " differs from the tensor's rank " + std::to_string(dim_);
+    } else if (!strides_fit(new_sizes)) {
+      why = "its strides overflow a 64-bit element count";
     } else if (dynamism_ == ShapeDynamism::Static) {
       why = "the tensor has the static shape " + shape_string(sizes());
     } else {

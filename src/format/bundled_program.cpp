@@ -44,12 +44,15 @@ BundledTensor decode_tensor(const bp::Tensor& t, const std::string& where) {
   const size_t rank = t.sizes() ? t.sizes()->size() : 0;
   if (rank > static_cast<size_t>(kMaxTensorRank))
     fail(where + ": rank " + std::to_string(rank) + " exceeds " + std::to_string(kMaxTensorRank));
-  int64_t numel = 1;
+  // The product of the sizes with zeros counted as 1 bounds the element count and every stride, which a zero
+  // dim beside huge ones would overflow while holding no elements (found by fuzz_bpte).
+  int64_t numel = 1, span = 1;
   for (size_t d = 0; d < rank; ++d) {
     const int32_t s = t.sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
     if (s < 0) fail(where + ": negative size " + std::to_string(s) + " in dim " + std::to_string(d));
     out.sizes.push_back(s);
-    if (s != 0 && numel > std::numeric_limits<int64_t>::max() / s) fail(where + ": element count overflows");
+    if (s != 0 && span > std::numeric_limits<int64_t>::max() / s) fail(where + ": element count overflows");
+    span *= s == 0 ? 1 : s;
     numel *= s;
   }
 

@@ -1,6 +1,9 @@
 // SentencePiece .model files (Llama 2, Gemma), read and run by Debian's libsentencepiece.
 #include <sentencepiece_processor.h>
 
+#include <exception>
+
+#include "core/printable.h"
 #include "etnp/error.h"
 #include "llm/tokenizer_impl.h"
 
@@ -11,9 +14,17 @@ namespace {
 class SentencePiece : public Tokenizer::Impl {
  public:
   void load(std::string_view bytes, const std::string& path) {
-    const auto status = processor_.LoadFromSerializedProto({bytes.data(), bytes.size()});
+    sentencepiece::util::Status status;
+    try {
+      status = processor_.LoadFromSerializedProto({bytes.data(), bytes.size()});
+    } catch (const std::exception& e) {
+      // The library's builders throw on some malformed models (a zero-length piece makes its double-array trie
+      // throw Darts::Details::Exception; found by fuzz_tokenizer) instead of returning a status.
+      throw Error(ErrorKind::InvalidArgument, path + ": not a SentencePiece model: " + printable(e.what()));
+    }
     if (!status.ok())
-      throw Error(ErrorKind::InvalidArgument, path + ": not a SentencePiece model: " + status.ToString());
+      throw Error(ErrorKind::InvalidArgument,
+                  path + ": not a SentencePiece model: " + printable(status.ToString()));
     vocab_size = processor_.GetPieceSize();
     format = "sentencepiece";
     if (processor_.bos_id() >= 0) bos = processor_.bos_id();
@@ -23,7 +34,9 @@ class SentencePiece : public Tokenizer::Impl {
   std::vector<int64_t> encode(std::string_view text, bool add_special_tokens) const override {
     std::vector<int> ids;
     const auto status = processor_.Encode({text.data(), text.size()}, &ids);
-    if (!status.ok()) throw Error(ErrorKind::InvalidArgument, "sentencepiece: encode failed: " + status.ToString());
+    if (!status.ok()) {
+      throw Error(ErrorKind::InvalidArgument, "sentencepiece: encode failed: " + printable(status.ToString()));
+    }
     std::vector<int64_t> out;
     if (add_special_tokens && bos) out.push_back(*bos);
     out.insert(out.end(), ids.begin(), ids.end());
@@ -35,7 +48,9 @@ class SentencePiece : public Tokenizer::Impl {
       if (!skip_special_tokens || !is_special(id)) list.push_back(static_cast<int>(id));
     std::string text;
     const auto status = processor_.Decode(list, &text);
-    if (!status.ok()) throw Error(ErrorKind::InvalidArgument, "sentencepiece: decode failed: " + status.ToString());
+    if (!status.ok()) {
+      throw Error(ErrorKind::InvalidArgument, "sentencepiece: decode failed: " + printable(status.ToString()));
+    }
     return text;
   }
   std::optional<int64_t> token_id(std::string_view piece) const override {

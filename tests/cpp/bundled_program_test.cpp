@@ -2,6 +2,7 @@
 // value kind and validation rule, and truncated / corrupted files (rejected, never read out of bounds).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -220,6 +221,25 @@ TEST(BundledProgramFormat, RejectsInconsistentTensors) {
   expect_load_error(make_bundle({too_many_dims}), "rank");
 
   expect_load_error(make_bundle({float_2x2()}, /*with_program=*/false), "no embedded program");
+}
+
+TEST(BundledProgramFormat, RejectsAZeroSizedTensorWhoseStridesOverflow) {
+  // fuzz_bpte: [0, 2^31-1 x 3] holds no element, so its data (none) matched, but its strides overflow int64
+  // (UBSan in strides_from_dim_order when the tensor was viewed).
+  TensorSpec huge;
+  huge.sizes = {0, INT32_MAX, INT32_MAX, INT32_MAX};
+  try {
+    BundledProgram::parse(make_bundle({huge}));
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError);
+    EXPECT_NE(std::string(e.what()).find("element count overflows"), std::string::npos) << e.what();
+  }
+  huge.sizes = {0, INT32_MAX, INT32_MAX};  // 2^62: fits, and views as an empty tensor
+  const BundledProgram fits = BundledProgram::parse(make_bundle({huge}));
+  const Tensor view = fits.method_test_suites().at(0).test_cases.at(0).inputs.at(0).tensor.view();
+  EXPECT_EQ(view.numel(), 0);
+  EXPECT_EQ(view.strides()[0], int64_t{INT32_MAX} * INT32_MAX);
 }
 
 TEST(BundledProgramFormat, RejectsWrongIdentifierAndTinyInput) {

@@ -9,6 +9,7 @@
 
 #include "etnp/error.h"
 #include "etnp/program.h"
+#include "etnp/tensor.h"
 #include "format/byte_source.h"
 #include "format/pte_file.h"
 #include "llm/tokenizer_impl.h"
@@ -67,6 +68,23 @@ TEST(FuzzRegression, TokenizerJsonNumberOverflowIsAnError) {
       EXPECT_NE(std::string(e.what()).find("not valid JSON: "), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
     }
+  }
+}
+
+// fuzz_tokenizer: a SentencePiece model whose second piece starts with a NUL byte made the library's trie builder
+// throw Darts::Details::Exception ("zero-length key") out of LoadFromSerializedProto, which reports every other
+// malformed model as a status: std::terminate instead of an etnp::Error. The input is the fuzzer's 24 bytes, a
+// ModelProto: pieces {piece: "<unk>", type: UNKNOWN} and {piece: "\0\0\0\x80", score: -0.0}.
+TEST(FuzzRegression, SentencePieceZeroLengthPieceIsAnError) {
+  const unsigned char model[] = {0x0a, 0x09, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x18, 0x02, 0x0a,
+                                 0x0b, 0x0a, 0x04, 0x00, 0x00, 0x00, 0x80, 0x15, 0x00, 0x00, 0x80, 0x02};
+  try {
+    llm::load_sentencepiece(std::string_view(reinterpret_cast<const char*>(model), sizeof model), "m.model");
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("m.model: not a SentencePiece model: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("failed to insert key"), std::string::npos) << e.what();
   }
 }
 
@@ -147,6 +165,35 @@ TEST(FuzzRegression, OverlappingWritesAreRefusedAtLoad) {
   ASSERT_EQ(y.sizes, (std::vector<int64_t>{8}));
   const auto* yf = static_cast<const float*>(y.data);
   EXPECT_EQ(std::vector<float>(yf, yf + 8), (std::vector<float>{6, 7, 0, 1, 2, 3, 4, 5}));
+}
+
+// fuzz_bpte: a tensor with a zero dim beside huge ones holds no element, so its element count passed every check,
+// but its strides overflowed int64 (UBSan in strides_from_dim_order). The Tensor refuses such a shape, at
+// construction and at a resize (which a caller's input shape reaches).
+TEST(FuzzRegression, ZeroSizedTensorWhoseStridesOverflowIsRefused) {
+  const int64_t big = int64_t{1} << 40;
+  const std::vector<int64_t> huge = {0, big, big};
+  try {
+    Tensor t(ScalarType::Float, huge, {}, nullptr);
+    FAIL() << "constructed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ProgramLoadError);
+    EXPECT_NE(std::string(e.what()).find("[0, 1099511627776, 1099511627776]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("strides overflow"), std::string::npos) << e.what();
+  }
+  const std::vector<int64_t> bound = {4, 4, 4};
+  Tensor dynamic(ScalarType::Float, bound, {}, nullptr, ShapeDynamism::DynamicBound);
+  EXPECT_FALSE(dynamic.try_resize(huge));
+  try {
+    dynamic.resize(huge);
+    FAIL() << "resized";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ExecutionError);
+    EXPECT_NE(std::string(e.what()).find("strides overflow"), std::string::npos) << e.what();
+  }
+  const std::vector<int64_t> empty = {0, 4, 4};  // an ordinary empty shape still resizes
+  EXPECT_TRUE(dynamic.try_resize(empty));
+  EXPECT_EQ(dynamic.strides()[0], 16);
 }
 
 }  // namespace
