@@ -6,7 +6,8 @@
 #      and the Python package built for the venv's own Python, tested there beside the official runtime;
 #   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   2b. the Python package's wheel installed into a fresh venv with only numpy (tests/python/test_packaging.py);
-#   3. the concurrency tests, C++ and Python, under ThreadSanitizer.
+#   3. the concurrency tests, C++ and Python, under ThreadSanitizer;
+#   3b. an aarch64 cross build and its C++ suite under qemu (scripts/cross-arm64.sh);
 #   4. the libFuzzer targets (fuzz/, scripts/fuzz.sh), about a minute each on their saved corpora.
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
 # ETNP_TEST_QUICK=1 runs steps 1 and 1b only. ETNP_SKIP_LIVE=1 skips step 1b; where the venv cannot be made
@@ -100,6 +101,11 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
     ETNP_PYTHON_DIR="$PWD/build-tsan/python" /usr/bin/python3 -m pytest tests/python/test_threads.py \
     tests/python/test_stress.py -q -p no:cacheprovider \
     || status=1
+
+  step "aarch64: cross build, C++ suite under qemu-aarch64 -cpu max"
+  # scripts/cross-arm64.sh: Debian's cross compiler and arm64 packages unpacked into a sysroot
+  # (~/.cache/etnp/arm64-sysroot); the cold build about 10 minutes of CPU, the emulated suite about 2 minutes.
+  ./scripts/cross-arm64.sh || status=1
 
   step "Fuzz targets (libFuzzer, ASan + UBSan)"
   # Adds a sanitized clang build of the library into build-fuzz (about 90 compiles: well over 25 minutes cold

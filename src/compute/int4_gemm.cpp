@@ -163,6 +163,8 @@ std::pair<BlocksFn, CpuLevel> select_blocks(CpuLevel level) {
     case CpuLevel::portable:
       break;
   }
+#else
+  (void)level;  // no tiles but the portable loops off x86
 #endif
   return {[](const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t rows, const Int4Weights& w,
              size_t b0, size_t b1, float lo, float hi, float* out) {

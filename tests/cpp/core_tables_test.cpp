@@ -14,7 +14,8 @@
 namespace etnp {
 namespace {
 
-// The flags of the first processor in /proc/cpuinfo; empty where there is no such file.
+#if defined(__x86_64__) || defined(__i386__)
+// The flags of the first processor in /proc/cpuinfo (x86's "flags" line); empty where there is no such file.
 std::set<std::string> proc_cpu_flags() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -27,6 +28,7 @@ std::set<std::string> proc_cpu_flags() {
   }
   return {};
 }
+#endif
 
 TEST(CpuFeatures, AgreesWithProcCpuinfo) {
 #if defined(__x86_64__) || defined(__i386__)

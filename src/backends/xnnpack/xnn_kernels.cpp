@@ -126,8 +126,6 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
 #if defined(__x86_64__) && defined(__GNUC__)
   // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
   const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && has_avx2_fma();
-#else
-  const bool simd = false;
 #endif
   for (size_t r0 = 0; r0 < rows; r0 += kTile) {
     const size_t r1 = std::min(rows, r0 + kTile);
