@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/number_text.h"  // parse_int, parse_double: whole-string numbers
 #include "etnp/etnp.h"
 #include "format/npy.h"
 
@@ -37,9 +38,6 @@ class Args {
 [[noreturn]] void usage_error(const std::string& message);
 /// `s` cut to at most `max` bytes (at a UTF-8 character boundary) with "..." appended when cut, for messages.
 std::string shortened(const std::string& s, size_t max = 60);
-/// Whole-string number parsing: false on anything else (trailing text, overflow, inf/nan).
-bool parse_int(const std::string& s, int64_t* out);
-bool parse_double(const std::string& s, double* out);
 
 /// What an integer input feeds (input_uses.cpp), which decides the values --fill random gives it.
 struct InputUse {

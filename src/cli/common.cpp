@@ -15,26 +15,6 @@
 
 namespace etnp::cli {
 
-bool parse_int(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (*end != '\0' || errno != 0) return false;
-  *out = v;
-  return true;
-}
-
-bool parse_double(const std::string& s, double* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (*end != '\0' || errno != 0 || !std::isfinite(v)) return false;
-  *out = v;
-  return true;
-}
-
 Args::Args(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) args_.emplace_back(argv[i]);
   used_.assign(args_.size(), false);

@@ -1,6 +1,8 @@
 """`etnp` usage: `CMD --help` for every command, a bare `etnp` or an unknown command (exit 2), and every flag
 value checked: a bad value is "error: InvalidArgument: ..." naming the flag and the value, with exit 2."""
 
+import pathlib
+
 import pytest
 
 from cli_util import etnp_run
@@ -97,3 +99,21 @@ def test_flag_values_are_checked(etnp, tmp_path, command, flags, message):
     assert len(out.stderr.splitlines()) == 1
     for library_word in ("stoi", "stoll", "stod", "vector", "basic_string", "std::"):
         assert library_word not in out.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--seed", "x"], "--seed takes a non-negative integer"),
+    (["--seed", "-1"], "--seed takes a non-negative integer"),
+    (["--num-classes", "abc"], "--num-classes takes a positive integer"),
+    (["--num-classes", "0"], "--num-classes takes a positive integer"),
+    (["--num-classes", "99999999999"], "--num-classes takes a positive integer"),
+])
+def test_demo_flag_values_are_checked(etnp, tmp_path, flags, message):
+    """etnp_demo (beside etnp in the build folder) says which value is wrong, with exit 2, writing nothing."""
+    demo = pathlib.Path(etnp).with_name("etnp_demo")
+    if not demo.is_file():
+        pytest.skip(f"etnp_demo not built beside {etnp}")
+    out = etnp_run(str(demo), "--output-dir", tmp_path / "out", *flags)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines()[0] == f"etnp_demo: {message}", out.stderr
+    assert not (tmp_path / "out").exists()

@@ -12,10 +12,12 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "core/number_text.h"
 #include "tools/demo/mobilenet_v2.h"
 #include "etnp/error.h"
 #include "format/npy.h"
@@ -54,13 +56,16 @@ int main(int argc, char** argv) {
       dir = v;
     } else if (a == "--seed") {
       const char* v = next();
+      int64_t n = 0;
       if (v == nullptr) return usage("--seed needs a value");
-      seed = std::stoull(v);
+      if (!etnp::parse_int(v, &n) || n < 0) return usage("--seed takes a non-negative integer");
+      seed = static_cast<uint64_t>(n);
     } else if (a == "--num-classes") {
       const char* v = next();
+      int64_t n = 0;
       if (v == nullptr) return usage("--num-classes needs a value");
-      num_classes = std::stoi(v);
-      if (num_classes < 1) return usage("--num-classes must be positive");
+      if (!etnp::parse_int(v, &n) || n < 1 || n > INT32_MAX) return usage("--num-classes takes a positive integer");
+      num_classes = static_cast<int32_t>(n);
     } else if (a == "--ptd") {
       ptd = true;
     } else if (a == "-h" || a == "--help") {
