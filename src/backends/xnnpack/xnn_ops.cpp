@@ -2,6 +2,8 @@
 // ETNP_XNNPACK_RESHAPE_API=1 where the installed xnnpack.h has the 2024 create/reshape/setup API.
 #include "backends/xnnpack/xnn_ops.h"
 
+#include <cpuinfo.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -25,6 +27,15 @@ bool reshape_api() { return kReshapeApi; }
 bool has_unary_f32(UnaryOp op) { return kReshapeApi || op <= UnaryOp::ELU; }
 bool has_qd8_fully_connected() { return kReshapeApi; }
 bool has_batch_matmul_f32() { return kReshapeApi; }
+
+bool qc4w_fully_connected_is_sound() {
+#if ETNP_XNNPACK_RESHAPE_API
+  static const bool amx = cpuinfo_initialize() && cpuinfo_has_x86_amx_int8();
+  return !amx;
+#else
+  return true;  // the 2022 library has no such operator (and its cpuinfo no AMX query)
+#endif
+}
 
 xnn_status initialize() { return xnn_initialize(nullptr); }
 

@@ -86,6 +86,11 @@ bool has_unary_f32(UnaryOp op);
 /// dynamically quantized int8 (qd8 x qc8w/qc4w/qb4w) and fp32 batch matrix multiplication.
 bool has_qd8_fully_connected();
 bool has_batch_matmul_f32();
+/// Whether the library's qd8 x qc4w (per-channel 4-bit) fully-connected operator computes right on this CPU.
+/// Debian 13's XNNPACK (2024-11-08) gives wrong results where it picks its AMX kernels (a Sapphire Rapids Xeon:
+/// outputs off by up to 1.2 where they are 0.1-1.3; with AMX hidden from it, right), so there the delegate's
+/// own 4-bit kernel runs such layers whatever the engine option says.
+bool qc4w_fully_connected_is_sound();
 
 /// 8-bit quantization of a tensor (scale, zero point).
 struct QParams {

@@ -183,7 +183,7 @@ bool library_has_qd8(const Linear& l, const Value& w) {
   if (!ops::has_qd8_fully_connected()) return false;
   if (w.dtype == DataType::qcint8) return true;
   if (l.k % 2 != 0) return false;  // 4-bit rows padded to whole bytes: the library packs k / 2 bytes
-  if (w.dtype == DataType::qcint4) return true;
+  if (w.dtype == DataType::qcint4) return ops::qc4w_fully_connected_is_sound();
   return w.group_size % 32 == 0 && w.group_size > 0 && l.k % w.group_size == 0;  // qb4w: XNN_MIN_BLOCKSIZE
 }
 
