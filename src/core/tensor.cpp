@@ -50,11 +50,9 @@ Tensor::Tensor(ScalarType dtype, std::span<const int64_t> sizes, std::span<const
   }
   dim_ = static_cast<int8_t>(sizes.size());
   bool seen[kMaxTensorRank] = {};
-  numel_ = 1;
   for (int i = 0; i < dim_; ++i) {
     if (sizes[i] < 0) throw Error(ErrorKind::ProgramLoadError, "negative tensor size " + shape_string(sizes));
     sizes_[i] = bound_sizes_[i] = sizes[i];
-    if (__builtin_mul_overflow(numel_, sizes[i], &numel_)) numel_ = 0;  // refused below (strides_fit)
     const uint8_t d = dim_order.empty() ? static_cast<uint8_t>(i) : dim_order[i];
     if (d >= dim_ || seen[d]) {
       throw Error(ErrorKind::ProgramLoadError, "dim_order is not a permutation of 0.." + std::to_string(dim_ - 1));
@@ -66,6 +64,8 @@ Tensor::Tensor(ScalarType dtype, std::span<const int64_t> sizes, std::span<const
     throw Error(ErrorKind::ProgramLoadError, "tensor shape " + shape_string(sizes) +
                                                  " is too large: its strides overflow a 64-bit element count");
   }
+  numel_ = 1;
+  for (int64_t n : sizes) numel_ *= n;  // at most the product strides_fit bounded, or 0
   capacity_numel_ = numel_;
   compute_strides();
 }
@@ -93,15 +93,15 @@ bool Tensor::is_channels_last_order() const {
 bool Tensor::try_resize(std::span<const int64_t> new_sizes) {
   if (static_cast<int>(new_sizes.size()) != dim_) return false;
   bool same = true;
-  int64_t n = 1;
   for (int i = 0; i < dim_; ++i) {
     if (new_sizes[i] < 0) return false;
     same = same && new_sizes[i] == sizes_[i];
-    if (__builtin_mul_overflow(n, new_sizes[i], &n)) return false;  // beyond any bound
   }
-  if (!strides_fit(new_sizes)) return false;  // a zero dim beside huge ones: no elements, but no strides either
+  if (!strides_fit(new_sizes)) return false;  // beyond any bound; also a zero dim beside huge ones
   if (same) return true;
   if (dynamism_ == ShapeDynamism::Static) return false;
+  int64_t n = 1;
+  for (int64_t s : new_sizes) n *= s;  // bounded by strides_fit
   if (n > capacity_numel_) return false;
   for (int i = 0; i < dim_; ++i) sizes_[i] = new_sizes[i];
   numel_ = n;
