@@ -6,8 +6,14 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 #include "core/cpu_features.h"
+#include "cpu_levels.h"
 #include "etnp/error.h"
 #include "etnp/scalar_type.h"
 
@@ -39,6 +45,44 @@ TEST(CpuFeatures, AgreesWithProcCpuinfo) {
   EXPECT_FALSE(has_avx2_fma());  // the base level off x86
 #endif
   EXPECT_EQ(has_avx2_fma(), has_avx2_fma());  // decided once
+}
+
+#if defined(__aarch64__) && defined(__linux__)
+TEST(CpuFeatures, AgreesWithTheKernelsHwcaps) {
+  // The kernel's hwcaps are what cpuinfo reads too, but through its own parsing: bit 20 of AT_HWCAP is ASIMDDP
+  // (SDOT/UDOT), bit 13 of AT_HWCAP2 is I8MM (arch/arm64/include/uapi/asm/hwcap.h).
+  const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+  const bool dotprod = (hwcap & (1ul << 20)) != 0, i8mm = (hwcap2 & (1ul << 13)) != 0;
+  const CpuLevel want = !dotprod ? CpuLevel::neon : !i8mm ? CpuLevel::neon_dotprod : CpuLevel::neon_i8mm;
+  EXPECT_EQ(cpu_level(), want) << cpu_level_name(cpu_level());
+  EXPECT_TRUE(has_neon());  // AArch64's base
+  EXPECT_FALSE(has_avx2_fma());
+}
+#endif
+
+TEST(CpuFeatures, EveryLevelCanBeForcedAndLifted) {
+  const CpuLevel top = cpu_level();
+  const auto levels = cpu_levels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), CpuLevel::portable);
+  std::set<std::string> names;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(levels[i - 1], levels[i]) << "lowest first";
+    }
+    EXPECT_TRUE(names.insert(cpu_level_name(levels[i])).second) << cpu_level_name(levels[i]);
+    EXPECT_NE(std::string(cpu_level_name(levels[i])), "unknown");
+  }
+  std::vector<CpuLevel> seen;
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    EXPECT_EQ(cpu_level(), level);
+    EXPECT_EQ(has_avx2_fma() || has_neon(), level != CpuLevel::portable);
+    seen.push_back(level);
+  });
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), CpuLevel::portable);
+  EXPECT_EQ(seen.back(), top);  // every level up to the detected one ran
+  EXPECT_EQ(cpu_level(), top);  // and the cap is lifted
 }
 
 TEST(ScalarTypeTable, EveryTypeRoundTripsThroughItsNames) {

@@ -11,10 +11,10 @@ namespace etnp::testing {
 template <class Fn>
 void at_each_cpu_level(Fn fn) {
   struct Lift {
-    ~Lift() { cap_cpu_level(CpuLevel::avx512_vnni); }
+    ~Lift() { lift_cpu_level_cap(); }
   } lift;
   const CpuLevel top = cpu_level();
-  for (CpuLevel level : {CpuLevel::portable, CpuLevel::avx2_fma, CpuLevel::avx512_vnni}) {
+  for (CpuLevel level : cpu_levels()) {
     if (level > top) break;
     cap_cpu_level(level);
     fn(level);
