@@ -13,6 +13,10 @@ from live_env import LiveUnavailable, in_ci, live_records  # noqa: E402
 etnp_test_locate.locate_package()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "language_models: parametrized over the zoo's language models only")
+
+
 def pytest_generate_tests(metafunc):
     if "live" not in metafunc.fixturenames:
         return
@@ -23,6 +27,9 @@ def pytest_generate_tests(metafunc):
             raise RuntimeError("CI=true: %s" % e) from None
         metafunc.parametrize("live", [pytest.param(None, marks=pytest.mark.skip(reason=str(e)))], ids=["unavailable"])
         return
+    if metafunc.definition.get_closest_marker("language_models"):
+        # The records of export.py's generation reference (the language models); a non-LLM export has no case.
+        records = [r for r in records if "generation" in r]
     metafunc.parametrize("live", records, ids=["%s-%s" % (r["model"], r["form"]) for r in records])
 
 
