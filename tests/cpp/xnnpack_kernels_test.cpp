@@ -563,40 +563,63 @@ TEST(XnnpackKernels, FullyConnectedQd8Blocked) {
 }
 
 TEST(XnnpackKernels, FullyConnectedQd8GivesTheSameBitsAtEveryCpuLevel) {
-  // The tile sums int16 products exactly into int32 at every level (AVX-512 VNNI's vpdpwssd, AVX2's madd and
-  // add, the scalar loop), so the outputs are bit-identical; extreme codes (-128 x -127 on every k) included.
-  const size_t rows = 7, k = 75, n = 37;
-  std::vector<int8_t> weights(n * k), q(rows * k);
-  std::mt19937 rng(5);
-  for (auto& v : weights) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-  for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-  std::fill(weights.begin(), weights.begin() + k, int8_t{-127});
-  std::fill(q.begin(), q.begin() + k, int8_t{-128});
-  std::vector<float> scales(n), bias(n);
-  for (size_t j = 0; j < n; ++j) {
-    scales[j] = 0.001f * static_cast<float>(j + 1);
-    bias[j] = 0.1f * static_cast<float>(j);
+  // The tile sums int8 products exactly into int32 at every level (AVX-512 VNNI's vpdpwssd, AVX2's madd and
+  // add; aarch64's sdot by four k, NEON's smull and sadalp; the scalar loop), so the outputs are
+  // bit-identical; extreme codes (-128 x -127 on every k, and -128 x -128) included. Odd k (a last half pair),
+  // k pairs that leave every remainder of sdot's four, units not a multiple of the 8-unit block, rows 1..7
+  // (every tile height), per-channel weights and groups of 32, 64 and 128.
+  struct Case {
+    size_t rows, k, n, group;
+  };
+  const Case cases[] = {{7, 75, 37, 0},  {1, 8, 8, 0},     {2, 13, 9, 0},     {3, 30, 17, 0},   {4, 64, 16, 32},
+                        {5, 128, 21, 64}, {6, 256, 40, 128}, {1, 192, 24, 64}, {3, 6, 3, 0},     {5, 97, 47, 0}};
+  uint32_t seed = 5;
+  for (const Case& cs : cases) {
+    const size_t rows = cs.rows, k = cs.k, n = cs.n;
+    std::vector<int8_t> weights(n * k), q(rows * k);
+    std::mt19937 rng(seed++);
+    for (auto& v : weights) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+    for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+    std::fill(weights.begin(), weights.begin() + k, int8_t{-127});
+    std::fill(q.begin(), q.begin() + k, int8_t{-128});
+    if (n > 1) std::fill(weights.begin() + k, weights.begin() + 2 * k, int8_t{-128});  // -128 x -128
+    const size_t groups = cs.group == 0 ? 1 : k / cs.group;
+    std::vector<float> scales(n * groups), bias(n);
+    for (size_t j = 0; j < scales.size(); ++j) scales[j] = 0.001f * static_cast<float>(j % 17 + 1);
+    for (size_t j = 0; j < n; ++j) bias[j] = 0.1f * static_cast<float>(j);
+    std::vector<DynamicQuantParams> params(rows);
+    for (size_t r = 0; r < rows; ++r) params[r] = {.zero_point = static_cast<int32_t>(r) * 11 - 30, .scale = 0.02f};
+    const QD8Weights w(weights.data(), n, k, scales.data(), bias.data(), cs.group);
+    std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> want(rows * n);
+    testing::at_each_cpu_level([&](CpuLevel level) {
+      std::vector<float> out(rows * n);
+      fully_connected_qd8_f32(q.data(), params.data(), rows, w, -inf, inf, out.data(), scratch.data());
+      if (level == CpuLevel::portable) {
+        want = out;
+        // Every unit against the exact sum, in doubles.
+        for (size_t r = 0; r < rows; ++r) {
+          for (size_t j = 0; j < n; ++j) {
+            double ref = bias[j];
+            for (size_t g = 0; g < groups; ++g) {
+              int64_t acc = 0;
+              for (size_t i = g * (k / groups); i < (g + 1) * (k / groups); ++i) {
+                acc += int64_t{q[r * k + i] - params[r].zero_point} * weights[j * k + i];
+              }
+              ref += double(acc) * params[r].scale * scales[j * groups + g];
+            }
+            ASSERT_NEAR(out[r * n + j], ref, 1e-5 * (1.0 + std::fabs(ref))) << r << "," << j;
+          }
+        }
+      }
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i]))
+            << cpu_level_name(level) << " rows " << rows << " k " << k << " n " << n << " group " << cs.group
+            << " at " << i;
+      }
+    });
   }
-  std::vector<DynamicQuantParams> params(rows);
-  for (size_t r = 0; r < rows; ++r) params[r] = {.zero_point = static_cast<int32_t>(r) * 11 - 30, .scale = 0.02f};
-  const QD8Weights w(weights.data(), n, k, scales.data(), bias.data());
-  std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> want(rows * n);
-  testing::at_each_cpu_level([&](CpuLevel level) {
-    std::vector<float> out(rows * n);
-    fully_connected_qd8_f32(q.data(), params.data(), rows, w, -inf, inf, out.data(), scratch.data());
-    if (level == CpuLevel::portable) {
-      want = out;
-      // Row 0, unit 0: -128 * -127 on every k, less the zero point's term.
-      const double ref = (double(k) * 128 * 127 - double(params[0].zero_point) * -127.0 * double(k)) *
-                         params[0].scale * scales[0] + bias[0];
-      EXPECT_NEAR(out[0], ref, 1e-5 * std::fabs(ref));
-    }
-    for (size_t i = 0; i < out.size(); ++i) {
-      ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i])) << cpu_level_name(level) << " " << i;
-    }
-  });
 }
 
 TEST(XnnpackKernels, Requantize) {

@@ -14,6 +14,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__GNUC__)
+#include <arm_neon.h>
 #endif
 
 namespace etnp::xnn {
@@ -691,6 +693,18 @@ namespace vnni {
 }  // namespace vnni
 #undef ETNP_QD8_VNNI
 ETNP_TARGET_END
+#elif defined(__aarch64__) && defined(__GNUC__)
+namespace neon {
+#include "backends/xnnpack/qd8_tile_neon.inc"
+}  // namespace neon
+
+ETNP_TARGET_BEGIN("arch=armv8.2-a+dotprod")
+#define ETNP_QD8_DOTPROD
+namespace dotprod {
+#include "backends/xnnpack/qd8_tile_neon.inc"
+}  // namespace dotprod
+#undef ETNP_QD8_DOTPROD
+ETNP_TARGET_END
 #endif
 
 template <int MR, int NB>
@@ -701,6 +715,16 @@ void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* cons
       return vnni::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
     case CpuLevel::avx2_fma:
       return avx2::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
+    case CpuLevel::portable:
+      break;
+  }
+#elif defined(__aarch64__) && defined(__GNUC__)
+  switch (cpu_level()) {
+    case CpuLevel::neon_i8mm:  // (sdot: the pairs' layout gives smmla nothing to gain)
+    case CpuLevel::neon_dotprod:
+      return dotprod::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
+    case CpuLevel::neon:
+      return neon::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
     case CpuLevel::portable:
       break;
   }
