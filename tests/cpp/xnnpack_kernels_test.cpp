@@ -453,6 +453,51 @@ TEST(XnnpackKernels, QuantizeDynamicRowsVectorAndTail) {
   }
 }
 
+TEST(XnnpackKernels, QuantizeDynamicRowsGivesThePortableResultAtEveryCpuLevel) {
+  // Every width from 1 to 41 (the 4- and 8-wide vector blocks and every tail), and rows that the vector
+  // loops must hand to the scalar one or range like it: a NaN inside a vector block (passed over in the range,
+  // quantized to the zero point), an infinity, all zeros, negative zeros, all negative, all positive.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (size_t cols = 1; cols <= 41; ++cols) {
+    const size_t rows = 7;
+    std::vector<float> x(rows * cols);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f + 0.1f) * 4.0f;
+    for (size_t c = 0; c < cols; ++c) {
+      x[2 * cols + c] = 0.0f;
+      x[3 * cols + c] = c % 2 ? -0.0f : -1.5f * static_cast<float>(c);
+      x[4 * cols + c] = -std::fabs(x[c]) - 0.25f;
+      x[5 * cols + c] = std::fabs(x[c]) + 2.0f;
+    }
+    x[0 * cols + cols / 2] = 9.5f;  // a tie after scaling, at times
+    if (cols > 2) x[1 * cols + 1] = nan;
+    if (cols > 12) {  // a NaN in a later block, in the lane that holds the row's minimum so far
+      x[1 * cols + 2] = -7.0f;
+      x[1 * cols + 10] = nan;
+    }
+    if (cols > 3) x[6 * cols + cols - 2] = -inf;
+    std::vector<int8_t> want(x.size());
+    std::vector<DynamicQuantParams> want_params(rows);
+    testing::at_each_cpu_level([&](CpuLevel level) {
+      std::vector<int8_t> q(x.size(), 99);
+      std::vector<DynamicQuantParams> params(rows);
+      quantize_dynamic_rows(x.data(), rows, cols, q.data(), params.data());
+      if (level == CpuLevel::portable) {
+        want = q;
+        want_params = params;
+      }
+      for (size_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(params[r].scale), std::bit_cast<uint32_t>(want_params[r].scale))
+            << cpu_level_name(level) << " cols " << cols << " row " << r;
+        ASSERT_EQ(params[r].zero_point, want_params[r].zero_point) << cpu_level_name(level) << " cols " << cols;
+        for (size_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(int(q[r * cols + c]), int(want[r * cols + c]))
+              << cpu_level_name(level) << " cols " << cols << " at " << r << "," << c;
+        }
+      }
+    });
+  }
+}
+
 // The int8 depthwise convolution against the XNNPACK per-channel int8 operator it replaces: byte for byte, over
 // strides, paddings, kernel sizes, zero points, output ranges and widths that leave every pixel-block remainder.
 TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {

@@ -579,8 +579,10 @@ __attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in,
     for (; c + 8 <= cols; c += 8) {
       const __m256 v = _mm256_loadu_ps(x + c);
       nan_seen = _mm256_or_si256(nan_seen, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-      vlo = _mm256_min_ps(vlo, v);
-      vhi = _mm256_max_ps(vhi, v);
+      // (v first: where either is NaN, vminps/vmaxps return the second operand, so a NaN is passed over as
+      // the portable loop's std::min/std::max pass over it, and never replaces the lane's range so far.)
+      vlo = _mm256_min_ps(v, vlo);
+      vhi = _mm256_max_ps(v, vhi);
     }
     alignas(32) float lo8[8], hi8[8];
     _mm256_store_ps(lo8, vlo);
@@ -618,6 +620,52 @@ __attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in,
     if (c < cols) quantize_row(x + c, cols - c, q + c, params[r]);
   }
 }
+#elif defined(__aarch64__) && defined(__GNUC__)
+// quantize_dynamic_rows on 4 floats at a time: the range with fminnm/fmaxnm, which pass over NaNs as the
+// portable loop's std::min/std::max do (so the parameters are the portable ones); rows with a NaN or an
+// infinity go through quantize_row. Bounds are integers, so clamping before rounding (fcvtns: to nearest,
+// ties to even, as nearbyint) equals rounding then clamping.
+void quantize_dynamic_rows_neon(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * cols;
+    float32x4_t vlo = vdupq_n_f32(0.0f), vhi = vdupq_n_f32(0.0f);
+    uint32x4_t nan_seen = vdupq_n_u32(0);
+    size_t c = 0;
+    for (; c + 4 <= cols; c += 4) {
+      const float32x4_t v = vld1q_f32(x + c);
+      nan_seen = vorrq_u32(nan_seen, vmvnq_u32(vceqq_f32(v, v)));
+      vlo = vminnmq_f32(vlo, v);
+      vhi = vmaxnmq_f32(vhi, v);
+    }
+    float lo = std::min(0.0f, vminnmvq_f32(vlo)), hi = std::max(0.0f, vmaxnmvq_f32(vhi));
+    bool nan = vmaxvq_u32(nan_seen) != 0;
+    for (size_t t = c; t < cols; ++t) {
+      nan = nan || std::isnan(x[t]);
+      lo = std::min(lo, x[t]);
+      hi = std::max(hi, x[t]);
+    }
+    params[r] = row_params(lo, hi);
+    int8_t* q = out + r * cols;
+    if (nan || !std::isfinite(lo) || !std::isfinite(hi)) {
+      quantize_row(x, cols, q, params[r]);
+      continue;
+    }
+    const float32x4_t inv = vdupq_n_f32(1.0f / params[r].scale);
+    const float32x4_t qlo = vdupq_n_f32(-128.0f - static_cast<float>(params[r].zero_point));
+    const float32x4_t qhi = vdupq_n_f32(127.0f - static_cast<float>(params[r].zero_point));
+    const int32x4_t zp = vdupq_n_s32(params[r].zero_point);
+    auto code = [&](const float* p) {
+      const float32x4_t v = vminq_f32(vmaxq_f32(vmulq_f32(vld1q_f32(p), inv), qlo), qhi);
+      return vaddq_s32(vcvtnq_s32_f32(v), zp);
+    };
+    c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const int16x8_t i16 = vcombine_s16(vqmovn_s32(code(x + c)), vqmovn_s32(code(x + c + 4)));
+      vst1_s8(q + c, vqmovn_s16(i16));
+    }
+    if (c < cols) quantize_row(x + c, cols - c, q + c, params[r]);
+  }
+}
 #endif
 
 }  // namespace
@@ -626,6 +674,11 @@ void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* ou
 #if defined(__x86_64__) && defined(__GNUC__)
   if (has_avx2_fma()) {
     quantize_dynamic_rows_avx2(in, rows, cols, out, params);
+    return;
+  }
+#elif defined(__aarch64__) && defined(__GNUC__)
+  if (has_neon()) {
+    quantize_dynamic_rows_neon(in, rows, cols, out, params);
     return;
   }
 #endif
