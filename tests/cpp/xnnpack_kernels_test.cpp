@@ -499,67 +499,88 @@ TEST(XnnpackKernels, QuantizeDynamicRowsGivesThePortableResultAtEveryCpuLevel) {
 }
 
 // The int8 depthwise convolution against the XNNPACK per-channel int8 operator it replaces: byte for byte, over
-// strides, paddings, kernel sizes, zero points, output ranges and widths that leave every pixel-block remainder.
+// strides, paddings, kernel sizes (odd and even tap counts), zero points, output ranges, extreme codes and
+// widths that leave every pixel-block remainder; at each vector level (AVX2 and AVX-512 run the AVX2 kernel,
+// every aarch64 level the NEON one; the portable level has none, and supported() says so).
 TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
-  if (!DepthwiseConvQS8::supported(8, 3)) GTEST_SKIP() << "needs AVX2";
   ASSERT_EQ(ops::initialize(), xnn_status_success);
-  struct Case {
-    size_t c, k, s, p, h, w;
-    int8_t in_zp, out_zp, lo, hi;
-  };
-  const Case cases[] = {{8, 3, 1, 1, 5, 9, 3, -7, -128, 127},    {16, 3, 2, 1, 9, 17, -128, 0, -128, 127},
-                        {32, 3, 1, 1, 7, 7, 12, 5, -20, 90},     {24, 5, 2, 2, 8, 13, -3, 127, -128, 127},
-                        {48, 3, 2, 0, 6, 30, 0, -100, -128, 50}, {8, 1, 1, 0, 3, 4, 7, 7, -128, 127},
-                        {64, 3, 1, 1, 4, 23, 100, -5, 0, 6}};
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
-  std::uniform_real_distribution<float> unit(0.5f, 1.5f);
-  for (const Case& cs : cases) {
-    const size_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
-    std::vector<int8_t> filter(cs.k * cs.k * cs.c), in(2 * cs.h * cs.w * cs.c);
-    for (auto& v : filter) v = static_cast<int8_t>(byte(rng));
-    for (auto& v : in) v = static_cast<int8_t>(byte(rng));
-    std::vector<int32_t> bias(cs.c);
-    for (auto& v : bias) v = big(rng);
-    const float in_scale = 0.02f, out_scale = 0.05f * unit(rng);
-    std::vector<float> kernel_scales(cs.c), scales(cs.c);
-    for (size_t ch = 0; ch < cs.c; ++ch) {
-      kernel_scales[ch] = 0.004f * unit(rng);
-      scales[ch] = in_scale * kernel_scales[ch] / out_scale;
+  bool ran = false;
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    if (level == CpuLevel::portable) {
+      EXPECT_FALSE(DepthwiseConvQS8::supported(8, 3));
+      return;
     }
-    DepthwiseConvQS8::Params p;
-    p.channels = cs.c;
-    p.kernel_h = p.kernel_w = cs.k;
-    p.stride_h = p.stride_w = cs.s;
-    p.pad_top = p.pad_left = cs.p;
-    p.in_zero_point = cs.in_zp;
-    p.out_zero_point = cs.out_zp;
-    p.out_min = cs.lo;
-    p.out_max = cs.hi;
-    const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
-    std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
-    own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
+    ASSERT_TRUE(DepthwiseConvQS8::supported(8, 3)) << cpu_level_name(level);
+    ran = true;
+    struct Case {
+      size_t c, k, s, p, h, w;
+      int8_t in_zp, out_zp, lo, hi;
+    };
+    const Case cases[] = {{8, 3, 1, 1, 5, 9, 3, -7, -128, 127},    {16, 3, 2, 1, 9, 17, -128, 0, -128, 127},
+                          {32, 3, 1, 1, 7, 7, 12, 5, -20, 90},     {24, 5, 2, 2, 8, 13, -3, 127, -128, 127},
+                          {48, 3, 2, 0, 6, 30, 0, -100, -128, 50}, {8, 1, 1, 0, 3, 4, 7, 7, -128, 127},
+                          {64, 3, 1, 1, 4, 23, 100, -5, 0, 6},     {16, 2, 1, 0, 5, 12, -1, 2, -128, 127},
+                          {40, 5, 1, 2, 6, 11, 127, -128, -128, 127}, {8, 3, 3, 1, 7, 31, -128, 3, -100, 100},
+                          {24, 1, 2, 0, 4, 15, -128, 0, -128, 127}};
+    std::mt19937 rng(7);
+    size_t case_index = 0;
+    std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
+    std::uniform_real_distribution<float> unit(0.5f, 1.5f);
+    for (const Case& cs : cases) {
+      const size_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
+      std::vector<int8_t> filter(cs.k * cs.k * cs.c), in(2 * cs.h * cs.w * cs.c);
+      for (auto& v : filter) v = static_cast<int8_t>(byte(rng));
+      for (auto& v : in) v = static_cast<int8_t>(byte(rng));
+      if (case_index++ % 3 == 2) {
+        // Extreme codes: -128 x -127 on every other tap. (Not -128 weights: XNNPACK's operator, the reference, gives
+        // other values for them under emulated aarch64, whose int8 kernels sum two products in int16 lanes.)
+        std::fill(filter.begin(), filter.end(), int8_t{-127});
+        for (size_t i = 0; i < in.size(); i += 2) in[i] = -128;
+      }
+      std::vector<int32_t> bias(cs.c);
+      for (auto& v : bias) v = big(rng);
+      const float in_scale = 0.02f, out_scale = 0.05f * unit(rng);
+      std::vector<float> kernel_scales(cs.c), scales(cs.c);
+      for (size_t ch = 0; ch < cs.c; ++ch) {
+        kernel_scales[ch] = 0.004f * unit(rng);
+        scales[ch] = in_scale * kernel_scales[ch] / out_scale;
+      }
+      DepthwiseConvQS8::Params p;
+      p.channels = cs.c;
+      p.kernel_h = p.kernel_w = cs.k;
+      p.stride_h = p.stride_w = cs.s;
+      p.pad_top = p.pad_left = cs.p;
+      p.in_zero_point = cs.in_zp;
+      p.out_zero_point = cs.out_zp;
+      p.out_min = cs.lo;
+      p.out_max = cs.hi;
+      const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
+      std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
+      own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
 
-    ops::ConvParams cp;
-    cp.pad_top = cp.pad_right = cp.pad_bottom = cp.pad_left = static_cast<uint32_t>(cs.p);
-    cp.kernel_h = cp.kernel_w = static_cast<uint32_t>(cs.k);
-    cp.stride_h = cp.stride_w = static_cast<uint32_t>(cs.s);
-    cp.groups = static_cast<uint32_t>(cs.c);
-    cp.group_input_channels = cp.group_output_channels = 1;
-    cp.depthwise = true;
-    ops::Operator op;
-    ASSERT_EQ(ops::create_convolution_qc8(cp, {in_scale, cs.in_zp}, kernel_scales.data(), filter.data(),
-                                               bias.data(), {out_scale, cs.out_zp}, cs.lo, cs.hi, op),
-              xnn_status_success);
-    std::vector<int8_t> padded_in(in.size() + ops::kExtraBytes);  // XNNPACK may read past the input
-    std::copy(in.begin(), in.end(), padded_in.begin());
-    ASSERT_EQ(ops::setup_convolution(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
-              xnn_status_success);
-    ASSERT_EQ(op.run(nullptr), xnn_status_success);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(int(got[i]), int(want[i])) << cs.c << " channels, k " << cs.k << ", stride " << cs.s << " at " << i;
+      ops::ConvParams cp;
+      cp.pad_top = cp.pad_right = cp.pad_bottom = cp.pad_left = static_cast<uint32_t>(cs.p);
+      cp.kernel_h = cp.kernel_w = static_cast<uint32_t>(cs.k);
+      cp.stride_h = cp.stride_w = static_cast<uint32_t>(cs.s);
+      cp.groups = static_cast<uint32_t>(cs.c);
+      cp.group_input_channels = cp.group_output_channels = 1;
+      cp.depthwise = true;
+      ops::Operator op;
+      ASSERT_EQ(ops::create_convolution_qc8(cp, {in_scale, cs.in_zp}, kernel_scales.data(), filter.data(),
+                                                 bias.data(), {out_scale, cs.out_zp}, cs.lo, cs.hi, op),
+                xnn_status_success);
+      std::vector<int8_t> padded_in(in.size() + ops::kExtraBytes);  // XNNPACK may read past the input
+      std::copy(in.begin(), in.end(), padded_in.begin());
+      ASSERT_EQ(ops::setup_convolution(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
+                xnn_status_success);
+      ASSERT_EQ(op.run(nullptr), xnn_status_success);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(int(got[i]), int(want[i])) << cpu_level_name(level) << ": " << cs.c << " channels, k " << cs.k
+                                             << ", stride " << cs.s << " at " << i;
+      }
     }
-  }
+  });
+  EXPECT_TRUE(ran || cpu_level() == CpuLevel::portable);
 }
 
 TEST(XnnpackKernels, FullyConnectedQd8) {

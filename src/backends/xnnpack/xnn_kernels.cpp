@@ -937,6 +937,79 @@ __attribute__((target("avx2"))) void depthwise_qs8_row_avx2(const int8_t* const*
   depthwise_qs8_blocks<2>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
   depthwise_qs8_blocks<1>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
 }
+#elif defined(__aarch64__) && defined(__GNUC__)
+struct RequantQS8 {
+  float32x4_t lo, hi;  // output range less the zero point, as floats
+  int32x4_t zp;
+};
+
+// Output pixels [x, x + P) of 8 channels from `ch`: acc = bias + sum over taps of the products, the two taps of
+// a pair (their weights side by side per channel, deinterleaved by ld2) widened to int16 and multiplied with
+// smlal/smlal2 into the int32 sums of channels 0..3 and 4..7. Then the AVX2 epilogue, instruction for
+// instruction: float, times the scale, clamped, fcvtns (nearest, ties to even), plus the zero point, narrowed.
+template <int P>
+__attribute__((always_inline)) inline void depthwise_qs8_block(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                               size_t step, size_t in_off, const int16_t* weights,
+                                                               const int32_t* bias, const float* scales,
+                                                               const RequantQS8& q, int8_t* out) {
+  int32x4_t lo[P], hi[P];
+  const int32x4_t b0 = vld1q_s32(bias), b1 = vld1q_s32(bias + 4);
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) {
+    lo[p] = b0;
+    hi[p] = b1;
+  }
+  for (size_t t = 0; t < tap_pairs; ++t) {
+    const int16x8x2_t w = vld2q_s16(weights + t * c * 2);  // val[0]: tap 2t of the 8 channels, val[1]: 2t + 1
+    const int8_t* a = taps[2 * t] + in_off;
+    const int8_t* z = taps[2 * t + 1] + in_off;
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const int16x8_t x0 = vmovl_s8(vld1_s8(a + p * step)), x1 = vmovl_s8(vld1_s8(z + p * step));
+      lo[p] = vmlal_s16(lo[p], vget_low_s16(x0), vget_low_s16(w.val[0]));
+      hi[p] = vmlal_high_s16(hi[p], x0, w.val[0]);
+      lo[p] = vmlal_s16(lo[p], vget_low_s16(x1), vget_low_s16(w.val[1]));
+      hi[p] = vmlal_high_s16(hi[p], x1, w.val[1]);
+    }
+  }
+  const float32x4_t s0 = vld1q_f32(scales), s1 = vld1q_f32(scales + 4);
+  auto requant = [&](int32x4_t acc, float32x4_t scale) {
+    float32x4_t v = vmulq_f32(vcvtq_f32_s32(acc), scale);
+    v = vminq_f32(vmaxq_f32(v, q.lo), q.hi);
+    return vqmovn_s32(vaddq_s32(vcvtnq_s32_f32(v), q.zp));
+  };
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) vst1_s8(out + p * c, vqmovn_s16(vcombine_s16(requant(lo[p], s0), requant(hi[p], s1))));
+}
+
+template <int P>
+__attribute__((always_inline)) inline void depthwise_qs8_blocks(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                                size_t stride, const int16_t* weights,
+                                                                const int32_t* bias, const float* scales,
+                                                                const RequantQS8& q, size_t out_w, int8_t* out,
+                                                                size_t& x) {
+  const size_t step = stride * c;
+  for (; x + P <= out_w; x += P) {
+    for (size_t ch = 0; ch < c; ch += 8) {
+      depthwise_qs8_block<P>(taps, tap_pairs, c, step, x * step + ch, weights + ch * 2, bias + ch, scales + ch, q,
+                             out + x * c + ch);
+    }
+  }
+}
+
+// Blocks of 8 pixels: 16 int32 sums, the two taps' 2 widened vectors per pixel and the weights fit the 32
+// registers.
+void depthwise_qs8_row_neon(const int8_t* const* taps, size_t tap_pairs, size_t c, size_t stride,
+                            const int16_t* weights, const int32_t* bias, const float* scales, int8_t zp, int8_t lo,
+                            int8_t hi, size_t out_w, int8_t* out) {
+  const RequantQS8 q{vdupq_n_f32(static_cast<float>(lo - zp)), vdupq_n_f32(static_cast<float>(hi - zp)),
+                     vdupq_n_s32(zp)};
+  size_t x = 0;
+  depthwise_qs8_blocks<8>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<4>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<2>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<1>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+}
 #endif
 
 }  // namespace
@@ -963,6 +1036,8 @@ DepthwiseConvQS8::DepthwiseConvQS8(const int8_t* filter, const int32_t* bias, co
 bool DepthwiseConvQS8::supported(size_t channels, size_t kernel_h) {
 #if defined(__x86_64__) && defined(__GNUC__)
   return has_avx2_fma() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
+#elif defined(__aarch64__) && defined(__GNUC__)
+  return has_neon() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
 #else
   (void)channels;
   (void)kernel_h;
@@ -972,7 +1047,7 @@ bool DepthwiseConvQS8::supported(size_t channels, size_t kernel_h) {
 
 void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
                                 int8_t* out, int8_t* rows) const {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__GNUC__)
   const size_t c = p_.channels, kh = p_.kernel_h, kw = p_.kernel_w;
   const size_t span = (out_w - 1) * p_.stride_w + kw;  // padded columns the taps reach
   const size_t padded = span * c + 8;
@@ -997,8 +1072,13 @@ void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out
       for (size_t kx = 0; kx < kw; ++kx) taps[ky * kw + kx] = buf + kx * c;
     }
     taps[kh * kw] = filler;
+#if defined(__x86_64__)
     depthwise_qs8_row_avx2(taps, tap_pairs_, c, p_.stride_w, weights_.data(), bias_.data(), scales_.data(),
                            p_.out_zero_point, p_.out_min, p_.out_max, out_w, out + y * out_w * c);
+#else
+    depthwise_qs8_row_neon(taps, tap_pairs_, c, p_.stride_w, weights_.data(), bias_.data(), scales_.data(),
+                           p_.out_zero_point, p_.out_min, p_.out_max, out_w, out + y * out_w * c);
+#endif
   }
 #else
   (void)in, (void)h, (void)w, (void)out_w, (void)y0, (void)y1, (void)out, (void)rows;
