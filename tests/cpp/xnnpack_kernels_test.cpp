@@ -74,53 +74,61 @@ TEST(XnnpackKernels, TransposeBytesAndLargeTiles) {
 }
 
 TEST(XnnpackKernels, TransposeFloatMatricesAllSizes) {
-  // Sizes around the 8x8 SIMD blocks and the 32x32 tiles, batched (rank 3, swapping the last two dims).
-  for (size_t rows : {1, 7, 8, 9, 16, 33, 64}) {
-    for (size_t cols : {1, 3, 8, 13, 40, 128}) {
-      const size_t batch = 2;
-      std::vector<float> in(batch * rows * cols), out(in.size(), -1.0f);
-      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
-      const size_t perm[] = {0, 2, 1};
-      transpose(in.data(), out.data(), shape({batch, rows, cols}), perm, sizeof(float));
-      for (size_t b = 0; b < batch; ++b) {
-        for (size_t r = 0; r < rows; ++r) {
-          for (size_t c = 0; c < cols; ++c) {
-            ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]) << rows << "x" << cols;
+  // Sizes around the 8x8 SIMD blocks and the 32x32 tiles, batched (rank 3, swapping the last two dims), at each
+  // level (AVX2's 8x8 block, NEON's four 4x4 ones, the scalar loop).
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    SCOPED_TRACE(cpu_level_name(level));
+    for (size_t rows : {1, 7, 8, 9, 16, 33, 64}) {
+      for (size_t cols : {1, 3, 8, 13, 40, 128}) {
+        const size_t batch = 2;
+        std::vector<float> in(batch * rows * cols), out(in.size(), -1.0f);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+        const size_t perm[] = {0, 2, 1};
+        transpose(in.data(), out.data(), shape({batch, rows, cols}), perm, sizeof(float));
+        for (size_t b = 0; b < batch; ++b) {
+          for (size_t r = 0; r < rows; ++r) {
+            for (size_t c = 0; c < cols; ++c) {
+              ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]) << rows << "x" << cols;
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 TEST(XnnpackKernels, TransposeThreePlanesToPixels) {
   // RGB images NCHW -> NHWC, the layout change before a CNN's first convolution: the eight-pixel interleave,
-  // pixel counts that leave a tail, and a plane large enough to split across the pool.
-  for (const auto& [h, w] : {std::pair<size_t, size_t>{1, 1}, {2, 4}, {5, 7}, {224, 224}, {300, 301}}) {
-    const size_t batch = 2, pixels = h * w;
-    std::vector<float> in(batch * 3 * pixels), out(in.size(), -1.0f);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
-    const size_t perm[] = {0, 2, 3, 1};
-    transpose(in.data(), out.data(), shape({batch, 3, h, w}), perm, sizeof(float));
-    for (size_t b = 0; b < batch; ++b) {
-      for (size_t p = 0; p < pixels; ++p) {
-        for (size_t c = 0; c < 3; ++c) {
-          ASSERT_EQ(out[(b * pixels + p) * 3 + c], in[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+  // pixel counts that leave a tail, and a plane large enough to split across the pool; at each level (AVX2's
+  // permutes and blends, NEON's st3, the scalar loop).
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    SCOPED_TRACE(cpu_level_name(level));
+    for (const auto& [h, w] : {std::pair<size_t, size_t>{1, 1}, {2, 4}, {5, 7}, {224, 224}, {300, 301}}) {
+      const size_t batch = 2, pixels = h * w;
+      std::vector<float> in(batch * 3 * pixels), out(in.size(), -1.0f);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+      const size_t perm[] = {0, 2, 3, 1};
+      transpose(in.data(), out.data(), shape({batch, 3, h, w}), perm, sizeof(float));
+      for (size_t b = 0; b < batch; ++b) {
+        for (size_t p = 0; p < pixels; ++p) {
+          for (size_t c = 0; c < 3; ++c) {
+            ASSERT_EQ(out[(b * pixels + p) * 3 + c], in[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+          }
+        }
+      }
+      // The same for a quantized (int8) image.
+      std::vector<int8_t> in8(in.size()), out8(in.size(), 0);
+      for (size_t i = 0; i < in8.size(); ++i) in8[i] = static_cast<int8_t>(i * 7);
+      transpose(in8.data(), out8.data(), shape({batch, 3, h, w}), perm, 1);
+      for (size_t b = 0; b < batch; ++b) {
+        for (size_t p = 0; p < pixels; ++p) {
+          for (size_t c = 0; c < 3; ++c) {
+            ASSERT_EQ(out8[(b * pixels + p) * 3 + c], in8[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+          }
         }
       }
     }
-    // The same for a quantized (int8) image.
-    std::vector<int8_t> in8(in.size()), out8(in.size(), 0);
-    for (size_t i = 0; i < in8.size(); ++i) in8[i] = static_cast<int8_t>(i * 7);
-    transpose(in8.data(), out8.data(), shape({batch, 3, h, w}), perm, 1);
-    for (size_t b = 0; b < batch; ++b) {
-      for (size_t p = 0; p < pixels; ++p) {
-        for (size_t c = 0; c < 3; ++c) {
-          ASSERT_EQ(out8[(b * pixels + p) * 3 + c], in8[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
-        }
-      }
-    }
-  }
+  });
 }
 
 TEST(XnnpackKernels, TransposeOnlySizeOneDimsIsCopy) {

@@ -100,6 +100,61 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const uint32_t* src, siz
   }
   return r;
 }
+#elif defined(__aarch64__) && defined(__GNUC__)
+// dst[r][c] = src[c * src_stride + r] for a 4x4 block of 4-byte elements: trn1/trn2 on 32-bit lanes pair the
+// rows, then on 64-bit lanes the pairs.
+inline void transpose_4x4_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  const uint32x4_t r0 = vld1q_u32(src), r1 = vld1q_u32(src + src_stride);
+  const uint32x4_t r2 = vld1q_u32(src + 2 * src_stride), r3 = vld1q_u32(src + 3 * src_stride);
+  const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(r0, r1)), t1 = vreinterpretq_u64_u32(vtrn2q_u32(r0, r1));
+  const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(r2, r3)), t3 = vreinterpretq_u64_u32(vtrn2q_u32(r2, r3));
+  vst1q_u32(dst, vreinterpretq_u32_u64(vtrn1q_u64(t0, t2)));
+  vst1q_u32(dst + dst_stride, vreinterpretq_u32_u64(vtrn1q_u64(t1, t3)));
+  vst1q_u32(dst + 2 * dst_stride, vreinterpretq_u32_u64(vtrn2q_u64(t0, t2)));
+  vst1q_u32(dst + 3 * dst_stride, vreinterpretq_u32_u64(vtrn2q_u64(t1, t3)));
+}
+
+// The 8x8 block of transpose_8x8_avx2, as four 4x4 ones.
+void transpose_8x8_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  for (size_t i = 0; i < 8; i += 4) {
+    for (size_t j = 0; j < 8; j += 4) {
+      transpose_4x4_neon(src + j * src_stride + i, src_stride, dst + i * dst_stride + j, dst_stride);
+    }
+  }
+}
+
+// interleave3_avx2 with st3, which stores three vectors interleaved: 8 pixels per step.
+size_t interleave3_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+  size_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    for (size_t h = 0; h < 8; h += 4) {
+      const uint32x4x3_t v{{vld1q_u32(src + r + h), vld1q_u32(src + src_stride + r + h),
+                            vld1q_u32(src + 2 * src_stride + r + h)}};
+      vst3q_u32(dst + 3 * (r + h), v);
+    }
+  }
+  return r;
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ETNP_XNN_TRANSPOSE_SIMD 1
+inline bool transpose_simd() { return has_avx2_fma(); }
+inline void transpose_8x8(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  transpose_8x8_avx2(src, src_stride, dst, dst_stride);
+}
+inline size_t interleave3(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+  return interleave3_avx2(src, src_stride, dst, rows);
+}
+#elif defined(__aarch64__) && defined(__GNUC__)
+#define ETNP_XNN_TRANSPOSE_SIMD 1
+inline bool transpose_simd() { return has_neon(); }
+inline void transpose_8x8(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  transpose_8x8_neon(src, src_stride, dst, dst_stride);
+}
+inline size_t interleave3(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+  return interleave3_neon(src, src_stride, dst, rows);
+}
 #endif
 
 // dst[r][c] = src[r * row_stride + c * col_stride] over [rows, cols], in cache-sized tiles.
@@ -109,10 +164,9 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
   if (cols == 3 && row_stride == 1) {
     // Three planes interleaved (an RGB image from NCHW to NHWC, as floats or already quantized bytes).
     size_t done = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (sizeof(T) == 4 && has_avx2_fma()) {
-      done = interleave3_avx2(reinterpret_cast<const uint32_t*>(src), col_stride, reinterpret_cast<uint32_t*>(dst),
-                              rows);
+#if defined(ETNP_XNN_TRANSPOSE_SIMD)
+    if (sizeof(T) == 4 && transpose_simd()) {
+      done = interleave3(reinterpret_cast<const uint32_t*>(src), col_stride, reinterpret_cast<uint32_t*>(dst), rows);
     }
 #endif
     const T* p0 = src;
@@ -125,23 +179,23 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
     }
     return;
   }
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(ETNP_XNN_TRANSPOSE_SIMD)
   // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
-  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && has_avx2_fma();
+  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && transpose_simd();
 #endif
   for (size_t r0 = 0; r0 < rows; r0 += kTile) {
     const size_t r1 = std::min(rows, r0 + kTile);
     for (size_t c0 = 0; c0 < cols; c0 += kTile) {
       const size_t c1 = std::min(cols, c0 + kTile);
       size_t r_done = r0, c_done = c0;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(ETNP_XNN_TRANSPOSE_SIMD)
       if (simd) {
         r_done = r0 + (r1 - r0) / 8 * 8;
         c_done = c0 + (c1 - c0) / 8 * 8;
         for (size_t r = r0; r < r_done; r += 8) {
           for (size_t c = c0; c < c_done; c += 8) {
-            transpose_8x8_avx2(reinterpret_cast<const uint32_t*>(src + c * col_stride + r), col_stride,
-                               reinterpret_cast<uint32_t*>(dst + r * cols + c), cols);
+            transpose_8x8(reinterpret_cast<const uint32_t*>(src + c * col_stride + r), col_stride,
+                          reinterpret_cast<uint32_t*>(dst + r * cols + c), cols);
           }
         }
       }
