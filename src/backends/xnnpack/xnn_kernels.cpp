@@ -115,7 +115,8 @@ inline void transpose_4x4_neon(const uint32_t* src, size_t src_stride, uint32_t*
 }
 
 // The 8x8 block of transpose_8x8_avx2, as four 4x4 ones.
-void transpose_8x8_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+__attribute__((noinline)) void transpose_8x8_neon(const uint32_t* src, size_t src_stride, uint32_t* dst,
+                                                  size_t dst_stride) {
   for (size_t i = 0; i < 8; i += 4) {
     for (size_t j = 0; j < 8; j += 4) {
       transpose_4x4_neon(src + j * src_stride + i, src_stride, dst + i * dst_stride + j, dst_stride);
@@ -124,7 +125,7 @@ void transpose_8x8_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, s
 }
 
 // interleave3_avx2 with st3, which stores three vectors interleaved: 8 pixels per step.
-size_t interleave3_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+__attribute__((noinline)) size_t interleave3_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
   size_t r = 0;
   for (; r + 8 <= rows; r += 8) {
     for (size_t h = 0; h < 8; h += 4) {
@@ -679,7 +680,8 @@ __attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in,
 // portable loop's std::min/std::max do (so the parameters are the portable ones); rows with a NaN or an
 // infinity go through quantize_row. Bounds are integers, so clamping before rounding (fcvtns: to nearest,
 // ties to even, as nearbyint) equals rounding then clamping.
-void quantize_dynamic_rows_neon(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params) {
+__attribute__((noinline)) void quantize_dynamic_rows_neon(const float* in, size_t rows, size_t cols, int8_t* out,
+                                                          DynamicQuantParams* params) {
   for (size_t r = 0; r < rows; ++r) {
     const float* x = in + r * cols;
     float32x4_t vlo = vdupq_n_f32(0.0f), vhi = vdupq_n_f32(0.0f);
@@ -1052,10 +1054,11 @@ __attribute__((always_inline)) inline void depthwise_qs8_blocks(const int8_t* co
 }
 
 // Blocks of 8 pixels: 16 int32 sums, the two taps' 2 widened vectors per pixel and the weights fit the 32
-// registers.
-void depthwise_qs8_row_neon(const int8_t* const* taps, size_t tap_pairs, size_t c, size_t stride,
-                            const int16_t* weights, const int32_t* bias, const float* scales, int8_t zp, int8_t lo,
-                            int8_t hi, size_t out_w, int8_t* out) {
+// registers. (noinline, as these NEON twins all are: one symbol each, to read in the disassembly.)
+__attribute__((noinline)) void depthwise_qs8_row_neon(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                      size_t stride, const int16_t* weights, const int32_t* bias,
+                                                      const float* scales, int8_t zp, int8_t lo, int8_t hi,
+                                                      size_t out_w, int8_t* out) {
   const RequantQS8 q{vdupq_n_f32(static_cast<float>(lo - zp)), vdupq_n_f32(static_cast<float>(hi - zp)),
                      vdupq_n_s32(zp)};
   size_t x = 0;
