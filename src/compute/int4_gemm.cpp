@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/cpu_features.h"
@@ -11,6 +12,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__GNUC__)
+#include <arm_neon.h>
 #endif
 
 namespace etnp::compute {
@@ -146,6 +149,30 @@ namespace vnni {
 }  // namespace vnni
 #undef ETNP_INT4_VNNI
 ETNP_TARGET_END
+#elif defined(__aarch64__) && defined(__GNUC__)
+// The aarch64 tiles, one source compiled for each vector level (int4_tiles_neon.inc): Advanced SIMD (the
+// baseline), DotProd (sdot) and I8MM (smmla).
+#define ETNP_INT4_NEON_LEVEL 0
+namespace neon {
+#include "compute/int4_tiles_neon.inc"
+}  // namespace neon
+#undef ETNP_INT4_NEON_LEVEL
+
+ETNP_TARGET_BEGIN("arch=armv8.2-a+dotprod")
+#define ETNP_INT4_NEON_LEVEL 1
+namespace dotprod {
+#include "compute/int4_tiles_neon.inc"
+}  // namespace dotprod
+#undef ETNP_INT4_NEON_LEVEL
+ETNP_TARGET_END
+
+ETNP_TARGET_BEGIN("arch=armv8.6-a+dotprod+i8mm")
+#define ETNP_INT4_NEON_LEVEL 2
+namespace i8mm {
+#include "compute/int4_tiles_neon.inc"
+}  // namespace i8mm
+#undef ETNP_INT4_NEON_LEVEL
+ETNP_TARGET_END
 #endif
 
 using BlocksFn = void (*)(const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t rows,
@@ -163,8 +190,19 @@ std::pair<BlocksFn, CpuLevel> select_blocks(CpuLevel level) {
     case CpuLevel::portable:
       break;
   }
+#elif defined(__aarch64__) && defined(__GNUC__)
+  switch (level) {
+    case CpuLevel::neon_i8mm:
+      return {i8mm::blocks, level};
+    case CpuLevel::neon_dotprod:
+      return {dotprod::blocks, level};
+    case CpuLevel::neon:
+      return {neon::blocks, level};
+    case CpuLevel::portable:
+      break;
+  }
 #else
-  (void)level;  // no tiles but the portable loops off x86
+  (void)level;  // no tiles but the portable loops elsewhere
 #endif
   return {[](const int8_t* x, const RowQuantParams* params, const int32_t* xsums, size_t rows, const Int4Weights& w,
              size_t b0, size_t b1, float lo, float hi, float* out) {

@@ -99,8 +99,8 @@ void gemm_qd8_int4_f32(const int8_t* x, const RowQuantParams* params, size_t row
                        float out_min, float out_max, float* out, int32_t* scratch, ThreadPool* pool);
 inline size_t int4_gemm_scratch_ints(size_t rows, const Int4Weights& w) { return rows * (w.k() / 32); }
 
-/// The level whose implementation runs (cpu_level_name: "avx512_vnni", "avx2_fma" or "portable"), for tests and
-/// benchmarks.
+/// The level whose implementation runs (cpu_level_name: "avx512_vnni", "avx2_fma", "neon_i8mm", "neon_dotprod",
+/// "neon" or "portable"; every level has one), for tests and benchmarks.
 const char* int4_gemm_kernel_name();
 
 }  // namespace etnp::compute

@@ -1,13 +1,16 @@
 // compute::gemm_qd8_int4_f32 against its definition (exact int64 group sums, then the float fold it states),
-// on every tile shape, on each implementation this CPU can run (AVX-512 VNNI, AVX2, the portable one), split
-// across threads or not, against the exact value in doubles, and against the delegate's int8-packed kernel.
+// on every tile shape, on each implementation this CPU can run (x86: AVX-512 VNNI, AVX2; aarch64: I8MM,
+// DotProd, NEON; the portable one), split across threads or not, against the exact value in doubles, and
+// against the delegate's int8-packed kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/xnnpack/xnn_kernels.h"
@@ -161,7 +164,8 @@ TEST(Int4Gemm, MatchesTheDefinitionBitForBitOnEveryImplementation) {
 TEST(Int4Gemm, ExtremeValuesDoNotOverflowThePartialSums) {
   // 32 k of (-8 - 0) * (-128 - zp) per group: the widest int16 lane sum the kernel forms is 8 pairs of
   // 15 * 128 (the stored +8 values) plus the other sign.
-  for (const Case& c : {Case{1, 16, 64, 32}, Case{4, 8, 128, 0}, Case{6, 16, 256, 128}}) {
+  for (const Case& c : {Case{1, 16, 64, 32}, Case{4, 8, 128, 0}, Case{6, 16, 256, 128}, Case{5, 27, 192, 64},
+                        Case{3, 40, 96, 32}, Case{2, 12, 128, 128}}) {
     const Problem p(c, 7, /*extremes=*/true);
     const Int4Weights packed = p.pack();
     at_each_level([&](CpuLevel level) {
@@ -231,6 +235,17 @@ TEST(Int4Gemm, KeepsBfloat16ScalesAsBfloat16) {
   at_each_level([&](CpuLevel level) {
     expect_bits_equal(p.run(bf16, nullptr, -kInf, kInf), p.reference(true, -kInf, kInf), c, cpu_level_name(level));
   });
+}
+
+TEST(Int4Gemm, EveryLevelHasItsOwnImplementation) {
+  // x86: portable, avx2_fma, avx512_vnni; aarch64: portable, neon (smlal), neon_dotprod (sdot), neon_i8mm
+  // (smmla for four rows, sdot for one). The levels this CPU has are the ones the other tests walk.
+  std::string seen;
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    EXPECT_STREQ(int4_gemm_kernel_name(), cpu_level_name(level));
+    seen += std::string(" ") + int4_gemm_kernel_name();
+  });
+  std::printf("[ info ] int4 GEMM implementations run:%s\n", seen.c_str());
 }
 
 TEST(Int4Gemm, SupportsOnlyWholeRunsOf32) {

@@ -74,53 +74,61 @@ TEST(XnnpackKernels, TransposeBytesAndLargeTiles) {
 }
 
 TEST(XnnpackKernels, TransposeFloatMatricesAllSizes) {
-  // Sizes around the 8x8 SIMD blocks and the 32x32 tiles, batched (rank 3, swapping the last two dims).
-  for (size_t rows : {1, 7, 8, 9, 16, 33, 64}) {
-    for (size_t cols : {1, 3, 8, 13, 40, 128}) {
-      const size_t batch = 2;
-      std::vector<float> in(batch * rows * cols), out(in.size(), -1.0f);
-      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
-      const size_t perm[] = {0, 2, 1};
-      transpose(in.data(), out.data(), shape({batch, rows, cols}), perm, sizeof(float));
-      for (size_t b = 0; b < batch; ++b) {
-        for (size_t r = 0; r < rows; ++r) {
-          for (size_t c = 0; c < cols; ++c) {
-            ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]) << rows << "x" << cols;
+  // Sizes around the 8x8 SIMD blocks and the 32x32 tiles, batched (rank 3, swapping the last two dims), at each
+  // level (AVX2's 8x8 block, NEON's four 4x4 ones, the scalar loop).
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    SCOPED_TRACE(cpu_level_name(level));
+    for (size_t rows : {1, 7, 8, 9, 16, 33, 64}) {
+      for (size_t cols : {1, 3, 8, 13, 40, 128}) {
+        const size_t batch = 2;
+        std::vector<float> in(batch * rows * cols), out(in.size(), -1.0f);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+        const size_t perm[] = {0, 2, 1};
+        transpose(in.data(), out.data(), shape({batch, rows, cols}), perm, sizeof(float));
+        for (size_t b = 0; b < batch; ++b) {
+          for (size_t r = 0; r < rows; ++r) {
+            for (size_t c = 0; c < cols; ++c) {
+              ASSERT_EQ(out[(b * cols + c) * rows + r], in[(b * rows + r) * cols + c]) << rows << "x" << cols;
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 TEST(XnnpackKernels, TransposeThreePlanesToPixels) {
   // RGB images NCHW -> NHWC, the layout change before a CNN's first convolution: the eight-pixel interleave,
-  // pixel counts that leave a tail, and a plane large enough to split across the pool.
-  for (const auto& [h, w] : {std::pair<size_t, size_t>{1, 1}, {2, 4}, {5, 7}, {224, 224}, {300, 301}}) {
-    const size_t batch = 2, pixels = h * w;
-    std::vector<float> in(batch * 3 * pixels), out(in.size(), -1.0f);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
-    const size_t perm[] = {0, 2, 3, 1};
-    transpose(in.data(), out.data(), shape({batch, 3, h, w}), perm, sizeof(float));
-    for (size_t b = 0; b < batch; ++b) {
-      for (size_t p = 0; p < pixels; ++p) {
-        for (size_t c = 0; c < 3; ++c) {
-          ASSERT_EQ(out[(b * pixels + p) * 3 + c], in[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+  // pixel counts that leave a tail, and a plane large enough to split across the pool; at each level (AVX2's
+  // permutes and blends, NEON's st3, the scalar loop).
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    SCOPED_TRACE(cpu_level_name(level));
+    for (const auto& [h, w] : {std::pair<size_t, size_t>{1, 1}, {2, 4}, {5, 7}, {224, 224}, {300, 301}}) {
+      const size_t batch = 2, pixels = h * w;
+      std::vector<float> in(batch * 3 * pixels), out(in.size(), -1.0f);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+      const size_t perm[] = {0, 2, 3, 1};
+      transpose(in.data(), out.data(), shape({batch, 3, h, w}), perm, sizeof(float));
+      for (size_t b = 0; b < batch; ++b) {
+        for (size_t p = 0; p < pixels; ++p) {
+          for (size_t c = 0; c < 3; ++c) {
+            ASSERT_EQ(out[(b * pixels + p) * 3 + c], in[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+          }
+        }
+      }
+      // The same for a quantized (int8) image.
+      std::vector<int8_t> in8(in.size()), out8(in.size(), 0);
+      for (size_t i = 0; i < in8.size(); ++i) in8[i] = static_cast<int8_t>(i * 7);
+      transpose(in8.data(), out8.data(), shape({batch, 3, h, w}), perm, 1);
+      for (size_t b = 0; b < batch; ++b) {
+        for (size_t p = 0; p < pixels; ++p) {
+          for (size_t c = 0; c < 3; ++c) {
+            ASSERT_EQ(out8[(b * pixels + p) * 3 + c], in8[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
+          }
         }
       }
     }
-    // The same for a quantized (int8) image.
-    std::vector<int8_t> in8(in.size()), out8(in.size(), 0);
-    for (size_t i = 0; i < in8.size(); ++i) in8[i] = static_cast<int8_t>(i * 7);
-    transpose(in8.data(), out8.data(), shape({batch, 3, h, w}), perm, 1);
-    for (size_t b = 0; b < batch; ++b) {
-      for (size_t p = 0; p < pixels; ++p) {
-        for (size_t c = 0; c < 3; ++c) {
-          ASSERT_EQ(out8[(b * pixels + p) * 3 + c], in8[(b * 3 + c) * pixels + p]) << h << "x" << w << " " << p;
-        }
-      }
-    }
-  }
+  });
 }
 
 TEST(XnnpackKernels, TransposeOnlySizeOneDimsIsCopy) {
@@ -453,68 +461,134 @@ TEST(XnnpackKernels, QuantizeDynamicRowsVectorAndTail) {
   }
 }
 
-// The int8 depthwise convolution against the XNNPACK per-channel int8 operator it replaces: byte for byte, over
-// strides, paddings, kernel sizes, zero points, output ranges and widths that leave every pixel-block remainder.
-TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
-  if (!DepthwiseConvQS8::supported(8, 3)) GTEST_SKIP() << "needs AVX2";
-  ASSERT_EQ(ops::initialize(), xnn_status_success);
-  struct Case {
-    size_t c, k, s, p, h, w;
-    int8_t in_zp, out_zp, lo, hi;
-  };
-  const Case cases[] = {{8, 3, 1, 1, 5, 9, 3, -7, -128, 127},    {16, 3, 2, 1, 9, 17, -128, 0, -128, 127},
-                        {32, 3, 1, 1, 7, 7, 12, 5, -20, 90},     {24, 5, 2, 2, 8, 13, -3, 127, -128, 127},
-                        {48, 3, 2, 0, 6, 30, 0, -100, -128, 50}, {8, 1, 1, 0, 3, 4, 7, 7, -128, 127},
-                        {64, 3, 1, 1, 4, 23, 100, -5, 0, 6}};
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
-  std::uniform_real_distribution<float> unit(0.5f, 1.5f);
-  for (const Case& cs : cases) {
-    const size_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
-    std::vector<int8_t> filter(cs.k * cs.k * cs.c), in(2 * cs.h * cs.w * cs.c);
-    for (auto& v : filter) v = static_cast<int8_t>(byte(rng));
-    for (auto& v : in) v = static_cast<int8_t>(byte(rng));
-    std::vector<int32_t> bias(cs.c);
-    for (auto& v : bias) v = big(rng);
-    const float in_scale = 0.02f, out_scale = 0.05f * unit(rng);
-    std::vector<float> kernel_scales(cs.c), scales(cs.c);
-    for (size_t ch = 0; ch < cs.c; ++ch) {
-      kernel_scales[ch] = 0.004f * unit(rng);
-      scales[ch] = in_scale * kernel_scales[ch] / out_scale;
+TEST(XnnpackKernels, QuantizeDynamicRowsGivesThePortableResultAtEveryCpuLevel) {
+  // Every width from 1 to 41 (the 4- and 8-wide vector blocks and every tail), and rows that the vector
+  // loops must hand to the scalar one or range like it: a NaN inside a vector block (passed over in the range,
+  // quantized to the zero point), an infinity, all zeros, negative zeros, all negative, all positive.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (size_t cols = 1; cols <= 41; ++cols) {
+    const size_t rows = 7;
+    std::vector<float> x(rows * cols);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f + 0.1f) * 4.0f;
+    for (size_t c = 0; c < cols; ++c) {
+      x[2 * cols + c] = 0.0f;
+      x[3 * cols + c] = c % 2 ? -0.0f : -1.5f * static_cast<float>(c);
+      x[4 * cols + c] = -std::fabs(x[c]) - 0.25f;
+      x[5 * cols + c] = std::fabs(x[c]) + 2.0f;
     }
-    DepthwiseConvQS8::Params p;
-    p.channels = cs.c;
-    p.kernel_h = p.kernel_w = cs.k;
-    p.stride_h = p.stride_w = cs.s;
-    p.pad_top = p.pad_left = cs.p;
-    p.in_zero_point = cs.in_zp;
-    p.out_zero_point = cs.out_zp;
-    p.out_min = cs.lo;
-    p.out_max = cs.hi;
-    const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
-    std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
-    own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
-
-    ops::ConvParams cp;
-    cp.pad_top = cp.pad_right = cp.pad_bottom = cp.pad_left = static_cast<uint32_t>(cs.p);
-    cp.kernel_h = cp.kernel_w = static_cast<uint32_t>(cs.k);
-    cp.stride_h = cp.stride_w = static_cast<uint32_t>(cs.s);
-    cp.groups = static_cast<uint32_t>(cs.c);
-    cp.group_input_channels = cp.group_output_channels = 1;
-    cp.depthwise = true;
-    ops::Operator op;
-    ASSERT_EQ(ops::create_convolution_qc8(cp, {in_scale, cs.in_zp}, kernel_scales.data(), filter.data(),
-                                               bias.data(), {out_scale, cs.out_zp}, cs.lo, cs.hi, op),
-              xnn_status_success);
-    std::vector<int8_t> padded_in(in.size() + ops::kExtraBytes);  // XNNPACK may read past the input
-    std::copy(in.begin(), in.end(), padded_in.begin());
-    ASSERT_EQ(ops::setup_convolution(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
-              xnn_status_success);
-    ASSERT_EQ(op.run(nullptr), xnn_status_success);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(int(got[i]), int(want[i])) << cs.c << " channels, k " << cs.k << ", stride " << cs.s << " at " << i;
+    x[0 * cols + cols / 2] = 9.5f;  // a tie after scaling, at times
+    if (cols > 2) x[1 * cols + 1] = nan;
+    if (cols > 12) {  // a NaN in a later block, in the lane that holds the row's minimum so far
+      x[1 * cols + 2] = -7.0f;
+      x[1 * cols + 10] = nan;
     }
+    if (cols > 3) x[6 * cols + cols - 2] = -inf;
+    std::vector<int8_t> want(x.size());
+    std::vector<DynamicQuantParams> want_params(rows);
+    testing::at_each_cpu_level([&](CpuLevel level) {
+      std::vector<int8_t> q(x.size(), 99);
+      std::vector<DynamicQuantParams> params(rows);
+      quantize_dynamic_rows(x.data(), rows, cols, q.data(), params.data());
+      if (level == CpuLevel::portable) {
+        want = q;
+        want_params = params;
+      }
+      for (size_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(params[r].scale), std::bit_cast<uint32_t>(want_params[r].scale))
+            << cpu_level_name(level) << " cols " << cols << " row " << r;
+        ASSERT_EQ(params[r].zero_point, want_params[r].zero_point) << cpu_level_name(level) << " cols " << cols;
+        for (size_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(int(q[r * cols + c]), int(want[r * cols + c]))
+              << cpu_level_name(level) << " cols " << cols << " at " << r << "," << c;
+        }
+      }
+    });
   }
+}
+
+// The int8 depthwise convolution against the XNNPACK per-channel int8 operator it replaces: byte for byte, over
+// strides, paddings, kernel sizes (odd and even tap counts), zero points, output ranges, extreme codes and
+// widths that leave every pixel-block remainder; at each vector level (AVX2 and AVX-512 run the AVX2 kernel,
+// every aarch64 level the NEON one; the portable level has none, and supported() says so).
+TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
+  ASSERT_EQ(ops::initialize(), xnn_status_success);
+  bool ran = false;
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    if (level == CpuLevel::portable) {
+      EXPECT_FALSE(DepthwiseConvQS8::supported(8, 3));
+      return;
+    }
+    ASSERT_TRUE(DepthwiseConvQS8::supported(8, 3)) << cpu_level_name(level);
+    ran = true;
+    struct Case {
+      size_t c, k, s, p, h, w;
+      int8_t in_zp, out_zp, lo, hi;
+    };
+    const Case cases[] = {{8, 3, 1, 1, 5, 9, 3, -7, -128, 127},    {16, 3, 2, 1, 9, 17, -128, 0, -128, 127},
+                          {32, 3, 1, 1, 7, 7, 12, 5, -20, 90},     {24, 5, 2, 2, 8, 13, -3, 127, -128, 127},
+                          {48, 3, 2, 0, 6, 30, 0, -100, -128, 50}, {8, 1, 1, 0, 3, 4, 7, 7, -128, 127},
+                          {64, 3, 1, 1, 4, 23, 100, -5, 0, 6},     {16, 2, 1, 0, 5, 12, -1, 2, -128, 127},
+                          {40, 5, 1, 2, 6, 11, 127, -128, -128, 127}, {8, 3, 3, 1, 7, 31, -128, 3, -100, 100},
+                          {24, 1, 2, 0, 4, 15, -128, 0, -128, 127}};
+    std::mt19937 rng(7);
+    size_t case_index = 0;
+    std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
+    std::uniform_real_distribution<float> unit(0.5f, 1.5f);
+    for (const Case& cs : cases) {
+      const size_t oh = (cs.h + 2 * cs.p - cs.k) / cs.s + 1, ow = (cs.w + 2 * cs.p - cs.k) / cs.s + 1;
+      std::vector<int8_t> filter(cs.k * cs.k * cs.c), in(2 * cs.h * cs.w * cs.c);
+      for (auto& v : filter) v = static_cast<int8_t>(byte(rng));
+      for (auto& v : in) v = static_cast<int8_t>(byte(rng));
+      if (case_index++ % 3 == 2) {
+        // Extreme codes: -128 x -127 on every other tap. (Not -128 weights: XNNPACK's operator, the reference, gives
+        // other values for them under emulated aarch64, whose int8 kernels sum two products in int16 lanes.)
+        std::fill(filter.begin(), filter.end(), int8_t{-127});
+        for (size_t i = 0; i < in.size(); i += 2) in[i] = -128;
+      }
+      std::vector<int32_t> bias(cs.c);
+      for (auto& v : bias) v = big(rng);
+      const float in_scale = 0.02f, out_scale = 0.05f * unit(rng);
+      std::vector<float> kernel_scales(cs.c), scales(cs.c);
+      for (size_t ch = 0; ch < cs.c; ++ch) {
+        kernel_scales[ch] = 0.004f * unit(rng);
+        scales[ch] = in_scale * kernel_scales[ch] / out_scale;
+      }
+      DepthwiseConvQS8::Params p;
+      p.channels = cs.c;
+      p.kernel_h = p.kernel_w = cs.k;
+      p.stride_h = p.stride_w = cs.s;
+      p.pad_top = p.pad_left = cs.p;
+      p.in_zero_point = cs.in_zp;
+      p.out_zero_point = cs.out_zp;
+      p.out_min = cs.lo;
+      p.out_max = cs.hi;
+      const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
+      std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
+      own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
+
+      ops::ConvParams cp;
+      cp.pad_top = cp.pad_right = cp.pad_bottom = cp.pad_left = static_cast<uint32_t>(cs.p);
+      cp.kernel_h = cp.kernel_w = static_cast<uint32_t>(cs.k);
+      cp.stride_h = cp.stride_w = static_cast<uint32_t>(cs.s);
+      cp.groups = static_cast<uint32_t>(cs.c);
+      cp.group_input_channels = cp.group_output_channels = 1;
+      cp.depthwise = true;
+      ops::Operator op;
+      ASSERT_EQ(ops::create_convolution_qc8(cp, {in_scale, cs.in_zp}, kernel_scales.data(), filter.data(),
+                                                 bias.data(), {out_scale, cs.out_zp}, cs.lo, cs.hi, op),
+                xnn_status_success);
+      std::vector<int8_t> padded_in(in.size() + ops::kExtraBytes);  // XNNPACK may read past the input
+      std::copy(in.begin(), in.end(), padded_in.begin());
+      ASSERT_EQ(ops::setup_convolution(op, 2, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
+                xnn_status_success);
+      ASSERT_EQ(op.run(nullptr), xnn_status_success);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(int(got[i]), int(want[i])) << cpu_level_name(level) << ": " << cs.c << " channels, k " << cs.k
+                                             << ", stride " << cs.s << " at " << i;
+      }
+    }
+  });
+  EXPECT_TRUE(ran || cpu_level() == CpuLevel::portable);
 }
 
 TEST(XnnpackKernels, FullyConnectedQd8) {
@@ -563,40 +637,63 @@ TEST(XnnpackKernels, FullyConnectedQd8Blocked) {
 }
 
 TEST(XnnpackKernels, FullyConnectedQd8GivesTheSameBitsAtEveryCpuLevel) {
-  // The tile sums int16 products exactly into int32 at every level (AVX-512 VNNI's vpdpwssd, AVX2's madd and
-  // add, the scalar loop), so the outputs are bit-identical; extreme codes (-128 x -127 on every k) included.
-  const size_t rows = 7, k = 75, n = 37;
-  std::vector<int8_t> weights(n * k), q(rows * k);
-  std::mt19937 rng(5);
-  for (auto& v : weights) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-  for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-  std::fill(weights.begin(), weights.begin() + k, int8_t{-127});
-  std::fill(q.begin(), q.begin() + k, int8_t{-128});
-  std::vector<float> scales(n), bias(n);
-  for (size_t j = 0; j < n; ++j) {
-    scales[j] = 0.001f * static_cast<float>(j + 1);
-    bias[j] = 0.1f * static_cast<float>(j);
+  // The tile sums int8 products exactly into int32 at every level (AVX-512 VNNI's vpdpwssd, AVX2's madd and
+  // add; aarch64's sdot by four k, NEON's smull and sadalp; the scalar loop), so the outputs are
+  // bit-identical; extreme codes (-128 x -127 on every k, and -128 x -128) included. Odd k (a last half pair),
+  // k pairs that leave every remainder of sdot's four, units not a multiple of the 8-unit block, rows 1..7
+  // (every tile height), per-channel weights and groups of 32, 64 and 128.
+  struct Case {
+    size_t rows, k, n, group;
+  };
+  const Case cases[] = {{7, 75, 37, 0},  {1, 8, 8, 0},     {2, 13, 9, 0},     {3, 30, 17, 0},   {4, 64, 16, 32},
+                        {5, 128, 21, 64}, {6, 256, 40, 128}, {1, 192, 24, 64}, {3, 6, 3, 0},     {5, 97, 47, 0}};
+  uint32_t seed = 5;
+  for (const Case& cs : cases) {
+    const size_t rows = cs.rows, k = cs.k, n = cs.n;
+    std::vector<int8_t> weights(n * k), q(rows * k);
+    std::mt19937 rng(seed++);
+    for (auto& v : weights) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+    for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+    std::fill(weights.begin(), weights.begin() + k, int8_t{-127});
+    std::fill(q.begin(), q.begin() + k, int8_t{-128});
+    if (n > 1) std::fill(weights.begin() + k, weights.begin() + 2 * k, int8_t{-128});  // -128 x -128
+    const size_t groups = cs.group == 0 ? 1 : k / cs.group;
+    std::vector<float> scales(n * groups), bias(n);
+    for (size_t j = 0; j < scales.size(); ++j) scales[j] = 0.001f * static_cast<float>(j % 17 + 1);
+    for (size_t j = 0; j < n; ++j) bias[j] = 0.1f * static_cast<float>(j);
+    std::vector<DynamicQuantParams> params(rows);
+    for (size_t r = 0; r < rows; ++r) params[r] = {.zero_point = static_cast<int32_t>(r) * 11 - 30, .scale = 0.02f};
+    const QD8Weights w(weights.data(), n, k, scales.data(), bias.data(), cs.group);
+    std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> want(rows * n);
+    testing::at_each_cpu_level([&](CpuLevel level) {
+      std::vector<float> out(rows * n);
+      fully_connected_qd8_f32(q.data(), params.data(), rows, w, -inf, inf, out.data(), scratch.data());
+      if (level == CpuLevel::portable) {
+        want = out;
+        // Every unit against the exact sum, in doubles.
+        for (size_t r = 0; r < rows; ++r) {
+          for (size_t j = 0; j < n; ++j) {
+            double ref = bias[j];
+            for (size_t g = 0; g < groups; ++g) {
+              int64_t acc = 0;
+              for (size_t i = g * (k / groups); i < (g + 1) * (k / groups); ++i) {
+                acc += int64_t{q[r * k + i] - params[r].zero_point} * weights[j * k + i];
+              }
+              ref += double(acc) * params[r].scale * scales[j * groups + g];
+            }
+            ASSERT_NEAR(out[r * n + j], ref, 1e-5 * (1.0 + std::fabs(ref))) << r << "," << j;
+          }
+        }
+      }
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i]))
+            << cpu_level_name(level) << " rows " << rows << " k " << k << " n " << n << " group " << cs.group
+            << " at " << i;
+      }
+    });
   }
-  std::vector<DynamicQuantParams> params(rows);
-  for (size_t r = 0; r < rows; ++r) params[r] = {.zero_point = static_cast<int32_t>(r) * 11 - 30, .scale = 0.02f};
-  const QD8Weights w(weights.data(), n, k, scales.data(), bias.data());
-  std::vector<int32_t> scratch(qd8_scratch_ints(rows, w));
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> want(rows * n);
-  testing::at_each_cpu_level([&](CpuLevel level) {
-    std::vector<float> out(rows * n);
-    fully_connected_qd8_f32(q.data(), params.data(), rows, w, -inf, inf, out.data(), scratch.data());
-    if (level == CpuLevel::portable) {
-      want = out;
-      // Row 0, unit 0: -128 * -127 on every k, less the zero point's term.
-      const double ref = (double(k) * 128 * 127 - double(params[0].zero_point) * -127.0 * double(k)) *
-                         params[0].scale * scales[0] + bias[0];
-      EXPECT_NEAR(out[0], ref, 1e-5 * std::fabs(ref));
-    }
-    for (size_t i = 0; i < out.size(); ++i) {
-      ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i])) << cpu_level_name(level) << " " << i;
-    }
-  });
 }
 
 TEST(XnnpackKernels, Requantize) {

@@ -404,9 +404,12 @@ TEST(XnnpackWeightCache, ProgramsShareMobileNetFp32) {
 
 TEST(XnnpackWeightCache, ProgramsShareMobileNetInt8) {
   ETNP_REQUIRE_FIXTURES();
-  // etnp packs the int8 depthwise convolutions with its own kernel (AVX2); elsewhere every int8 convolution
-  // runs in XNNPACK's own operators, which keep their packed weights themselves: nothing of etnp's to share.
-  if (!has_avx2_fma()) GTEST_SKIP() << "no int8 kernel of etnp's own on this CPU (its depthwise qs8 needs AVX2)";
+  // etnp packs the int8 depthwise convolutions with its own kernel (AVX2 or NEON); elsewhere every int8
+  // convolution runs in XNNPACK's own operators, which keep their packed weights themselves: nothing of etnp's
+  // to share.
+  if (!has_avx2_fma() && !has_neon()) {  // (DepthwiseConvQS8::supported's condition)
+    GTEST_SKIP() << "no int8 kernel of etnp's own on this CPU (its depthwise qs8 needs AVX2 or NEON)";
+  }
   expect_programs_share("exported/mobilenet_v2_xnnpack_int8");  // int8 depthwise convolutions
 }
 

@@ -14,6 +14,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__GNUC__)
+#include <arm_neon.h>
 #endif
 
 namespace etnp::xnn {
@@ -98,6 +100,62 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const uint32_t* src, siz
   }
   return r;
 }
+#elif defined(__aarch64__) && defined(__GNUC__)
+// dst[r][c] = src[c * src_stride + r] for a 4x4 block of 4-byte elements: trn1/trn2 on 32-bit lanes pair the
+// rows, then on 64-bit lanes the pairs.
+inline void transpose_4x4_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  const uint32x4_t r0 = vld1q_u32(src), r1 = vld1q_u32(src + src_stride);
+  const uint32x4_t r2 = vld1q_u32(src + 2 * src_stride), r3 = vld1q_u32(src + 3 * src_stride);
+  const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(r0, r1)), t1 = vreinterpretq_u64_u32(vtrn2q_u32(r0, r1));
+  const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(r2, r3)), t3 = vreinterpretq_u64_u32(vtrn2q_u32(r2, r3));
+  vst1q_u32(dst, vreinterpretq_u32_u64(vtrn1q_u64(t0, t2)));
+  vst1q_u32(dst + dst_stride, vreinterpretq_u32_u64(vtrn1q_u64(t1, t3)));
+  vst1q_u32(dst + 2 * dst_stride, vreinterpretq_u32_u64(vtrn2q_u64(t0, t2)));
+  vst1q_u32(dst + 3 * dst_stride, vreinterpretq_u32_u64(vtrn2q_u64(t1, t3)));
+}
+
+// The 8x8 block of transpose_8x8_avx2, as four 4x4 ones.
+__attribute__((noinline)) void transpose_8x8_neon(const uint32_t* src, size_t src_stride, uint32_t* dst,
+                                                  size_t dst_stride) {
+  for (size_t i = 0; i < 8; i += 4) {
+    for (size_t j = 0; j < 8; j += 4) {
+      transpose_4x4_neon(src + j * src_stride + i, src_stride, dst + i * dst_stride + j, dst_stride);
+    }
+  }
+}
+
+// interleave3_avx2 with st3, which stores three vectors interleaved: 8 pixels per step.
+__attribute__((noinline)) size_t interleave3_neon(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+  size_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    for (size_t h = 0; h < 8; h += 4) {
+      const uint32x4x3_t v{{vld1q_u32(src + r + h), vld1q_u32(src + src_stride + r + h),
+                            vld1q_u32(src + 2 * src_stride + r + h)}};
+      vst3q_u32(dst + 3 * (r + h), v);
+    }
+  }
+  return r;
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ETNP_XNN_TRANSPOSE_SIMD 1
+inline bool transpose_simd() { return has_avx2_fma(); }
+inline void transpose_8x8(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  transpose_8x8_avx2(src, src_stride, dst, dst_stride);
+}
+inline size_t interleave3(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+  return interleave3_avx2(src, src_stride, dst, rows);
+}
+#elif defined(__aarch64__) && defined(__GNUC__)
+#define ETNP_XNN_TRANSPOSE_SIMD 1
+inline bool transpose_simd() { return has_neon(); }
+inline void transpose_8x8(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t dst_stride) {
+  transpose_8x8_neon(src, src_stride, dst, dst_stride);
+}
+inline size_t interleave3(const uint32_t* src, size_t src_stride, uint32_t* dst, size_t rows) {
+  return interleave3_neon(src, src_stride, dst, rows);
+}
 #endif
 
 // dst[r][c] = src[r * row_stride + c * col_stride] over [rows, cols], in cache-sized tiles.
@@ -107,10 +165,9 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
   if (cols == 3 && row_stride == 1) {
     // Three planes interleaved (an RGB image from NCHW to NHWC, as floats or already quantized bytes).
     size_t done = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (sizeof(T) == 4 && has_avx2_fma()) {
-      done = interleave3_avx2(reinterpret_cast<const uint32_t*>(src), col_stride, reinterpret_cast<uint32_t*>(dst),
-                              rows);
+#if defined(ETNP_XNN_TRANSPOSE_SIMD)
+    if (sizeof(T) == 4 && transpose_simd()) {
+      done = interleave3(reinterpret_cast<const uint32_t*>(src), col_stride, reinterpret_cast<uint32_t*>(dst), rows);
     }
 #endif
     const T* p0 = src;
@@ -123,23 +180,23 @@ void transpose_2d(const T* src, T* dst, size_t rows, size_t cols, size_t row_str
     }
     return;
   }
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(ETNP_XNN_TRANSPOSE_SIMD)
   // The common case (row_stride 1: a plain matrix transpose) of 4-byte elements goes 8x8 at a time.
-  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && has_avx2_fma();
+  const bool simd = sizeof(T) == 4 && row_stride == 1 && rows >= 8 && cols >= 8 && transpose_simd();
 #endif
   for (size_t r0 = 0; r0 < rows; r0 += kTile) {
     const size_t r1 = std::min(rows, r0 + kTile);
     for (size_t c0 = 0; c0 < cols; c0 += kTile) {
       const size_t c1 = std::min(cols, c0 + kTile);
       size_t r_done = r0, c_done = c0;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(ETNP_XNN_TRANSPOSE_SIMD)
       if (simd) {
         r_done = r0 + (r1 - r0) / 8 * 8;
         c_done = c0 + (c1 - c0) / 8 * 8;
         for (size_t r = r0; r < r_done; r += 8) {
           for (size_t c = c0; c < c_done; c += 8) {
-            transpose_8x8_avx2(reinterpret_cast<const uint32_t*>(src + c * col_stride + r), col_stride,
-                               reinterpret_cast<uint32_t*>(dst + r * cols + c), cols);
+            transpose_8x8(reinterpret_cast<const uint32_t*>(src + c * col_stride + r), col_stride,
+                          reinterpret_cast<uint32_t*>(dst + r * cols + c), cols);
           }
         }
       }
@@ -577,8 +634,10 @@ __attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in,
     for (; c + 8 <= cols; c += 8) {
       const __m256 v = _mm256_loadu_ps(x + c);
       nan_seen = _mm256_or_si256(nan_seen, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-      vlo = _mm256_min_ps(vlo, v);
-      vhi = _mm256_max_ps(vhi, v);
+      // (v first: where either is NaN, vminps/vmaxps return the second operand, so a NaN is passed over as
+      // the portable loop's std::min/std::max pass over it, and never replaces the lane's range so far.)
+      vlo = _mm256_min_ps(v, vlo);
+      vhi = _mm256_max_ps(v, vhi);
     }
     alignas(32) float lo8[8], hi8[8];
     _mm256_store_ps(lo8, vlo);
@@ -616,6 +675,53 @@ __attribute__((target("avx2"))) void quantize_dynamic_rows_avx2(const float* in,
     if (c < cols) quantize_row(x + c, cols - c, q + c, params[r]);
   }
 }
+#elif defined(__aarch64__) && defined(__GNUC__)
+// quantize_dynamic_rows on 4 floats at a time: the range with fminnm/fmaxnm, which pass over NaNs as the
+// portable loop's std::min/std::max do (so the parameters are the portable ones); rows with a NaN or an
+// infinity go through quantize_row. Bounds are integers, so clamping before rounding (fcvtns: to nearest,
+// ties to even, as nearbyint) equals rounding then clamping.
+__attribute__((noinline)) void quantize_dynamic_rows_neon(const float* in, size_t rows, size_t cols, int8_t* out,
+                                                          DynamicQuantParams* params) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * cols;
+    float32x4_t vlo = vdupq_n_f32(0.0f), vhi = vdupq_n_f32(0.0f);
+    uint32x4_t nan_seen = vdupq_n_u32(0);
+    size_t c = 0;
+    for (; c + 4 <= cols; c += 4) {
+      const float32x4_t v = vld1q_f32(x + c);
+      nan_seen = vorrq_u32(nan_seen, vmvnq_u32(vceqq_f32(v, v)));
+      vlo = vminnmq_f32(vlo, v);
+      vhi = vmaxnmq_f32(vhi, v);
+    }
+    float lo = std::min(0.0f, vminnmvq_f32(vlo)), hi = std::max(0.0f, vmaxnmvq_f32(vhi));
+    bool nan = vmaxvq_u32(nan_seen) != 0;
+    for (size_t t = c; t < cols; ++t) {
+      nan = nan || std::isnan(x[t]);
+      lo = std::min(lo, x[t]);
+      hi = std::max(hi, x[t]);
+    }
+    params[r] = row_params(lo, hi);
+    int8_t* q = out + r * cols;
+    if (nan || !std::isfinite(lo) || !std::isfinite(hi)) {
+      quantize_row(x, cols, q, params[r]);
+      continue;
+    }
+    const float32x4_t inv = vdupq_n_f32(1.0f / params[r].scale);
+    const float32x4_t qlo = vdupq_n_f32(-128.0f - static_cast<float>(params[r].zero_point));
+    const float32x4_t qhi = vdupq_n_f32(127.0f - static_cast<float>(params[r].zero_point));
+    const int32x4_t zp = vdupq_n_s32(params[r].zero_point);
+    auto code = [&](const float* p) {
+      const float32x4_t v = vminq_f32(vmaxq_f32(vmulq_f32(vld1q_f32(p), inv), qlo), qhi);
+      return vaddq_s32(vcvtnq_s32_f32(v), zp);
+    };
+    c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const int16x8_t i16 = vcombine_s16(vqmovn_s32(code(x + c)), vqmovn_s32(code(x + c + 4)));
+      vst1_s8(q + c, vqmovn_s16(i16));
+    }
+    if (c < cols) quantize_row(x + c, cols - c, q + c, params[r]);
+  }
+}
 #endif
 
 }  // namespace
@@ -624,6 +730,11 @@ void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* ou
 #if defined(__x86_64__) && defined(__GNUC__)
   if (has_avx2_fma()) {
     quantize_dynamic_rows_avx2(in, rows, cols, out, params);
+    return;
+  }
+#elif defined(__aarch64__) && defined(__GNUC__)
+  if (has_neon()) {
+    quantize_dynamic_rows_neon(in, rows, cols, out, params);
     return;
   }
 #endif
@@ -691,6 +802,18 @@ namespace vnni {
 }  // namespace vnni
 #undef ETNP_QD8_VNNI
 ETNP_TARGET_END
+#elif defined(__aarch64__) && defined(__GNUC__)
+namespace neon {
+#include "backends/xnnpack/qd8_tile_neon.inc"
+}  // namespace neon
+
+ETNP_TARGET_BEGIN("arch=armv8.2-a+dotprod")
+#define ETNP_QD8_DOTPROD
+namespace dotprod {
+#include "backends/xnnpack/qd8_tile_neon.inc"
+}  // namespace dotprod
+#undef ETNP_QD8_DOTPROD
+ETNP_TARGET_END
 #endif
 
 template <int MR, int NB>
@@ -701,6 +824,16 @@ void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* cons
       return vnni::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
     case CpuLevel::avx2_fma:
       return avx2::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
+    case CpuLevel::portable:
+      break;
+  }
+#elif defined(__aarch64__) && defined(__GNUC__)
+  switch (cpu_level()) {
+    case CpuLevel::neon_i8mm:  // (sdot: the pairs' layout gives smmla nothing to gain)
+    case CpuLevel::neon_dotprod:
+      return dotprod::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
+    case CpuLevel::neon:
+      return neon::qd8_tile_simd<MR, NB>(pairs, stride, kp, w, acc);
     case CpuLevel::portable:
       break;
   }
@@ -860,6 +993,80 @@ __attribute__((target("avx2"))) void depthwise_qs8_row_avx2(const int8_t* const*
   depthwise_qs8_blocks<2>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
   depthwise_qs8_blocks<1>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
 }
+#elif defined(__aarch64__) && defined(__GNUC__)
+struct RequantQS8 {
+  float32x4_t lo, hi;  // output range less the zero point, as floats
+  int32x4_t zp;
+};
+
+// Output pixels [x, x + P) of 8 channels from `ch`: acc = bias + sum over taps of the products, the two taps of
+// a pair (their weights side by side per channel, deinterleaved by ld2) widened to int16 and multiplied with
+// smlal/smlal2 into the int32 sums of channels 0..3 and 4..7. Then the AVX2 epilogue, instruction for
+// instruction: float, times the scale, clamped, fcvtns (nearest, ties to even), plus the zero point, narrowed.
+template <int P>
+__attribute__((always_inline)) inline void depthwise_qs8_block(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                               size_t step, size_t in_off, const int16_t* weights,
+                                                               const int32_t* bias, const float* scales,
+                                                               const RequantQS8& q, int8_t* out) {
+  int32x4_t lo[P], hi[P];
+  const int32x4_t b0 = vld1q_s32(bias), b1 = vld1q_s32(bias + 4);
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) {
+    lo[p] = b0;
+    hi[p] = b1;
+  }
+  for (size_t t = 0; t < tap_pairs; ++t) {
+    const int16x8x2_t w = vld2q_s16(weights + t * c * 2);  // val[0]: tap 2t of the 8 channels, val[1]: 2t + 1
+    const int8_t* a = taps[2 * t] + in_off;
+    const int8_t* z = taps[2 * t + 1] + in_off;
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const int16x8_t x0 = vmovl_s8(vld1_s8(a + p * step)), x1 = vmovl_s8(vld1_s8(z + p * step));
+      lo[p] = vmlal_s16(lo[p], vget_low_s16(x0), vget_low_s16(w.val[0]));
+      hi[p] = vmlal_high_s16(hi[p], x0, w.val[0]);
+      lo[p] = vmlal_s16(lo[p], vget_low_s16(x1), vget_low_s16(w.val[1]));
+      hi[p] = vmlal_high_s16(hi[p], x1, w.val[1]);
+    }
+  }
+  const float32x4_t s0 = vld1q_f32(scales), s1 = vld1q_f32(scales + 4);
+  auto requant = [&](int32x4_t acc, float32x4_t scale) {
+    float32x4_t v = vmulq_f32(vcvtq_f32_s32(acc), scale);
+    v = vminq_f32(vmaxq_f32(v, q.lo), q.hi);
+    return vqmovn_s32(vaddq_s32(vcvtnq_s32_f32(v), q.zp));
+  };
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) vst1_s8(out + p * c, vqmovn_s16(vcombine_s16(requant(lo[p], s0), requant(hi[p], s1))));
+}
+
+template <int P>
+__attribute__((always_inline)) inline void depthwise_qs8_blocks(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                                size_t stride, const int16_t* weights,
+                                                                const int32_t* bias, const float* scales,
+                                                                const RequantQS8& q, size_t out_w, int8_t* out,
+                                                                size_t& x) {
+  const size_t step = stride * c;
+  for (; x + P <= out_w; x += P) {
+    for (size_t ch = 0; ch < c; ch += 8) {
+      depthwise_qs8_block<P>(taps, tap_pairs, c, step, x * step + ch, weights + ch * 2, bias + ch, scales + ch, q,
+                             out + x * c + ch);
+    }
+  }
+}
+
+// Blocks of 8 pixels: 16 int32 sums, the two taps' 2 widened vectors per pixel and the weights fit the 32
+// registers. (noinline, as these NEON twins all are: one symbol each, to read in the disassembly.)
+__attribute__((noinline)) void depthwise_qs8_row_neon(const int8_t* const* taps, size_t tap_pairs, size_t c,
+                                                      size_t stride, const int16_t* weights, const int32_t* bias,
+                                                      const float* scales, int8_t zp, int8_t lo, int8_t hi,
+                                                      size_t out_w, int8_t* out) {
+  const RequantQS8 q{vdupq_n_f32(static_cast<float>(lo - zp)), vdupq_n_f32(static_cast<float>(hi - zp)),
+                     vdupq_n_s32(zp)};
+  size_t x = 0;
+  depthwise_qs8_blocks<8>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<4>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<2>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+  depthwise_qs8_blocks<1>(taps, tap_pairs, c, stride, weights, bias, scales, q, out_w, out, x);
+}
 #endif
 
 }  // namespace
@@ -886,6 +1093,8 @@ DepthwiseConvQS8::DepthwiseConvQS8(const int8_t* filter, const int32_t* bias, co
 bool DepthwiseConvQS8::supported(size_t channels, size_t kernel_h) {
 #if defined(__x86_64__) && defined(__GNUC__)
   return has_avx2_fma() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
+#elif defined(__aarch64__) && defined(__GNUC__)
+  return has_neon() && channels > 0 && channels % 8 == 0 && kernel_h <= kMaxDepthwiseRows;
 #else
   (void)channels;
   (void)kernel_h;
@@ -895,7 +1104,7 @@ bool DepthwiseConvQS8::supported(size_t channels, size_t kernel_h) {
 
 void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
                                 int8_t* out, int8_t* rows) const {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__GNUC__)
   const size_t c = p_.channels, kh = p_.kernel_h, kw = p_.kernel_w;
   const size_t span = (out_w - 1) * p_.stride_w + kw;  // padded columns the taps reach
   const size_t padded = span * c + 8;
@@ -920,8 +1129,13 @@ void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out
       for (size_t kx = 0; kx < kw; ++kx) taps[ky * kw + kx] = buf + kx * c;
     }
     taps[kh * kw] = filler;
+#if defined(__x86_64__)
     depthwise_qs8_row_avx2(taps, tap_pairs_, c, p_.stride_w, weights_.data(), bias_.data(), scales_.data(),
                            p_.out_zero_point, p_.out_min, p_.out_max, out_w, out + y * out_w * c);
+#else
+    depthwise_qs8_row_neon(taps, tap_pairs_, c, p_.stride_w, weights_.data(), bias_.data(), scales_.data(),
+                           p_.out_zero_point, p_.out_min, p_.out_max, out_w, out + y * out_w * c);
+#endif
   }
 #else
   (void)in, (void)h, (void)w, (void)out_w, (void)y0, (void)y1, (void)out, (void)rows;

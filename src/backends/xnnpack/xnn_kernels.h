@@ -105,7 +105,8 @@ inline size_t qd8_scratch_ints(size_t rows, const QD8Weights& w) { return rows *
 /// A depthwise convolution over signed 8-bit NHWC data (per-tensor or per-channel int8 weights, int32 bias) with
 /// XNNPACK's fp32 requantization: out = clamp(round_half_even(float(acc) * scale[c]) + out_zp, min, max), acc
 /// the exact int32 sum of bias + (x - in_zp) * w; outside the image x reads as in_zp. Two taps at a time go
-/// through one multiply-add of int16 pairs; blocks of 8 pixels x 8 channels. AVX2, channels a multiple of 8.
+/// through one multiply-add of int16 pairs (AVX2), or two widening multiply-adds (NEON); blocks of 8 pixels x 8
+/// channels. AVX2 or NEON (supported() is false at the portable level), channels a multiple of 8.
 class DepthwiseConvQS8 {
  public:
   struct Params {

@@ -90,7 +90,7 @@ bool conv_is_qs8(const NodeView& v) {
          (b == nullptr || b->dtype == DataType::qint32 || b->dtype == DataType::qcint32);
 }
 
-/// int8 depthwise convolutions the delegate's kernel runs (channels a multiple of 8 on AVX2).
+/// int8 depthwise convolutions the delegate's kernel runs (channels a multiple of 8, on AVX2 or NEON).
 bool own_depthwise_qs8(const Conv& c) {
   return c.depthwise && c.gout == 1 && c.w.dilation_h == 1 && c.w.dilation_w == 1 &&
          DepthwiseConvQS8::supported(c.cin, c.w.kernel_h);
