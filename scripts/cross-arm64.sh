@@ -77,7 +77,7 @@ ETNP_ARM64_SYSROOT="$sysroot" cmake -S . -B "$build_dir" -G Ninja -DCMAKE_TOOLCH
   -DETNP_ARM64_SYSROOT="$sysroot" -DCMAKE_BUILD_TYPE="${ETNP_BUILD_TYPE:-Release}" \
   -DETNP_BUILD_TESTS=ON -DETNP_BUILD_PYTHON=OFF -DETNP_BUILD_BENCH=OFF >/dev/null
 ninja -C "$build_dir" -j"${ETNP_JOBS:-$(nproc)}" etnp_tests etnp_cli
-file -b "$build_dir/tests/etnp_tests" | cut -d, -f1-2
+readelf -h "$build_dir/tests/etnp_tests" | sed -n "s/^ *Machine: *//p"  # binutils, which the cross compiler brings
 [ "${1:-}" = "--build-only" ] && exit 0
 
 # --- run under qemu ----------------------------------------------------------------------------------------
