@@ -1,0 +1,228 @@
+// etnp's own fp32 vector kernels (GEMM micro-kernels, GEMV, depthwise convolutions, vector math) at every CPU
+// level this machine has (cpu_levels.h), so that the portable twin, AVX2 and NEON implementations all meet the
+// same reference. Small integer values make every sum exact in float whatever the order or fusion of the
+// multiply-adds, so those cases compare exactly; random floats compare with a tolerance.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "compute/gemm.h"
+#include "compute/gemm_kernel.h"
+#include "compute/packed_gemm.h"
+#include "cpu_levels.h"
+
+namespace etnp::compute {
+namespace {
+
+using etnp::testing::at_each_cpu_level;
+
+/// Integers in [-5, 5] (or [-3, 3] with `small`): products and their sums stay exact in float.
+std::vector<float> int_values(size_t n, unsigned seed, bool small = false) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t h = (i * 2654435761u + seed * 40503u) >> 7;
+    v[i] = small ? static_cast<float>(h % 7) - 3.0f : static_cast<float>(h % 11) - 5.0f;
+  }
+  return v;
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// GEMM micro-kernels (gemm_kernel.h), called directly: rows around the 6- and 8-row tiles, every column count
+// of a last panel (the narrow 8-column kernels up to 8), K of 0 and odd lengths, bias or none, an earlier
+// K block's sums (accumulate), clamp, output rows wider than the panel.
+
+struct PanelCase {
+  size_t rows, cols, k;
+  bool bias, accumulate, clamp;
+};
+
+TEST(GemmKernel, PanelMatchesTheDefinitionAtEveryCpuLevel) {
+  std::vector<PanelCase> cases;
+  for (size_t rows : {1, 2, 5, 6, 7, 8, 9, 13}) {
+    for (size_t cols : {1, 3, 7, 8, 9, 15, 16}) {
+      for (size_t k : {0, 1, 5, 33}) {
+        for (int flags = 0; flags < 8; ++flags) {
+          cases.push_back({rows, cols, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0});
+        }
+      }
+    }
+  }
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const PanelCase& t : cases) {
+      const size_t ldc = t.cols + 3, a_stride = t.k + 2;
+      const auto a = int_values(t.rows * a_stride, 1);
+      const auto panel = int_values(t.k * kGemmPanel, 2, true);
+      const auto bias = int_values(kGemmPanel, 3);
+      const auto before = int_values(t.rows * ldc, 4);
+      std::vector<float> c = before;
+      GemmPanelOut out;
+      out.c = c.data();
+      out.ldc = ldc;
+      out.cols = t.cols;
+      out.bias = t.bias ? bias.data() : nullptr;
+      out.accumulate = t.accumulate;
+      out.clamp = t.clamp;
+      out.lo = -20.0f;
+      out.hi = 25.0f;
+      // Direct rows, and the same rows through pointers in two segments (a convolution's kernel rows).
+      for (int indirect = 0; indirect < 2; ++indirect) {
+        c = before;
+        if (indirect == 0) {
+          gemm_panel_f32(a.data(), a_stride, t.rows, t.k, panel.data(), out, panel.data());
+        } else {
+          if (t.k % 2 != 0) continue;
+          std::vector<const float*> ptrs;
+          for (size_t r = 0; r < t.rows; ++r) {
+            ptrs.push_back(a.data() + r * a_stride);
+            ptrs.push_back(a.data() + r * a_stride + t.k / 2);
+          }
+          gemm_panel_f32_indirect(ptrs.data(), 2, t.rows, 2, t.k / 2, panel.data(), out);
+        }
+        for (size_t r = 0; r < t.rows; ++r) {
+          for (size_t j = 0; j < ldc; ++j) {
+            float want = before[r * ldc + j];  // columns past `cols` are left alone
+            if (j < t.cols) {
+              double acc = t.accumulate ? before[r * ldc + j] : (t.bias ? bias[j] : 0.0);
+              for (size_t p = 0; p < t.k; ++p) acc += double(a[r * a_stride + p]) * panel[p * kGemmPanel + j];
+              if (t.clamp) acc = std::min(std::max(acc, -20.0), 25.0);
+              want = static_cast<float>(acc);
+            }
+            ASSERT_EQ(c[r * ldc + j], want)
+                << cpu_level_name(level) << (indirect ? " indirect " : " direct ") << t.rows << "x" << t.cols << "x"
+                << t.k << " bias " << t.bias << " accumulate " << t.accumulate << " clamp " << t.clamp << " at " << r
+                << "," << j;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(GemmKernel, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
+  // Rounding differs with the fusion of the multiply-adds only: within a few ulps of the sums' magnitude.
+  const size_t rows = 13, k = 300;
+  const auto a = random_floats(rows * k, 11), panel = random_floats(k * kGemmPanel, 12), bias = random_floats(16, 13);
+  for (size_t cols : {5, 16}) {
+    std::vector<float> portable;
+    at_each_cpu_level([&](CpuLevel level) {
+      std::vector<float> c(rows * cols);
+      GemmPanelOut out;
+      out.c = c.data();
+      out.ldc = cols;
+      out.cols = cols;
+      out.bias = bias.data();
+      gemm_panel_f32(a.data(), k, rows, k, panel.data(), out);
+      if (level == CpuLevel::portable) {
+        portable = c;
+        return;
+      }
+      for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], portable[i], 1e-4) << cpu_level_name(level) << " at " << i;
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// gemm_f32 (blocked GEMM with packing, and its matrix-vector paths) over layouts: A and B row-major or
+// transposed (B's columns contiguous: the transposing panel packer), C row-major or strided, a single row
+// (GEMV, both the axpy and dot-product forms) and a single column.
+
+TEST(GemmF32, MatchesTheDefinitionAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (int64_t m : {1, 5, 6, 13}) {
+      for (int64_t n : {1, 8, 17, 40}) {
+        for (int64_t k : {1, 9, 16, 300}) {
+          const auto av = int_values(static_cast<size_t>(m * k), 21), bv = int_values(static_cast<size_t>(k * n), 22, true);
+          for (int layout = 0; layout < 8; ++layout) {
+            const bool at = (layout & 1) != 0, bt = (layout & 2) != 0, ct = (layout & 4) != 0;
+            const GemmMatrix a = at ? GemmMatrix{av.data(), 1, m} : GemmMatrix{av.data(), k, 1};
+            const GemmMatrix b = bt ? GemmMatrix{bv.data(), 1, k} : GemmMatrix{bv.data(), n, 1};
+            std::vector<float> c(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
+            const int64_t c_rs = ct ? 1 : n, c_cs = ct ? m : 1;
+            gemm_f32(m, n, k, a, b, c.data(), c_rs, c_cs, GemmEpilogue{}, nullptr);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                double acc = 0.0;
+                for (int64_t p = 0; p < k; ++p) {
+                  acc += double(av[size_t(i * a.row_stride + p * a.col_stride)]) *
+                         bv[size_t(p * b.row_stride + j * b.col_stride)];
+                }
+                ASSERT_EQ(c[size_t(i * c_rs + j * c_cs)], static_cast<float>(acc))
+                    << cpu_level_name(level) << " " << m << "x" << n << "x" << k << " layout " << layout << " at "
+                    << i << "," << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(GemmF32, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
+  // The GEMV forms (one row: k sequential; one row times a transposed B: dot products) and a tiled product.
+  const int64_t k = 777, n = 53;
+  const auto av = random_floats(static_cast<size_t>(7 * k), 31), bv = random_floats(static_cast<size_t>(k * n), 32);
+  for (int form = 0; form < 3; ++form) {
+    const int64_t m = form == 2 ? 7 : 1;
+    const GemmMatrix a{av.data(), k, 1};
+    const GemmMatrix b = form == 1 ? GemmMatrix{bv.data(), 1, k} : GemmMatrix{bv.data(), n, 1};
+    std::vector<float> portable;
+    at_each_cpu_level([&](CpuLevel level) {
+      std::vector<float> c(static_cast<size_t>(m * n));
+      gemm_f32(m, n, k, a, b, c.data(), n, 1, GemmEpilogue{}, nullptr);
+      if (level == CpuLevel::portable) {
+        portable = c;
+        return;
+      }
+      for (size_t i = 0; i < c.size(); ++i) {
+        ASSERT_NEAR(c[i], portable[i], 2e-4) << cpu_level_name(level) << " form " << form << " at " << i;
+      }
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// PackedGemm: the single-row streaming path (gemv_panels) against the definition and, bit for bit, against the
+// micro-kernel at the same level (row 0 of a several-row product).
+
+TEST(PackedGemm, SingleRowMatchesTheDefinitionAndTheMicroKernelAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (size_t k : {1, 3, 4, 255, 300}) {
+      for (size_t n : {1, 8, 17, 48}) {
+        const auto x = int_values(7 * k, 41), w = int_values(n * k, 42, true), bias = int_values(n, 43);
+        const PackedGemm gemm(w.data(), true, k, n, bias.data());
+        std::vector<float> one(n), many(7 * n);
+        gemm.run(x.data(), 1, k, -30.0f, 40.0f, one.data());
+        for (size_t j = 0; j < n; ++j) {
+          double acc = bias[j];
+          for (size_t i = 0; i < k; ++i) acc += double(x[i]) * w[j * k + i];
+          acc = std::min(std::max(acc, -30.0), 40.0);
+          ASSERT_EQ(one[j], static_cast<float>(acc)) << cpu_level_name(level) << " " << k << "x" << n << " at " << j;
+        }
+        const auto xf = random_floats(7 * k, 44), wf = random_floats(n * k, 45);
+        const PackedGemm gemm_f(wf.data(), true, k, n, bias.data());
+        const float inf = std::numeric_limits<float>::infinity();
+        gemm_f.run(xf.data(), 1, k, -inf, inf, one.data());
+        gemm_f.run(xf.data(), 7, k, -inf, inf, many.data());
+        for (size_t j = 0; j < n; ++j) {
+          ASSERT_EQ(one[j], many[j]) << cpu_level_name(level) << " " << k << "x" << n << " at " << j;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace etnp::compute
