@@ -13,6 +13,7 @@
 #include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
 #include "compute/packed_gemm.h"
+#include "compute/vector_math.h"
 #include "cpu_levels.h"
 
 namespace etnp::compute {
@@ -221,6 +222,88 @@ TEST(PackedGemm, SingleRowMatchesTheDefinitionAndTheMicroKernelAtEveryCpuLevel) 
         }
       }
     }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Vector math (vector_math.h): each level's routine (none at the portable level) within the accuracy the
+// element-wise kernels are held to, lengths around the 4- and 8-lane widths; softmax at each level.
+
+TEST(VectorMath, RoutinesMatchTheScalarFunctionsAtEveryCpuLevel) {
+  struct Case {
+    VectorOp op;
+    double (*ref)(double);
+    float lo, hi;
+    double abs_floor = 1e-37;  // absolute tolerance where the result crosses zero
+  };
+  const Case cases[] = {
+      {VectorOp::Exp, [](double x) { return std::exp(x); }, -87.0f, 88.0f},
+      {VectorOp::Expm1, [](double x) { return std::expm1(x); }, -20.0f, 20.0f},
+      {VectorOp::Log, [](double x) { return std::log(x); }, 1e-30f, 1e30f},
+      {VectorOp::Log1p, [](double x) { return std::log1p(x); }, -0.99f, 1e6f},
+      {VectorOp::Log2, [](double x) { return std::log2(x); }, 1e-20f, 1e20f},
+      {VectorOp::Log10, [](double x) { return std::log10(x); }, 1e-20f, 1e20f},
+      {VectorOp::Sin, [](double x) { return std::sin(x); }, -100.0f, 100.0f, 1e-7},
+      {VectorOp::Cos, [](double x) { return std::cos(x); }, -100.0f, 100.0f, 1e-7},
+      {VectorOp::Tan, [](double x) { return std::tan(x); }, -1.5f, 1.5f},
+      {VectorOp::Tanh, [](double x) { return std::tanh(x); }, -12.0f, 12.0f},
+      {VectorOp::Atan, [](double x) { return std::atan(x); }, -1e4f, 1e4f},
+      {VectorOp::Erf, [](double x) { return std::erf(x); }, -5.0f, 5.0f},
+      {VectorOp::Sigmoid, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -90.0f, 90.0f},
+  };
+  at_each_cpu_level([&](CpuLevel level) {
+    std::mt19937 rng(7);
+    for (const Case& c : cases) {
+      const VectorF32Fn fn = vector_f32(c.op);
+      if (level == CpuLevel::portable) {
+        ASSERT_EQ(fn, nullptr) << "the portable level runs the scalar loops";
+        continue;
+      }
+      if (fn == nullptr) continue;  // a build without Sleef
+      for (size_t n : {1, 3, 4, 5, 7, 8, 9, 1001}) {
+        std::uniform_real_distribution<float> dist(c.lo, c.hi);
+        std::vector<float> x(n), y(n);
+        for (float& v : x) v = dist(rng);
+        fn(x.data(), y.data(), n);
+        for (size_t i = 0; i < n; ++i) {
+          const double ref = c.ref(double(x[i]));
+          const double tol = std::max(2.5 * std::abs(ref) * std::numeric_limits<float>::epsilon(), c.abs_floor);
+          ASSERT_NEAR(y[i], ref, tol) << cpu_level_name(level) << " op " << int(c.op) << " n=" << n << " x=" << x[i];
+        }
+      }
+      // In place, as the element-wise kernels call it.
+      std::vector<float> x = {0.5f, 1.0f, 2.0f, 0.25f, 3.0f};
+      std::vector<float> y(x.size());
+      fn(x.data(), y.data(), x.size());
+      fn(x.data(), x.data(), x.size());
+      EXPECT_EQ(x, y) << cpu_level_name(level);
+    }
+  });
+}
+
+TEST(VectorMath, SoftmaxMatchesTheDefinitionAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (size_t len : {1, 3, 4, 7, 8, 9, 100}) {
+      auto x = random_floats(3 * len, 51);
+      for (float& v : x) v *= 20.0f;
+      x[0] = 1000.0f;  // large inputs do not overflow
+      std::vector<float> y(x.size());
+      softmax_rows_f32(x.data(), y.data(), 3, len);
+      for (size_t r = 0; r < 3; ++r) {
+        const float* row = x.data() + r * len;
+        const double mx = *std::max_element(row, row + len);
+        double sum = 0.0;
+        for (size_t j = 0; j < len; ++j) sum += std::exp(double(row[j]) - mx);
+        for (size_t j = 0; j < len; ++j) {
+          const double want = std::exp(double(row[j]) - mx) / sum;
+          ASSERT_NEAR(y[r * len + j], want, 4e-7 + 1e-6 * want) << cpu_level_name(level) << " len " << len;
+        }
+      }
+    }
+    const std::vector<float> with_nan = {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f, 0.0f, 1.0f};
+    std::vector<float> y(with_nan.size());
+    softmax_rows_f32(with_nan.data(), y.data(), 1, with_nan.size());
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << cpu_level_name(level);
   });
 }
 
