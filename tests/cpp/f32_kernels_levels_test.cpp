@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "compute/depthwise.h"
 #include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
 #include "compute/packed_gemm.h"
@@ -219,6 +220,67 @@ TEST(PackedGemm, SingleRowMatchesTheDefinitionAndTheMicroKernelAtEveryCpuLevel) 
         gemm_f.run(xf.data(), 7, k, -inf, inf, many.data());
         for (size_t j = 0; j < n; ++j) {
           ASSERT_EQ(one[j], many[j]) << cpu_level_name(level) << " " << k << "x" << n << " at " << j;
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// DepthwiseConv (depthwise.h), NHWC: channel counts a multiple of 8 (pixel blocks, read in place or through
+// padded rows, any stride) and others (the flattened-row kernel, stride 1), kernels 1 to 5 wide, padding on
+// each side or none, images narrower than the kernel (every output an edge one), batches, bias or none, clamp.
+
+TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
+  struct Case {
+    size_t c, h, w, kh, kw, sh, sw, pad_top, pad_left, pad_bottom, pad_right;
+  };
+  const Case cases[] = {
+      {8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1},     {16, 6, 13, 3, 3, 2, 2, 1, 1, 1, 1}, {24, 5, 21, 5, 5, 1, 1, 2, 2, 2, 2},
+      {8, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1},     {16, 9, 17, 3, 3, 2, 2, 0, 0, 1, 1}, {8, 5, 11, 2, 2, 2, 1, 0, 0, 0, 0},
+      {32, 3, 40, 1, 3, 1, 1, 0, 1, 0, 1},   {8, 8, 8, 5, 3, 1, 2, 2, 1, 2, 1},   {3, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1},
+      {5, 5, 7, 3, 5, 2, 1, 0, 2, 1, 2},     {12, 4, 9, 3, 3, 1, 1, 1, 1, 1, 1},  {1, 3, 19, 1, 4, 1, 1, 0, 0, 0, 3},
+  };
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const Case& t : cases) {
+      ASSERT_TRUE(DepthwiseConv::supported(t.c, t.kh, t.sh, t.sw));
+      const size_t out_h = (t.h + t.pad_top + t.pad_bottom - t.kh) / t.sh + 1;
+      const size_t out_w = (t.w + t.pad_left + t.pad_right - t.kw) / t.sw + 1;
+      for (size_t batch : {1, 2}) {
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          const auto x = int_values(batch * t.h * t.w * t.c, 61), f = int_values(t.kh * t.kw * t.c, 62, true);
+          const auto bias = int_values(t.c, 63);
+          const DepthwiseConv conv(f.data(), with_bias ? bias.data() : nullptr, t.c, t.kh, t.kw, t.sh, t.sw,
+                                   t.pad_top, t.pad_left);
+          const float lo = with_bias ? -30.0f : -std::numeric_limits<float>::infinity();
+          const float hi = with_bias ? 40.0f : std::numeric_limits<float>::infinity();
+          std::vector<float> out(batch * out_h * out_w * t.c, std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> scratch;
+          conv.run(x.data(), batch, t.h, t.w, out_h, out_w, lo, hi, out.data(), scratch);
+          for (size_t b = 0; b < batch; ++b) {
+            for (size_t oy = 0; oy < out_h; ++oy) {
+              for (size_t ox = 0; ox < out_w; ++ox) {
+                for (size_t ch = 0; ch < t.c; ++ch) {
+                  double acc = with_bias ? bias[ch] : 0.0;
+                  for (size_t ky = 0; ky < t.kh; ++ky) {
+                    for (size_t kx = 0; kx < t.kw; ++kx) {
+                      const auto iy = static_cast<ptrdiff_t>(oy * t.sh + ky) - static_cast<ptrdiff_t>(t.pad_top);
+                      const auto ix = static_cast<ptrdiff_t>(ox * t.sw + kx) - static_cast<ptrdiff_t>(t.pad_left);
+                      if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(t.h) || ix >= static_cast<ptrdiff_t>(t.w)) {
+                        continue;
+                      }
+                      acc += double(x[((b * t.h + size_t(iy)) * t.w + size_t(ix)) * t.c + ch]) *
+                             f[(ky * t.kw + kx) * t.c + ch];
+                    }
+                  }
+                  acc = std::min(std::max(acc, double(lo)), double(hi));
+                  ASSERT_EQ(out[((b * out_h + oy) * out_w + ox) * t.c + ch], static_cast<float>(acc))
+                      << cpu_level_name(level) << " case " << (&t - cases) << " batch " << batch << " bias "
+                      << with_bias << " at " << b << "," << oy << "," << ox << "," << ch;
+                }
+              }
+            }
+          }
         }
       }
     }
