@@ -130,7 +130,9 @@ TEST(GemmKernel, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
         portable = c;
         return;
       }
-      for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], portable[i], 1e-4) << cpu_level_name(level) << " at " << i;
+      for (size_t i = 0; i < c.size(); ++i) {
+        ASSERT_NEAR(c[i], portable[i], 1e-4) << cpu_level_name(level) << " at " << i;
+      }
     });
   }
 }
@@ -145,7 +147,8 @@ TEST(GemmF32, MatchesTheDefinitionAtEveryCpuLevel) {
     for (int64_t m : {1, 5, 6, 13}) {
       for (int64_t n : {1, 8, 17, 40}) {
         for (int64_t k : {1, 9, 16, 300}) {
-          const auto av = int_values(static_cast<size_t>(m * k), 21), bv = int_values(static_cast<size_t>(k * n), 22, true);
+          const auto av = int_values(static_cast<size_t>(m * k), 21);
+          const auto bv = int_values(static_cast<size_t>(k * n), 22, true);
           for (int layout = 0; layout < 8; ++layout) {
             const bool at = (layout & 1) != 0, bt = (layout & 2) != 0, ct = (layout & 4) != 0;
             const GemmMatrix a = at ? GemmMatrix{av.data(), 1, m} : GemmMatrix{av.data(), k, 1};
