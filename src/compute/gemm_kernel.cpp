@@ -231,7 +231,20 @@ inline void store_row_neon(float* row, float32x4_t (&v)[V], float32x4_t lo, floa
   std::memcpy(row, buf, nr * sizeof(float));
 }
 
-// acc + w * x[lane], the lane a constant once the caller's loop is unrolled (FMLA by element).
+// The lane intrinsics need constant lanes; the callers' lanes are constants once their loops are unrolled, but
+// not in an unoptimized build, hence the switches (which fold away).
+
+// x with lane `lane` loaded from p (LD1 to a lane; lane 0 broadcasts, starting a new vector).
+[[gnu::always_inline]] inline float32x4_t load_lane(const float* p, float32x4_t x, int lane) {
+  switch (lane) {
+    case 0: return vld1q_dup_f32(p);
+    case 1: return vld1q_lane_f32(p, x, 1);
+    case 2: return vld1q_lane_f32(p, x, 2);
+    default: return vld1q_lane_f32(p, x, 3);
+  }
+}
+
+// acc + w * x[lane] (FMLA by element).
 [[gnu::always_inline]] inline float32x4_t fma_lane(float32x4_t acc, float32x4_t w, float32x4_t x, int lane) {
   switch (lane) {
     case 0: return vfmaq_laneq_f32(acc, w, x, 0);
@@ -269,11 +282,9 @@ void kernel_neon(size_t segs, const void* a, size_t a_stride, size_t seg_k, cons
 #pragma GCC unroll 4
       for (int j = 0; j < V; ++j) w[j] = vld1q_f32(panel + 4 * j);
       panel += kNr;
-      float32x4_t x[(MR + 3) / 4];
+      float32x4_t x[(MR + 3) / 4] = {};
 #pragma GCC unroll 8
-      for (int i = 0; i < MR; ++i) {
-        x[i / 4] = i % 4 == 0 ? vld1q_dup_f32(rows[i] + p) : vld1q_lane_f32(rows[i] + p, x[i / 4], i % 4);
-      }
+      for (int i = 0; i < MR; ++i) x[i / 4] = load_lane(rows[i] + p, x[i / 4], i % 4);
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
