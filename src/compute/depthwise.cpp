@@ -10,6 +10,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ETNP_DEPTHWISE_AVX2 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNP_DEPTHWISE_NEON 1
 #endif
 
 namespace etnp::compute {
@@ -156,7 +159,156 @@ __attribute__((target("avx2,fma"))) void depthwise_row_c8_avx2(const float* cons
 }
 #endif
 
-// Any channel count and stride, one output at a time (no AVX2).
+#ifdef ETNP_DEPTHWISE_NEON
+// The NEON twins of the AVX2 kernels above: the same loops and sums (each output from its bias, one fused
+// multiply-add per tap in the same order), 8 channels as two q registers.
+
+// Eight floats (channels) as a pair of q registers.
+struct F8 {
+  float32x4_t lo, hi;
+};
+[[gnu::always_inline]] inline F8 load8(const float* p) { return {vld1q_f32(p), vld1q_f32(p + 4)}; }
+[[gnu::always_inline]] inline F8 fma8(F8 acc, F8 x, F8 w) {
+  return {vfmaq_f32(acc.lo, x.lo, w.lo), vfmaq_f32(acc.hi, x.hi, w.hi)};
+}
+[[gnu::always_inline]] inline void store8_clamped(float* p, F8 v, float32x4_t lo, float32x4_t hi) {
+  vst1q_f32(p, vminq_f32(vmaxq_f32(v.lo, lo), hi));
+  vst1q_f32(p + 4, vminq_f32(vmaxq_f32(v.hi, lo), hi));
+}
+
+// depthwise_row_avx2's loop, 4 floats at a time (the period is a multiple of 8, so of 4).
+void depthwise_row_neon(const float* const* rows, size_t kh, size_t kw, size_t c, const float* weights,
+                        const float* bias, size_t period, size_t n, float lo, float hi, float* out) {
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  size_t phase = 0;
+  for (size_t j = 0; j < n; j += 4) {
+    float32x4_t acc = vld1q_f32(bias + phase);
+    for (size_t ky = 0; ky < kh; ++ky) {
+      const float* src = rows[ky] + j;
+      const float* wk = weights + ky * kw * period + phase;
+      for (size_t kx = 0; kx < kw; ++kx) acc = vfmaq_f32(acc, vld1q_f32(src + kx * c), vld1q_f32(wk + kx * period));
+    }
+    acc = vminq_f32(vmaxq_f32(acc, vlo), vhi);
+    if (j + 4 <= n) {
+      vst1q_f32(out + j, acc);
+    } else {
+      float tail[4];
+      vst1q_f32(tail, acc);
+      std::copy(tail, tail + (n - j), out + j);
+    }
+    phase += 4;
+    if (phase == period) phase = 0;
+  }
+}
+
+template <int P>
+[[gnu::always_inline]] inline void depthwise_block_neon(const float* const* rows, size_t kh, size_t kw, size_t c,
+                                                        size_t step, size_t in_off, const float* weights, F8 bias,
+                                                        float32x4_t lo, float32x4_t hi, float* out) {
+  F8 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * kw * c;
+    for (size_t kx = 0; kx < kw; ++kx) {
+      const F8 w = load8(wk + kx * c);
+      const float* src = row + kx * c;
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[p] = fma8(acc[p], load8(src + p * step), w);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) store8_clamped(out + p * c, acc[p], lo, hi);
+}
+
+template <int P>
+[[gnu::always_inline]] inline void depthwise_block3_neon(const float* const* rows, size_t kh, size_t c,
+                                                         size_t in_off, const float* weights, F8 bias,
+                                                         float32x4_t lo, float32x4_t hi, float* out) {
+  F8 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * 3 * c;
+    const F8 w[3] = {load8(wk), load8(wk + c), load8(wk + 2 * c)};
+#pragma GCC unroll 32
+    for (int i = 0; i < P + 2; ++i) {
+      const F8 x = load8(row + i * c);
+#pragma GCC unroll 3
+      for (int kx = 0; kx < 3; ++kx) {
+        const int d = i - kx;  // input i is tap kx of output d
+        if (d >= 0 && d < P) acc[d] = fma8(acc[d], x, w[kx]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) store8_clamped(out + p * c, acc[p], lo, hi);
+}
+
+template <int P>
+[[gnu::always_inline]] inline void depthwise_blocks_neon(const float* const* rows, size_t kh, size_t kw, size_t c,
+                                                         size_t stride, const float* weights, const float* bias,
+                                                         size_t out_w, float32x4_t lo, float32x4_t hi, float* out,
+                                                         size_t& x) {
+  const size_t step = stride * c;
+  for (; x + P <= out_w; x += P) {
+    for (size_t ch = 0; ch < c; ch += 8) {
+      const F8 b = load8(bias + ch);
+      float* o = out + x * c + ch;
+      if (kw == 3 && stride == 1) {
+        depthwise_block3_neon<P>(rows, kh, c, x * step + ch, weights + ch, b, lo, hi, o);
+      } else {
+        depthwise_block_neon<P>(rows, kh, kw, c, step, x * step + ch, weights + ch, b, lo, hi, o);
+      }
+    }
+  }
+}
+
+void depthwise_edge_pixel_c8_neon(const float* const* rows, size_t kh, size_t taps, size_t c, const float* weights,
+                                  size_t weight_row, const float* bias, float lo, float hi, float* out) {
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  for (size_t ch = 0; ch < c; ch += 8) {
+    F8 acc = load8(bias + ch);
+    for (size_t ky = 0; ky < kh; ++ky) {
+      if (rows[ky] == nullptr) continue;
+      for (size_t t = 0; t < taps; ++t) {
+        acc = fma8(acc, load8(rows[ky] + t * c + ch), load8(weights + ky * weight_row + t * c + ch));
+      }
+    }
+    store8_clamped(out + ch, acc, vlo, vhi);
+  }
+}
+
+void depthwise_row_c8_neon(const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride,
+                           const float* weights, const float* bias, size_t out_w, float lo, float hi, float* out) {
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  size_t x = 0;
+  depthwise_blocks_neon<8>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_neon<4>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_neon<2>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+  depthwise_blocks_neon<1>(rows, kh, kw, c, stride, weights, bias, out_w, vlo, vhi, out, x);
+}
+#endif
+
+// This architecture's vector kernels (AVX2 or NEON), and whether the CPU level allows them.
+#if defined(ETNP_DEPTHWISE_AVX2)
+bool vector_kernels() { return has_avx2_fma(); }
+constexpr auto depthwise_row_vec = depthwise_row_avx2;
+constexpr auto depthwise_row_c8_vec = depthwise_row_c8_avx2;
+constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_avx2;
+#elif defined(ETNP_DEPTHWISE_NEON)
+bool vector_kernels() { return has_neon(); }
+constexpr auto depthwise_row_vec = depthwise_row_neon;
+constexpr auto depthwise_row_c8_vec = depthwise_row_c8_neon;
+constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_neon;
+#endif
+#if defined(ETNP_DEPTHWISE_AVX2) || defined(ETNP_DEPTHWISE_NEON)
+#define ETNP_DEPTHWISE_VEC 1
+#endif
+
+// Any channel count and stride, one output at a time (the portable level).
 void depthwise_row_strided_generic(const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride,
                                    const float* weights, const float* bias, size_t out_w, float lo, float hi,
                                    float* out) {
@@ -214,9 +366,9 @@ DepthwiseConv::Edges DepthwiseConv::edges(size_t w, size_t out_w) const {
 }
 
 bool DepthwiseConv::reads_in_place(size_t w, size_t out_w) const {
-#ifdef ETNP_DEPTHWISE_AVX2
+#ifdef ETNP_DEPTHWISE_VEC
   const Edges e = edges(w, out_w);
-  return has_avx2_fma() && c_ % 8 == 0 && e.right > e.left;
+  return vector_kernels() && c_ % 8 == 0 && e.right > e.left;
 #else
   (void)w;
   (void)out_w;
@@ -233,7 +385,7 @@ size_t DepthwiseConv::scratch_floats(size_t w, size_t out_w) const {
 void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
                              float out_min, float out_max, float* out, float* rows) const {
   const float* taps[kMaxKernel];
-#ifdef ETNP_DEPTHWISE_AVX2
+#ifdef ETNP_DEPTHWISE_VEC
   if (reads_in_place(w, out_w)) {
     // The pixel-block kernel reads exactly the taps it needs, so the outputs whose taps lie inside the image
     // read the input rows in place, and a row of zeros stands for the rows above and below the image; the few
@@ -251,8 +403,8 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
       }
       float* out_row = out + y * out_w * c_;
       for (size_t ky = 0; ky < kh_; ++ky) taps[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c_;
-      depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), e.right - e.left, out_min,
-                            out_max, out_row + e.left * c_);
+      depthwise_row_c8_vec(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), e.right - e.left, out_min,
+                           out_max, out_row + e.left * c_);
       auto edge_output = [&](size_t x) {
         // Taps [kx0, kx1) of this output fall inside the image.
         const auto ix0 = static_cast<ptrdiff_t>(x * sw_) - static_cast<ptrdiff_t>(pad_left_);
@@ -263,8 +415,8 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
         for (size_t ky = 0; ky < kh_; ++ky) {
           edge_rows[ky] = src[ky] != nullptr && kx1 > kx0 ? src[ky] + (static_cast<size_t>(ix0) + kx0) * c_ : nullptr;
         }
-        depthwise_edge_pixel_c8_avx2(edge_rows, kh_, kx1 > kx0 ? kx1 - kx0 : 0, c_, weights_.data() + kx0 * c_,
-                                     kw_ * c_, bias_.data(), out_min, out_max, out_row + x * c_);
+        depthwise_edge_pixel_c8_vec(edge_rows, kh_, kx1 > kx0 ? kx1 - kx0 : 0, c_, weights_.data() + kx0 * c_,
+                                    kw_ * c_, bias_.data(), out_min, out_max, out_row + x * c_);
       };
       for (size_t x = 0; x < e.left; ++x) edge_output(x);
       for (size_t x = e.right; x < out_w; ++x) edge_output(x);
@@ -294,13 +446,13 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
       taps[ky] = buf;
     }
     float* out_row = out + y * n;
-#ifdef ETNP_DEPTHWISE_AVX2
-    if (has_avx2_fma() && c_ % 8 == 0) {
-      depthwise_row_c8_avx2(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max, out_row);
+#ifdef ETNP_DEPTHWISE_VEC
+    if (vector_kernels() && c_ % 8 == 0) {
+      depthwise_row_c8_vec(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max, out_row);
       continue;
     }
-    if (has_avx2_fma() && sw_ == 1) {
-      depthwise_row_avx2(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max, out_row);
+    if (vector_kernels() && sw_ == 1) {
+      depthwise_row_vec(taps, kh_, kw_, c_, weights_.data(), bias_.data(), period_, n, out_min, out_max, out_row);
       continue;
     }
 #endif

@@ -40,8 +40,8 @@ class DepthwiseConv {
     size_t left = 0, right = 0;
   };
   Edges edges(size_t w, size_t out_w) const;
-  /// The AVX2 pixel-block kernel reads the input rows in place (channels a multiple of 8, some output with
-  /// every tap inside the image); otherwise rows are copied padded into a ring.
+  /// The vector (AVX2 or NEON) pixel-block kernel reads the input rows in place (channels a multiple of 8, some
+  /// output with every tap inside the image); otherwise rows are copied padded into a ring.
   bool reads_in_place(size_t w, size_t out_w) const;
   size_t scratch_floats(size_t w, size_t out_w) const;
   void run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, float out_min,

@@ -1,6 +1,7 @@
 #include "compute/gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ETNP_GEMM_X86 1
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNP_GEMM_NEON 1
 #endif
 
 namespace etnp::compute {
@@ -89,6 +94,33 @@ __attribute__((target("avx2,fma"))) void pack_b_panel_transposed_avx2(const floa
 }
 #endif
 
+#if ETNP_GEMM_NEON
+/// The NEON twin of pack_b_panel_transposed_avx2, in 4x4 transposes.
+void pack_b_panel_transposed_neon(const float* src, int64_t ld, int64_t kc, float* panel) {
+  int64_t p = 0;
+  for (; p + 4 <= kc; p += 4) {
+    for (int64_t j = 0; j < kNR; j += 4) {
+      const float* s0 = src + j * ld + p;
+      const float32x4_t r0 = vld1q_f32(s0), r1 = vld1q_f32(s0 + ld), r2 = vld1q_f32(s0 + 2 * ld),
+                        r3 = vld1q_f32(s0 + 3 * ld);
+      // Interleave pairs of rows (t0 = r0[0] r1[0] r0[2] r1[2], ...), then their 64-bit halves.
+      const float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(r0, r1));
+      const float64x2_t t1 = vreinterpretq_f64_f32(vtrn2q_f32(r0, r1));
+      const float64x2_t t2 = vreinterpretq_f64_f32(vtrn1q_f32(r2, r3));
+      const float64x2_t t3 = vreinterpretq_f64_f32(vtrn2q_f32(r2, r3));
+      float* d = panel + p * kNR + j;
+      vst1q_f32(d + 0 * kNR, vreinterpretq_f32_f64(vtrn1q_f64(t0, t2)));
+      vst1q_f32(d + 1 * kNR, vreinterpretq_f32_f64(vtrn1q_f64(t1, t3)));
+      vst1q_f32(d + 2 * kNR, vreinterpretq_f32_f64(vtrn2q_f64(t0, t2)));
+      vst1q_f32(d + 3 * kNR, vreinterpretq_f32_f64(vtrn2q_f64(t1, t3)));
+    }
+  }
+  for (; p < kc; ++p) {
+    for (int64_t j = 0; j < kNR; ++j) panel[p * kNR + j] = src[j * ld + p];
+  }
+}
+#endif
+
 void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
   if (b.col_stride == 1) {
     // Row by row, so the source is read sequentially (B rows are often a power of two apart: walking a
@@ -115,6 +147,12 @@ void pack_b(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
     if (b.row_stride == 1 && cols == kNR && has_avx2_fma()) {
       // Columns of B contiguous (a transposed weight, as in linear): 8x8 transposes.
       pack_b_panel_transposed_avx2(b.data + p0 + (j0 + jr) * b.col_stride, b.col_stride, kc, panel);
+      continue;
+    }
+#endif
+#if ETNP_GEMM_NEON
+    if (b.row_stride == 1 && cols == kNR && has_neon()) {
+      pack_b_panel_transposed_neon(b.data + p0 + (j0 + jr) * b.col_stride, b.col_stride, kc, panel);
       continue;
     }
 #endif
@@ -240,7 +278,7 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
 
 // ---------------------------------------------------------------------------------------------------------
 // Matrix-vector products (m == 1): memory bound, so no packing. The loops are written once and compiled
-// twice, the second time with AVX2 enabled, chosen by has_avx2_fma().
+// twice, the second time with AVX2 enabled, chosen by has_avx2_fma(); aarch64 has NEON twins.
 
 /// c[j] = sum_p a[p] * b[p][j] for j in [j0, j1), b rows contiguous in j (axpy form, k sequential).
 [[gnu::always_inline]] inline void gemv_rows_body(const Problem& pr, int64_t j0, int64_t j1) {
@@ -286,12 +324,56 @@ __attribute__((target("avx2,fma"))) void gemv_cols_avx2(const Problem& pr, int64
 }
 #endif
 
+#if ETNP_GEMM_NEON
+// The NEON twins: the same loops and order of sums, each multiply-add fused (as in the micro-kernels).
+void gemv_rows_neon(const Problem& pr, int64_t j0, int64_t j1) {
+  constexpr int64_t kChunk = 256;
+  float acc[kChunk];
+  for (int64_t jb = j0; jb < j1; jb += kChunk) {
+    const int64_t len = std::min(kChunk, j1 - jb);
+    std::fill(acc, acc + len, 0.0f);
+    for (int64_t p = 0; p < pr.k; ++p) {
+      const float av = pr.a.data[p * pr.a.col_stride];
+      const float* brow = pr.b.data + p * pr.b.row_stride + jb;
+      int64_t j = 0;
+      for (; j + 8 <= len; j += 8) {
+        vst1q_f32(acc + j, vfmaq_n_f32(vld1q_f32(acc + j), vld1q_f32(brow + j), av));
+        vst1q_f32(acc + j + 4, vfmaq_n_f32(vld1q_f32(acc + j + 4), vld1q_f32(brow + j + 4), av));
+      }
+      for (; j < len; ++j) acc[j] = std::fma(av, brow[j], acc[j]);
+    }
+    for (int64_t j = 0; j < len; ++j) pr.c[(jb + j) * pr.c_cs] = acc[j];
+  }
+}
+
+void gemv_cols_neon(const Problem& pr, int64_t j0, int64_t j1) {
+  const float* a = pr.a.data;
+  const int64_t k = pr.k;
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* col = pr.b.data + j * pr.b.col_stride;
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);  // the body's part[0..3] and part[4..7]
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+      lo = vfmaq_f32(lo, vld1q_f32(a + p), vld1q_f32(col + p));
+      hi = vfmaq_f32(hi, vld1q_f32(a + p + 4), vld1q_f32(col + p + 4));
+    }
+    const float32x4_t s = vaddq_f32(lo, hi);
+    float sum = (vgetq_lane_f32(s, 0) + vgetq_lane_f32(s, 1)) + (vgetq_lane_f32(s, 2) + vgetq_lane_f32(s, 3));
+    for (; p < k; ++p) sum = std::fma(a[p], col[p], sum);
+    pr.c[j * pr.c_cs] = sum;
+  }
+}
+#endif
+
 void run_gemv(const Problem& pr, ThreadPool* pool) {
   using Fn = void (*)(const Problem&, int64_t, int64_t);
   const bool rows_form = pr.b.col_stride == 1;
   Fn fn = rows_form ? gemv_rows_generic : gemv_cols_generic;
 #if ETNP_GEMM_X86
   if (has_avx2_fma()) fn = rows_form ? gemv_rows_avx2 : gemv_cols_avx2;
+#endif
+#if ETNP_GEMM_NEON
+  if (has_neon()) fn = rows_form ? gemv_rows_neon : gemv_cols_neon;
 #endif
   auto body = [&](size_t begin, size_t end) {
     fn(pr, static_cast<int64_t>(begin), static_cast<int64_t>(end));
@@ -310,7 +392,11 @@ void run_gemv(const Problem& pr, ThreadPool* pool) {
 
 }  // namespace
 
-const char* gemm_f32_kernel_name() { return has_avx2_fma() ? "avx2-fma" : "generic"; }
+const char* gemm_f32_kernel_name() {
+  if (has_avx2_fma()) return "avx2-fma";
+  if (has_neon()) return "neon";
+  return "generic";
+}
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float* c, int64_t c_row_stride,
               int64_t c_col_stride, const GemmEpilogue& epilogue, ThreadPool* pool) {

@@ -32,7 +32,7 @@ struct GemmEpilogue {
 void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float* c, int64_t c_row_stride,
               int64_t c_col_stride, const GemmEpilogue& epilogue, ThreadPool* pool);
 
-/// The micro-kernel in use ("avx2-fma" or "generic"), for tests and benchmarks.
+/// The micro-kernel in use ("avx2-fma", "neon" or "generic"), for tests and benchmarks.
 const char* gemm_f32_kernel_name();
 
 }  // namespace etnp::compute

@@ -9,6 +9,10 @@
 #include <immintrin.h>
 #define ETNP_GEMM_AVX2 1
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNP_GEMM_NEON 1
+#endif
 
 namespace etnp::compute {
 namespace {
@@ -193,6 +197,107 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
 }
 #endif
 
+#ifdef ETNP_GEMM_NEON
+// The NEON twins: the same tiles, sums and order as the AVX2 kernels (one fused multiply-add per k from the
+// bias or the stored sums), so both vector levels give the same bits. A row of 16 columns is four q registers.
+
+// Rows of a last panel narrower than 16 columns go through a 16-float buffer (NEON has no masked load/store).
+template <int V>
+inline void load_row_neon(const float* row, float32x4_t (&v)[V], size_t nr) {
+  float buf[4 * V] = {};
+  const float* src = row;
+  if (nr < 4 * V) {
+    std::memcpy(buf, row, nr * sizeof(float));
+    src = buf;
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < V; ++j) v[j] = vld1q_f32(src + 4 * j);
+}
+
+template <int V>
+inline void store_row_neon(float* row, float32x4_t (&v)[V], float32x4_t lo, float32x4_t hi, bool clamp, size_t nr) {
+  if (clamp) {
+#pragma GCC unroll 4
+    for (int j = 0; j < V; ++j) v[j] = vminq_f32(vmaxq_f32(v[j], lo), hi);
+  }
+  if (nr >= 4 * V) {
+#pragma GCC unroll 4
+    for (int j = 0; j < V; ++j) vst1q_f32(row + 4 * j, v[j]);
+    return;
+  }
+  float buf[4 * V];
+#pragma GCC unroll 4
+  for (int j = 0; j < V; ++j) vst1q_f32(buf + 4 * j, v[j]);
+  std::memcpy(row, buf, nr * sizeof(float));
+}
+
+// The lane intrinsics need constant lanes; the callers' lanes are constants once their loops are unrolled, but
+// not in an unoptimized build, hence the switches (which fold away).
+
+// x with lane `lane` loaded from p (LD1 to a lane; lane 0 broadcasts, starting a new vector).
+[[gnu::always_inline]] inline float32x4_t load_lane(const float* p, float32x4_t x, int lane) {
+  switch (lane) {
+    case 0: return vld1q_dup_f32(p);
+    case 1: return vld1q_lane_f32(p, x, 1);
+    case 2: return vld1q_lane_f32(p, x, 2);
+    default: return vld1q_lane_f32(p, x, 3);
+  }
+}
+
+// acc + w * x[lane] (FMLA by element).
+[[gnu::always_inline]] inline float32x4_t fma_lane(float32x4_t acc, float32x4_t w, float32x4_t x, int lane) {
+  switch (lane) {
+    case 0: return vfmaq_laneq_f32(acc, w, x, 0);
+    case 1: return vfmaq_laneq_f32(acc, w, x, 1);
+    case 2: return vfmaq_laneq_f32(acc, w, x, 2);
+    default: return vfmaq_laneq_f32(acc, w, x, 3);
+  }
+}
+
+// MR x 16 tile: 4 * MR accumulators (24 of the 32 q registers at MR = 6), the panel row's four vectors, and
+// A's MR floats of the k step gathered into the lanes of two vectors (six separate scalars would need 34
+// registers, and GCC spilled accumulators); 96 multiply-adds per k step at MR = 6. With V = 2 (the narrow form,
+// MR up to 8) only the panel's first 8 columns are multiplied: a last panel of 8 columns or fewer.
+template <bool Indirect, int MR, int V>
+void kernel_neon(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
+                 float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
+                 const float* next_panel) {
+  float32x4_t acc[MR][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    if (accumulate) {
+      load_row_neon<V>(c + i * ldc, acc[i], nr);
+    } else {
+#pragma GCC unroll 4
+      for (int j = 0; j < V; ++j) acc[i][j] = vld1q_f32(bias + 4 * j);
+    }
+  }
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    const float* rows[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) rows[i] = row_segment<Indirect, MR>(a, a_stride, i, s);
+    for (size_t p = 0; p < seg_k; ++p) {
+      if (next_panel != nullptr) __builtin_prefetch(next_panel + p * kNr);
+      float32x4_t w[V];
+#pragma GCC unroll 4
+      for (int j = 0; j < V; ++j) w[j] = vld1q_f32(panel + 4 * j);
+      panel += kNr;
+      float32x4_t x[(MR + 3) / 4] = {};
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) x[i / 4] = load_lane(rows[i] + p, x[i / 4], i % 4);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < V; ++j) acc[i][j] = fma_lane(acc[i][j], w[j], x[i / 4], i % 4);
+      }
+    }
+  }
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) store_row_neon<V>(c + i * ldc, acc[i], vlo, vhi, clamp, nr);
+}
+#endif
+
 using Kernel = void (*)(size_t, const void*, size_t, size_t, const float*, const float*, float, float, float*, size_t,
                         size_t, bool, bool, const float*);
 
@@ -208,6 +313,18 @@ Kernel kernel_for(size_t mr) {
                                        kernel_avx2<Indirect, 5>,
                                        kernel_avx2<Indirect, 6>};
     return kAvx2[mr];
+  }
+#endif
+#ifdef ETNP_GEMM_NEON
+  if (has_neon()) {
+    static constexpr Kernel kNeon[] = {nullptr,
+                                       kernel_neon<Indirect, 1, 4>,
+                                       kernel_neon<Indirect, 2, 4>,
+                                       kernel_neon<Indirect, 3, 4>,
+                                       kernel_neon<Indirect, 4, 4>,
+                                       kernel_neon<Indirect, 5, 4>,
+                                       kernel_neon<Indirect, 6, 4>};
+    return kNeon[mr];
   }
 #endif
   static constexpr Kernel kGeneric[] = {nullptr,
@@ -228,24 +345,38 @@ void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg
   alignas(32) static constexpr float kZero[kNr] = {};
   const float* bias = out.bias != nullptr ? out.bias : kZero;
   const size_t nr = out.cols;
+  const Kernel* narrow = nullptr;  // the 8x8 kernels of this CPU's vector level, if it has them
 #ifdef ETNP_GEMM_AVX2
-  if (nr <= 8 && has_avx2_fma()) {
-    static constexpr Kernel kNarrow[] = {nullptr,
-                                         kernel_narrow_avx2<Indirect, 1>,
-                                         kernel_narrow_avx2<Indirect, 2>,
-                                         kernel_narrow_avx2<Indirect, 3>,
-                                         kernel_narrow_avx2<Indirect, 4>,
-                                         kernel_narrow_avx2<Indirect, 5>,
-                                         kernel_narrow_avx2<Indirect, 6>,
-                                         kernel_narrow_avx2<Indirect, 7>,
-                                         kernel_narrow_avx2<Indirect, 8>};
+  static constexpr Kernel kNarrowAvx2[] = {nullptr,
+                                           kernel_narrow_avx2<Indirect, 1>,
+                                           kernel_narrow_avx2<Indirect, 2>,
+                                           kernel_narrow_avx2<Indirect, 3>,
+                                           kernel_narrow_avx2<Indirect, 4>,
+                                           kernel_narrow_avx2<Indirect, 5>,
+                                           kernel_narrow_avx2<Indirect, 6>,
+                                           kernel_narrow_avx2<Indirect, 7>,
+                                           kernel_narrow_avx2<Indirect, 8>};
+  if (has_avx2_fma()) narrow = kNarrowAvx2;
+#endif
+#ifdef ETNP_GEMM_NEON
+  static constexpr Kernel kNarrowNeon[] = {nullptr,
+                                           kernel_neon<Indirect, 1, 2>,
+                                           kernel_neon<Indirect, 2, 2>,
+                                           kernel_neon<Indirect, 3, 2>,
+                                           kernel_neon<Indirect, 4, 2>,
+                                           kernel_neon<Indirect, 5, 2>,
+                                           kernel_neon<Indirect, 6, 2>,
+                                           kernel_neon<Indirect, 7, 2>,
+                                           kernel_neon<Indirect, 8, 2>};
+  if (has_neon()) narrow = kNarrowNeon;
+#endif
+  if (nr <= 8 && narrow != nullptr) {
     for (size_t r = 0; r < rows; r += kMrNarrow) {
-      kNarrow[std::min(kMrNarrow, rows - r)](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi,
-                                             out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp, nullptr);
+      narrow[std::min(kMrNarrow, rows - r)](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi,
+                                            out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp, nullptr);
     }
     return;
   }
-#endif
   for (size_t r = 0; r < rows; r += kMr) {
     kernel_for<Indirect>(std::min(kMr, rows - r))(segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo,
                                                   out.hi, out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp,

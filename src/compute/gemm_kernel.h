@@ -1,7 +1,7 @@
 // The fp32 GEMM micro-kernels, shared by the blocked GEMM for operands that change per call (gemm.h) and the
 // one with weights packed at load (packed_gemm.h): rows of A times one panel of 16 columns of B, in 6x16 tiles
-// of twelve AVX2/FMA accumulators (8x8 ones for a last panel of 8 columns or fewer), or portable loops on CPUs
-// without AVX2 and FMA (core/cpu_features.h).
+// of twelve AVX2/FMA accumulators on x86-64 or twenty-four NEON ones on aarch64 (8x8 tiles for a last panel of 8
+// columns or fewer), or portable loops at the portable level (core/cpu_features.h).
 #pragma once
 
 #include <cstddef>

@@ -6,6 +6,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include "compute/gemm_kernel.h"
 #include "core/cpu_features.h"
@@ -73,6 +76,34 @@ __attribute__((target("avx2,fma"))) void gemv_panels_avx2(const float* x, size_t
 }
 #endif
 
+#if defined(__aarch64__)
+// The NEON twin: 16 columns in four q registers, the same fused sums in the same order as the NEON micro-kernel.
+void gemv_panels_neon(const float* x, size_t k, const float* packed, const float* packed_bias, size_t n,
+                      size_t p_begin, size_t p_end, float lo, float hi, float* out) {
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  for (size_t p = p_begin; p < p_end; ++p) {
+    const float* panel = packed + p * k * kNr;
+    const float* b = packed_bias + p * kNr;
+    float32x4_t c0 = vld1q_f32(b), c1 = vld1q_f32(b + 4), c2 = vld1q_f32(b + 8), c3 = vld1q_f32(b + 12);
+    for (size_t i = 0; i < k; ++i) {
+      // 1 KiB ahead, as the AVX2 loop (a prefetch of an address past the array does nothing).
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(panel + i * kNr) + 1024));
+      const float* w = panel + i * kNr;
+      c0 = vfmaq_n_f32(c0, vld1q_f32(w), x[i]);
+      c1 = vfmaq_n_f32(c1, vld1q_f32(w + 4), x[i]);
+      c2 = vfmaq_n_f32(c2, vld1q_f32(w + 8), x[i]);
+      c3 = vfmaq_n_f32(c3, vld1q_f32(w + 12), x[i]);
+    }
+    alignas(16) float sums[kNr];
+    vst1q_f32(sums, vminq_f32(vmaxq_f32(c0, vlo), vhi));
+    vst1q_f32(sums + 4, vminq_f32(vmaxq_f32(c1, vlo), vhi));
+    vst1q_f32(sums + 8, vminq_f32(vmaxq_f32(c2, vlo), vhi));
+    vst1q_f32(sums + 12, vminq_f32(vmaxq_f32(c3, vlo), vhi));
+    std::copy(sums, sums + std::min(kNr, n - p * kNr), out + p * kNr);
+  }
+}
+#endif
+
 }  // namespace
 
 PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias) : k_(k), n_(n) {
@@ -100,6 +131,11 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
 #if defined(__x86_64__) && defined(__GNUC__)
   if (rows == 1 && has_avx2_fma()) {
     return gemv_panels_avx2(in, k_, aligned(panels_), aligned(bias_), n_, p_begin, p_end, out_min, out_max, out);
+  }
+#endif
+#if defined(__aarch64__)
+  if (rows == 1 && has_neon()) {
+    return gemv_panels_neon(in, k_, aligned(panels_), aligned(bias_), n_, p_begin, p_end, out_min, out_max, out);
   }
 #endif
   // K in blocks whose weight panel stays in L1; rows in blocks whose inputs stay in L2 while every panel

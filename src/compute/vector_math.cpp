@@ -6,23 +6,24 @@
 
 #include "core/cpu_features.h"
 
-#if defined(ETNP_HAVE_SLEEF) && defined(__x86_64__)
-#define ETNP_VECTOR_MATH 1
-#endif
-
 namespace etnp::compute {
 
-#ifdef ETNP_VECTOR_MATH
+#if defined(ETNP_HAVE_SLEEF) && defined(__x86_64__)
 // vector_math_avx2.cpp, compiled for AVX2/FMA: called only once the CPU is known to have them.
 VectorF32Fn vector_f32_avx2(VectorOp op);
 
 VectorF32Fn vector_f32(VectorOp op) { return has_avx2_fma() ? vector_f32_avx2(op) : nullptr; }
+#elif defined(ETNP_HAVE_SLEEF) && defined(__aarch64__)
+// vector_math_neon.cpp: every AArch64 CPU has NEON, but the portable level (a test's cap) keeps the libm loops.
+VectorF32Fn vector_f32_neon(VectorOp op);
+
+VectorF32Fn vector_f32(VectorOp op) { return has_neon() ? vector_f32_neon(op) : nullptr; }
 #else
 VectorF32Fn vector_f32(VectorOp) { return nullptr; }
 #endif
 
 void softmax_rows_f32(const float* in, float* out, size_t rows, size_t len) {
-  static const VectorF32Fn vexp = vector_f32(VectorOp::Exp);
+  const VectorF32Fn vexp = vector_f32(VectorOp::Exp);  // per call (a switch), so a capped CPU level applies
   for (size_t r = 0; r < rows; ++r) {
     const float* x = in + r * len;
     float* y = out + r * len;

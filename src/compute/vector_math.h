@@ -1,6 +1,7 @@
-// float32 transcendental functions over whole arrays, 8 lanes at a time with Sleef's AVX2 routines (1-ulp
-// accuracy, like the scalar libm calls they replace), chosen once at run time. The element-wise kernels use
-// them for contiguous float32 tensors and keep the scalar loops for every other dtype and layout.
+// float32 transcendental functions over whole arrays with Sleef's 1-ulp routines (the accuracy of the scalar libm
+// calls they replace): AVX2 ones 8 lanes at a time on x86-64, NEON (AdvSIMD) ones 4 at a time on aarch64. The
+// element-wise kernels use them for contiguous float32 tensors and keep the scalar loops for every other dtype and
+// layout.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +13,8 @@ enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, 
 /// out[i] = op(in[i]) for i < n (in and out may be the same array).
 using VectorF32Fn = void (*)(const float* in, float* out, size_t n);
 
-/// The vector routine for `op`, or nullptr where this build (no Sleef) or CPU (no AVX2/FMA) has none.
+/// The vector routine for `op`, or nullptr where this build (no Sleef) or CPU level (below AVX2/FMA or NEON)
+/// has none.
 VectorF32Fn vector_f32(VectorOp op);
 
 /// Softmax over `rows` contiguous rows of `len` floats, y = exp(x - max) / sum, with the vector exp where there

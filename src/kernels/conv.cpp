@@ -13,6 +13,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#define ETNP_CONV_AVX2 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNP_CONV_NEON 1
 #endif
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
@@ -236,9 +240,9 @@ void depthwise_plane_generic(const ConvShape& s, const float* src, const float* 
   }
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-/// Depthwise convolution with AVX2. Each input plane is copied once into zero-padded "phase planes" (phase q
-/// holds padded columns q, q + sw, q + 2 sw, ...), so every tap of every output row is a contiguous,
+#if defined(ETNP_CONV_AVX2) || defined(ETNP_CONV_NEON)
+/// Depthwise convolution with AVX2 or NEON. Each input plane is copied once into zero-padded "phase planes"
+/// (phase q holds padded columns q, q + sw, q + 2 sw, ...), so every tap of every output row is a contiguous,
 /// unconditional 8-wide load whatever the stride, padding or dilation. Outputs are computed in groups of
 /// (row, 8 columns) tiles, several tiles at once so the FMA chains overlap.
 struct DepthwiseLayout {
@@ -269,7 +273,9 @@ DepthwiseLayout depthwise_layout(const ConvShape& s) {
   }
   return l;
 }
+#endif
 
+#ifdef ETNP_CONV_AVX2
 /// Copies one input plane (H x W, contiguous) into the phase planes. Only the input-holding region is
 /// written: the caller zeroes the planes once and the padding stays zero for every channel.
 __attribute__((target("avx2,fma"))) void fill_phase_planes_avx2(const ConvShape& s, const DepthwiseLayout& l,
@@ -365,6 +371,93 @@ __attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape&
 }
 #endif
 
+#ifdef ETNP_CONV_NEON
+// The NEON twins of the three functions above: the same phase planes, tiles and sums (from zero, one fused
+// multiply-add per tap in tap order, then the bias), a tile's 8 columns as two q registers.
+
+void fill_phase_planes_neon(const ConvShape& s, const DepthwiseLayout& l, const float* src, float* planes) {
+  for (int64_t ih = 0; ih < s.h; ++ih) {
+    const int64_t prow = ih + s.ph;
+    if (prow >= l.phase_rows) break;  // rows no output reads
+    const float* irow = src + ih * s.w;
+    for (int64_t q = 0; q < s.sw; ++q) {
+      float* dst = planes + q * l.phase_size + prow * l.phase_w;
+      const int64_t off = q - s.pw, lo = l.lo[static_cast<size_t>(q)], hi = l.hi[static_cast<size_t>(q)];
+      int64_t idx = lo;
+      if (s.sw == 1) {
+        std::copy(irow + lo + off, irow + hi + off, dst + lo);
+        continue;
+      }
+      if (s.sw == 2) {
+        // LD2 splits 8 consecutive inputs into the even and odd ones.
+        for (; idx + 4 <= hi && 2 * idx + off + 8 <= s.w; idx += 4) {
+          vst1q_f32(dst + idx, vld2q_f32(irow + 2 * idx + off).val[0]);
+        }
+      }
+      for (; idx < hi; ++idx) dst[idx] = irow[idx * s.sw + off];
+    }
+  }
+}
+
+template <int N>
+[[gnu::always_inline]] inline void depthwise_tiles_neon(const float* planes, const int64_t* taps, int64_t num_taps,
+                                                        const float* w, float bias, const int64_t* in_base,
+                                                        float* const* out, unsigned partial, int64_t tail_lanes) {
+  float32x4_t acc[N][2];
+  for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+  for (int64_t t = 0; t < num_taps; ++t) {
+    const float wv = w[t];
+    const float* p = planes + taps[t];
+    for (int i = 0; i < N; ++i) {
+      acc[i][0] = vfmaq_n_f32(acc[i][0], vld1q_f32(p + in_base[i]), wv);
+      acc[i][1] = vfmaq_n_f32(acc[i][1], vld1q_f32(p + in_base[i] + 4), wv);
+    }
+  }
+  const float32x4_t b = vdupq_n_f32(bias);
+  for (int i = 0; i < N; ++i) {
+    float tile[8];
+    float* dst = (partial & (1u << i)) != 0 ? tile : out[i];  // a row's last, short tile: only its columns
+    vst1q_f32(dst, vaddq_f32(acc[i][0], b));
+    vst1q_f32(dst + 4, vaddq_f32(acc[i][1], b));
+    if (dst == tile) std::copy(tile, tile + tail_lanes, out[i]);
+  }
+}
+
+void depthwise_channel_neon(const ConvShape& s, const DepthwiseLayout& l, const float* src, const float* w,
+                            const float* bias, int64_t mult, float* dst, float* planes) {
+  const int64_t taps = s.kh * s.kw;
+  fill_phase_planes_neon(s, l, src, planes);
+  const int64_t tail_lanes = s.ow % 8;
+  for (int64_t m = 0; m < mult; ++m) {
+    const float* wm = w + m * taps;
+    const float bm = bias != nullptr ? bias[m] : 0.0f;
+    float* out_plane = dst + m * s.oh * s.ow;
+    int64_t base[8];
+    float* out[8];
+    unsigned partial = 0;
+    int pending = 0;
+    for (int64_t oh = 0; oh < s.oh; ++oh) {
+      const int64_t row_base = oh * s.sh * l.phase_w;
+      float* row_out = out_plane + oh * s.ow;
+      for (int64_t c = 0; c < s.ow; c += 8) {
+        base[pending] = row_base + c;
+        out[pending] = row_out + c;
+        if (c + 8 > s.ow) partial |= 1u << pending;
+        if (++pending == 8) {
+          depthwise_tiles_neon<8>(planes, l.tap_offset.data(), taps, wm, bm, base, out, partial, tail_lanes);
+          pending = 0;
+          partial = 0;
+        }
+      }
+    }
+    for (int k = 0; k < pending; ++k) {
+      depthwise_tiles_neon<1>(planes, l.tap_offset.data(), taps, wm, bm, base + k, out + k, (partial >> k) & 1u,
+                              tail_lanes);
+    }
+  }
+}
+#endif
+
 void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, const float* bias, float* out,
                         ThreadPool* pool) {
   const int64_t mult = s.cout_g;  // output channels per input channel
@@ -372,8 +465,15 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
   const size_t per_channel = static_cast<size_t>(std::max<int64_t>(1, plane_out * taps * mult));
   const size_t grain = std::max<size_t>(1, (1u << 17) / per_channel);
   const size_t channels = static_cast<size_t>(s.n * s.c_in);
-#if defined(__x86_64__) || defined(__i386__)
-  if (has_avx2_fma()) {
+#if defined(ETNP_CONV_AVX2) || defined(ETNP_CONV_NEON)
+#ifdef ETNP_CONV_AVX2
+  const bool vector = has_avx2_fma();
+  constexpr auto depthwise_channel = depthwise_channel_avx2;
+#else
+  const bool vector = has_neon();
+  constexpr auto depthwise_channel = depthwise_channel_neon;
+#endif
+  if (vector) {
     const DepthwiseLayout layout = depthwise_layout(s);
     pool->parallel_for(channels, grain, [&](size_t b, size_t e) {
       thread_local std::vector<float> scratch;
@@ -383,8 +483,8 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
       for (size_t idx = b; idx < e; ++idx) {
         const int64_t n = static_cast<int64_t>(idx) / s.c_in, ic = static_cast<int64_t>(idx) % s.c_in;
         const int64_t oc0 = ic * mult;
-        depthwise_channel_avx2(s, layout, in + idx * s.h * s.w, wt + oc0 * taps, bias != nullptr ? bias + oc0 : nullptr,
-                               mult, out + (n * s.c_out + oc0) * plane_out, scratch.data());
+        depthwise_channel(s, layout, in + idx * s.h * s.w, wt + oc0 * taps, bias != nullptr ? bias + oc0 : nullptr,
+                          mult, out + (n * s.c_out + oc0) * plane_out, scratch.data());
       }
     });
     return;

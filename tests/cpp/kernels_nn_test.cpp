@@ -23,6 +23,7 @@
 
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
+#include "cpu_levels.h"
 #include "kernel_test_util.h"
 #include "compute/gemm.h"
 
@@ -339,8 +340,8 @@ TEST(NnKernelsLinalg, GemmEpilogueAndZeroK) {
   ep.bias = compute::GemmMatrix{bias, 0, 1};
   compute::gemm_f32(2, 3, 0, {nullptr, 0, 1}, {nullptr, 3, 1}, c, 3, 1, ep, nullptr);
   EXPECT_EQ(std::vector<float>(c, c + 6), (std::vector<float>{2, 4, 6, 2, 4, 6}));
-  EXPECT_TRUE(std::string(compute::gemm_f32_kernel_name()) == "avx2-fma" ||
-              std::string(compute::gemm_f32_kernel_name()) == "generic");
+  const std::string kernel = compute::gemm_f32_kernel_name();
+  EXPECT_TRUE(kernel == "avx2-fma" || kernel == "neon" || kernel == "generic") << kernel;
 }
 
 TEST(NnKernelsLinalg, GemmEpilogueBiasLayouts) {
@@ -522,11 +523,21 @@ TEST(NnKernelsConv, GemmPathsMatchReference) {
 }
 
 TEST(NnKernelsConv, DepthwiseMatchesReference) {
-  run_conv_case({1, 8, 12, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false, 0, 0, true, false}, 30);
-  run_conv_case({2, 5, 11, 14, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5, false, 0, 0, false, false}, 31);
-  run_conv_case({1, 4, 9, 10, 8, 5, 3, 3, 3, 2, 1, 1, 2, 4, false, 0, 0, true, false}, 32);  // multiplier 2
-  run_conv_case({1, 3, 5, 5, 3, 3, 3, 1, 1, 0, 0, 2, 2, 3, false, 0, 0, true, false}, 33);   // dilation, no pad
-  run_conv_case({1, 8, 4, 4, 8, 3, 3, 1, 1, 12, 12, 12, 12, 8, false, 0, 0, true, false}, 34);  // atrous
+  // At every CPU level: the portable planes, and the AVX2 or NEON phase planes and 8-column tiles (rows that end
+  // in a short tile, stride 2's deinterleaving copy on wide rows, stride 3, a row length of whole tiles).
+  at_each_cpu_level([](CpuLevel level) {
+    SCOPED_TRACE(cpu_level_name(level));
+    run_conv_case({1, 8, 12, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false, 0, 0, true, false}, 30);
+    run_conv_case({2, 5, 11, 14, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5, false, 0, 0, false, false}, 31);
+    run_conv_case({1, 4, 9, 10, 8, 5, 3, 3, 3, 2, 1, 1, 2, 4, false, 0, 0, true, false}, 32);  // multiplier 2
+    run_conv_case({1, 3, 5, 5, 3, 3, 3, 1, 1, 0, 0, 2, 2, 3, false, 0, 0, true, false}, 33);   // dilation, no pad
+    run_conv_case({1, 8, 4, 4, 8, 3, 3, 1, 1, 12, 12, 12, 12, 8, false, 0, 0, true, false}, 34);  // atrous
+    run_conv_case({1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, false, 0, 0, true, false}, 35);   // 4 tiles + 5
+    run_conv_case({2, 2, 7, 41, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, false, 0, 0, true, false}, 36);   // stride 2, wide
+    run_conv_case({1, 2, 11, 50, 4, 5, 5, 3, 3, 2, 2, 1, 1, 2, false, 0, 0, false, false}, 37); // stride 3
+    run_conv_case({1, 2, 6, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, 0, 0, true, false}, 38);   // whole tiles
+    run_conv_case({2, 3, 1, 29, 3, 1, 5, 1, 2, 0, 2, 1, 1, 3, false, 0, 0, true, true}, 39);    // 1-D, stride 2
+  });
 }
 
 TEST(NnKernelsConv, TransposedMatchesReference) {

@@ -1,0 +1,376 @@
+// etnp's own fp32 vector kernels (GEMM micro-kernels, GEMV, depthwise convolutions, vector math) at every CPU
+// level this machine has (cpu_levels.h), so that the portable twin, AVX2 and NEON implementations all meet the
+// same reference. Small integer values make every sum exact in float whatever the order or fusion of the
+// multiply-adds, so those cases compare exactly; random floats compare with a tolerance.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "compute/depthwise.h"
+#include "compute/gemm.h"
+#include "compute/gemm_kernel.h"
+#include "compute/packed_gemm.h"
+#include "compute/vector_math.h"
+#include "cpu_levels.h"
+
+namespace etnp::compute {
+namespace {
+
+using etnp::testing::at_each_cpu_level;
+
+/// Integers in [-5, 5] (or [-3, 3] with `small`): products and their sums stay exact in float.
+std::vector<float> int_values(size_t n, unsigned seed, bool small = false) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t h = (i * 2654435761u + seed * 40503u) >> 7;
+    v[i] = small ? static_cast<float>(h % 7) - 3.0f : static_cast<float>(h % 11) - 5.0f;
+  }
+  return v;
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// GEMM micro-kernels (gemm_kernel.h), called directly: rows around the 6- and 8-row tiles, every column count
+// of a last panel (the narrow 8-column kernels up to 8), K of 0 and odd lengths, bias or none, an earlier
+// K block's sums (accumulate), clamp, output rows wider than the panel.
+
+struct PanelCase {
+  size_t rows, cols, k;
+  bool bias, accumulate, clamp;
+};
+
+TEST(GemmKernel, PanelMatchesTheDefinitionAtEveryCpuLevel) {
+  std::vector<PanelCase> cases;
+  for (size_t rows : {1, 2, 5, 6, 7, 8, 9, 13}) {
+    for (size_t cols : {1, 3, 7, 8, 9, 15, 16}) {
+      for (size_t k : {0, 1, 5, 33}) {
+        for (int flags = 0; flags < 8; ++flags) {
+          cases.push_back({rows, cols, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0});
+        }
+      }
+    }
+  }
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const PanelCase& t : cases) {
+      const size_t ldc = t.cols + 3, a_stride = t.k + 2;
+      const auto a = int_values(t.rows * a_stride, 1);
+      const auto panel = int_values(t.k * kGemmPanel, 2, true);
+      const auto bias = int_values(kGemmPanel, 3);
+      const auto before = int_values(t.rows * ldc, 4);
+      std::vector<float> c = before;
+      GemmPanelOut out;
+      out.c = c.data();
+      out.ldc = ldc;
+      out.cols = t.cols;
+      out.bias = t.bias ? bias.data() : nullptr;
+      out.accumulate = t.accumulate;
+      out.clamp = t.clamp;
+      out.lo = -20.0f;
+      out.hi = 25.0f;
+      // Direct rows, and the same rows through pointers in two segments (a convolution's kernel rows).
+      for (int indirect = 0; indirect < 2; ++indirect) {
+        c = before;
+        if (indirect == 0) {
+          gemm_panel_f32(a.data(), a_stride, t.rows, t.k, panel.data(), out, panel.data());
+        } else {
+          if (t.k % 2 != 0) continue;
+          std::vector<const float*> ptrs;
+          for (size_t r = 0; r < t.rows; ++r) {
+            ptrs.push_back(a.data() + r * a_stride);
+            ptrs.push_back(a.data() + r * a_stride + t.k / 2);
+          }
+          gemm_panel_f32_indirect(ptrs.data(), 2, t.rows, 2, t.k / 2, panel.data(), out);
+        }
+        for (size_t r = 0; r < t.rows; ++r) {
+          for (size_t j = 0; j < ldc; ++j) {
+            float want = before[r * ldc + j];  // columns past `cols` are left alone
+            if (j < t.cols) {
+              double acc = t.accumulate ? before[r * ldc + j] : (t.bias ? bias[j] : 0.0);
+              for (size_t p = 0; p < t.k; ++p) acc += double(a[r * a_stride + p]) * panel[p * kGemmPanel + j];
+              if (t.clamp) acc = std::min(std::max(acc, -20.0), 25.0);
+              want = static_cast<float>(acc);
+            }
+            ASSERT_EQ(c[r * ldc + j], want)
+                << cpu_level_name(level) << (indirect ? " indirect " : " direct ") << t.rows << "x" << t.cols << "x"
+                << t.k << " bias " << t.bias << " accumulate " << t.accumulate << " clamp " << t.clamp << " at " << r
+                << "," << j;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(GemmKernel, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
+  // Rounding differs with the fusion of the multiply-adds only: within a few ulps of the sums' magnitude.
+  const size_t rows = 13, k = 300;
+  const auto a = random_floats(rows * k, 11), panel = random_floats(k * kGemmPanel, 12), bias = random_floats(16, 13);
+  for (size_t cols : {5, 16}) {
+    std::vector<float> portable;
+    at_each_cpu_level([&](CpuLevel level) {
+      std::vector<float> c(rows * cols);
+      GemmPanelOut out;
+      out.c = c.data();
+      out.ldc = cols;
+      out.cols = cols;
+      out.bias = bias.data();
+      gemm_panel_f32(a.data(), k, rows, k, panel.data(), out);
+      if (level == CpuLevel::portable) {
+        portable = c;
+        return;
+      }
+      for (size_t i = 0; i < c.size(); ++i) {
+        ASSERT_NEAR(c[i], portable[i], 1e-4) << cpu_level_name(level) << " at " << i;
+      }
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// gemm_f32 (blocked GEMM with packing, and its matrix-vector paths) over layouts: A and B row-major or
+// transposed (B's columns contiguous: the transposing panel packer), C row-major or strided, a single row
+// (GEMV, both the axpy and dot-product forms) and a single column.
+
+TEST(GemmF32, MatchesTheDefinitionAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (int64_t m : {1, 5, 6, 13}) {
+      for (int64_t n : {1, 8, 17, 40}) {
+        for (int64_t k : {1, 9, 16, 300}) {
+          const auto av = int_values(static_cast<size_t>(m * k), 21);
+          const auto bv = int_values(static_cast<size_t>(k * n), 22, true);
+          for (int layout = 0; layout < 8; ++layout) {
+            const bool at = (layout & 1) != 0, bt = (layout & 2) != 0, ct = (layout & 4) != 0;
+            const GemmMatrix a = at ? GemmMatrix{av.data(), 1, m} : GemmMatrix{av.data(), k, 1};
+            const GemmMatrix b = bt ? GemmMatrix{bv.data(), 1, k} : GemmMatrix{bv.data(), n, 1};
+            std::vector<float> c(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
+            const int64_t c_rs = ct ? 1 : n, c_cs = ct ? m : 1;
+            gemm_f32(m, n, k, a, b, c.data(), c_rs, c_cs, GemmEpilogue{}, nullptr);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                double acc = 0.0;
+                for (int64_t p = 0; p < k; ++p) {
+                  acc += double(av[size_t(i * a.row_stride + p * a.col_stride)]) *
+                         bv[size_t(p * b.row_stride + j * b.col_stride)];
+                }
+                ASSERT_EQ(c[size_t(i * c_rs + j * c_cs)], static_cast<float>(acc))
+                    << cpu_level_name(level) << " " << m << "x" << n << "x" << k << " layout " << layout << " at "
+                    << i << "," << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(GemmF32, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
+  // The GEMV forms (one row: k sequential; one row times a transposed B: dot products) and a tiled product.
+  const int64_t k = 777, n = 53;
+  const auto av = random_floats(static_cast<size_t>(7 * k), 31), bv = random_floats(static_cast<size_t>(k * n), 32);
+  for (int form = 0; form < 3; ++form) {
+    const int64_t m = form == 2 ? 7 : 1;
+    const GemmMatrix a{av.data(), k, 1};
+    const GemmMatrix b = form == 1 ? GemmMatrix{bv.data(), 1, k} : GemmMatrix{bv.data(), n, 1};
+    std::vector<float> portable;
+    at_each_cpu_level([&](CpuLevel level) {
+      std::vector<float> c(static_cast<size_t>(m * n));
+      gemm_f32(m, n, k, a, b, c.data(), n, 1, GemmEpilogue{}, nullptr);
+      if (level == CpuLevel::portable) {
+        portable = c;
+        return;
+      }
+      for (size_t i = 0; i < c.size(); ++i) {
+        ASSERT_NEAR(c[i], portable[i], 2e-4) << cpu_level_name(level) << " form " << form << " at " << i;
+      }
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// PackedGemm: the single-row streaming path (gemv_panels) against the definition and, bit for bit, against the
+// micro-kernel at the same level (row 0 of a several-row product).
+
+TEST(PackedGemm, SingleRowMatchesTheDefinitionAndTheMicroKernelAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (size_t k : {1, 3, 4, 255, 300}) {
+      for (size_t n : {1, 8, 17, 48}) {
+        const auto x = int_values(7 * k, 41), w = int_values(n * k, 42, true), bias = int_values(n, 43);
+        const PackedGemm gemm(w.data(), true, k, n, bias.data());
+        std::vector<float> one(n), many(7 * n);
+        gemm.run(x.data(), 1, k, -30.0f, 40.0f, one.data());
+        for (size_t j = 0; j < n; ++j) {
+          double acc = bias[j];
+          for (size_t i = 0; i < k; ++i) acc += double(x[i]) * w[j * k + i];
+          acc = std::min(std::max(acc, -30.0), 40.0);
+          ASSERT_EQ(one[j], static_cast<float>(acc)) << cpu_level_name(level) << " " << k << "x" << n << " at " << j;
+        }
+        const auto xf = random_floats(7 * k, 44), wf = random_floats(n * k, 45);
+        const PackedGemm gemm_f(wf.data(), true, k, n, bias.data());
+        const float inf = std::numeric_limits<float>::infinity();
+        gemm_f.run(xf.data(), 1, k, -inf, inf, one.data());
+        gemm_f.run(xf.data(), 7, k, -inf, inf, many.data());
+        for (size_t j = 0; j < n; ++j) {
+          ASSERT_EQ(one[j], many[j]) << cpu_level_name(level) << " " << k << "x" << n << " at " << j;
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// DepthwiseConv (depthwise.h), NHWC: channel counts a multiple of 8 (pixel blocks, read in place or through
+// padded rows, any stride) and others (the flattened-row kernel, stride 1), kernels 1 to 5 wide, padding on
+// each side or none, images narrower than the kernel (every output an edge one), batches, bias or none, clamp.
+
+TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
+  struct Case {
+    size_t c, h, w, kh, kw, sh, sw, pad_top, pad_left, pad_bottom, pad_right;
+  };
+  const Case cases[] = {
+      {8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1},     {16, 6, 13, 3, 3, 2, 2, 1, 1, 1, 1}, {24, 5, 21, 5, 5, 1, 1, 2, 2, 2, 2},
+      {8, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1},     {16, 9, 17, 3, 3, 2, 2, 0, 0, 1, 1}, {8, 5, 11, 2, 2, 2, 1, 0, 0, 0, 0},
+      {32, 3, 40, 1, 3, 1, 1, 0, 1, 0, 1},   {8, 8, 8, 5, 3, 1, 2, 2, 1, 2, 1},   {3, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1},
+      {5, 5, 7, 3, 5, 2, 1, 0, 2, 1, 2},     {12, 4, 9, 3, 3, 1, 1, 1, 1, 1, 1},  {1, 3, 19, 1, 4, 1, 1, 0, 0, 0, 3},
+  };
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const Case& t : cases) {
+      ASSERT_TRUE(DepthwiseConv::supported(t.c, t.kh, t.sh, t.sw));
+      const size_t out_h = (t.h + t.pad_top + t.pad_bottom - t.kh) / t.sh + 1;
+      const size_t out_w = (t.w + t.pad_left + t.pad_right - t.kw) / t.sw + 1;
+      for (size_t batch : {1, 2}) {
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          const auto x = int_values(batch * t.h * t.w * t.c, 61), f = int_values(t.kh * t.kw * t.c, 62, true);
+          const auto bias = int_values(t.c, 63);
+          const DepthwiseConv conv(f.data(), with_bias ? bias.data() : nullptr, t.c, t.kh, t.kw, t.sh, t.sw,
+                                   t.pad_top, t.pad_left);
+          const float lo = with_bias ? -30.0f : -std::numeric_limits<float>::infinity();
+          const float hi = with_bias ? 40.0f : std::numeric_limits<float>::infinity();
+          std::vector<float> out(batch * out_h * out_w * t.c, std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> scratch;
+          conv.run(x.data(), batch, t.h, t.w, out_h, out_w, lo, hi, out.data(), scratch);
+          for (size_t b = 0; b < batch; ++b) {
+            for (size_t oy = 0; oy < out_h; ++oy) {
+              for (size_t ox = 0; ox < out_w; ++ox) {
+                for (size_t ch = 0; ch < t.c; ++ch) {
+                  double acc = with_bias ? bias[ch] : 0.0;
+                  for (size_t ky = 0; ky < t.kh; ++ky) {
+                    for (size_t kx = 0; kx < t.kw; ++kx) {
+                      const auto iy = static_cast<ptrdiff_t>(oy * t.sh + ky) - static_cast<ptrdiff_t>(t.pad_top);
+                      const auto ix = static_cast<ptrdiff_t>(ox * t.sw + kx) - static_cast<ptrdiff_t>(t.pad_left);
+                      if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(t.h) || ix >= static_cast<ptrdiff_t>(t.w)) {
+                        continue;
+                      }
+                      acc += double(x[((b * t.h + size_t(iy)) * t.w + size_t(ix)) * t.c + ch]) *
+                             f[(ky * t.kw + kx) * t.c + ch];
+                    }
+                  }
+                  acc = std::min(std::max(acc, double(lo)), double(hi));
+                  ASSERT_EQ(out[((b * out_h + oy) * out_w + ox) * t.c + ch], static_cast<float>(acc))
+                      << cpu_level_name(level) << " case " << (&t - cases) << " batch " << batch << " bias "
+                      << with_bias << " at " << b << "," << oy << "," << ox << "," << ch;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Vector math (vector_math.h): each level's routine (none at the portable level) within the accuracy the
+// element-wise kernels are held to, lengths around the 4- and 8-lane widths; softmax at each level.
+
+TEST(VectorMath, RoutinesMatchTheScalarFunctionsAtEveryCpuLevel) {
+  struct Case {
+    VectorOp op;
+    double (*ref)(double);
+    float lo, hi;
+    double abs_floor = 1e-37;  // absolute tolerance where the result crosses zero
+  };
+  const Case cases[] = {
+      {VectorOp::Exp, [](double x) { return std::exp(x); }, -87.0f, 88.0f},
+      {VectorOp::Expm1, [](double x) { return std::expm1(x); }, -20.0f, 20.0f},
+      {VectorOp::Log, [](double x) { return std::log(x); }, 1e-30f, 1e30f},
+      {VectorOp::Log1p, [](double x) { return std::log1p(x); }, -0.99f, 1e6f},
+      {VectorOp::Log2, [](double x) { return std::log2(x); }, 1e-20f, 1e20f},
+      {VectorOp::Log10, [](double x) { return std::log10(x); }, 1e-20f, 1e20f},
+      {VectorOp::Sin, [](double x) { return std::sin(x); }, -100.0f, 100.0f, 1e-7},
+      {VectorOp::Cos, [](double x) { return std::cos(x); }, -100.0f, 100.0f, 1e-7},
+      {VectorOp::Tan, [](double x) { return std::tan(x); }, -1.5f, 1.5f},
+      {VectorOp::Tanh, [](double x) { return std::tanh(x); }, -12.0f, 12.0f},
+      {VectorOp::Atan, [](double x) { return std::atan(x); }, -1e4f, 1e4f},
+      {VectorOp::Erf, [](double x) { return std::erf(x); }, -5.0f, 5.0f},
+      {VectorOp::Sigmoid, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -90.0f, 90.0f},
+  };
+  at_each_cpu_level([&](CpuLevel level) {
+    std::mt19937 rng(7);
+    for (const Case& c : cases) {
+      const VectorF32Fn fn = vector_f32(c.op);
+      if (level == CpuLevel::portable) {
+        ASSERT_EQ(fn, nullptr) << "the portable level runs the scalar loops";
+        continue;
+      }
+      if (fn == nullptr) continue;  // a build without Sleef
+      for (size_t n : {1, 3, 4, 5, 7, 8, 9, 1001}) {
+        std::uniform_real_distribution<float> dist(c.lo, c.hi);
+        std::vector<float> x(n), y(n);
+        for (float& v : x) v = dist(rng);
+        fn(x.data(), y.data(), n);
+        for (size_t i = 0; i < n; ++i) {
+          const double ref = c.ref(double(x[i]));
+          const double tol = std::max(2.5 * std::abs(ref) * std::numeric_limits<float>::epsilon(), c.abs_floor);
+          ASSERT_NEAR(y[i], ref, tol) << cpu_level_name(level) << " op " << int(c.op) << " n=" << n << " x=" << x[i];
+        }
+      }
+      // In place, as the element-wise kernels call it.
+      std::vector<float> x = {0.5f, 1.0f, 2.0f, 0.25f, 3.0f};
+      std::vector<float> y(x.size());
+      fn(x.data(), y.data(), x.size());
+      fn(x.data(), x.data(), x.size());
+      EXPECT_EQ(x, y) << cpu_level_name(level);
+    }
+  });
+}
+
+TEST(VectorMath, SoftmaxMatchesTheDefinitionAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (size_t len : {1, 3, 4, 7, 8, 9, 100}) {
+      auto x = random_floats(3 * len, 51);
+      for (float& v : x) v *= 20.0f;
+      x[0] = 1000.0f;  // large inputs do not overflow
+      std::vector<float> y(x.size());
+      softmax_rows_f32(x.data(), y.data(), 3, len);
+      for (size_t r = 0; r < 3; ++r) {
+        const float* row = x.data() + r * len;
+        const double mx = *std::max_element(row, row + len);
+        double sum = 0.0;
+        for (size_t j = 0; j < len; ++j) sum += std::exp(double(row[j]) - mx);
+        for (size_t j = 0; j < len; ++j) {
+          const double want = std::exp(double(row[j]) - mx) / sum;
+          ASSERT_NEAR(y[r * len + j], want, 4e-7 + 1e-6 * want) << cpu_level_name(level) << " len " << len;
+        }
+      }
+    }
+    const std::vector<float> with_nan = {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f, 0.0f, 1.0f};
+    std::vector<float> y(with_nan.size());
+    softmax_rows_f32(with_nan.data(), y.data(), 1, with_nan.size());
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << cpu_level_name(level);
+  });
+}
+
+}  // namespace
+}  // namespace etnp::compute
