@@ -3,6 +3,7 @@
 # qemu-aarch64 with -cpu max (NEON, dotprod, i8mm and SVE available), the fixture conformance included.
 #   ./scripts/cross-arm64.sh              install what is missing, make the sysroot, build, run the suite
 #   ./scripts/cross-arm64.sh --build-only
+#   ./scripts/cross-arm64.sh --sysroot-only   the host packages and the sysroot only (scripts/cross-arm64-python.sh)
 #   ETNP_ARM64_FILTER='...'               a GoogleTest filter for the emulated run (default: every test)
 #   ETNP_ARM64_SYSROOT=DIR                the sysroot (default ~/.cache/etnp/arm64-sysroot)
 #   ETNP_ARM64_BUILD_DIR=DIR              the build folder (default build-arm64)
@@ -71,6 +72,7 @@ if [ "$(cat "$sysroot/.etnp-stamp" 2>/dev/null)" != "$key" ]; then
   done
   echo "$key" >"$sysroot/.etnp-stamp"
 fi
+[ "${1:-}" = "--sysroot-only" ] && exit 0
 
 # --- build -------------------------------------------------------------------------------------------------
 ETNP_ARM64_SYSROOT="$sysroot" cmake -S . -B "$build_dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake \

@@ -7,7 +7,8 @@
 #   2. the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   2b. the Python package's wheel installed into a fresh venv with only numpy (tests/python/test_packaging.py);
 #   3. the concurrency tests, C++ and Python, under ThreadSanitizer;
-#   3b. an aarch64 cross build and its C++ suite under qemu (scripts/cross-arm64.sh);
+#   3b. an aarch64 cross build and its C++ suite under qemu (scripts/cross-arm64.sh), and the Python package's
+#      aarch64 wheel with the Python suite on it under qemu (scripts/cross-arm64-python.sh);
 #   4. the libFuzzer targets (fuzz/, scripts/fuzz.sh), about a minute each on their saved corpora.
 # Fixture-based tests read ../shared/fixtures (or $ETNP_FIXTURES) and skip with a message where it is absent.
 # ETNP_TEST_QUICK=1 runs steps 1 and 1b only. ETNP_SKIP_LIVE=1 skips step 1b; where the venv cannot be made
@@ -106,6 +107,15 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   # scripts/cross-arm64.sh: Debian's cross compiler and arm64 packages unpacked into a sysroot
   # (~/.cache/etnp/arm64-sysroot); the cold build about 10 minutes of CPU, the emulated suite about 2 minutes.
   ./scripts/cross-arm64.sh || status=1
+
+  step "aarch64: the Python package's wheel, cross-built; the Python suite on it under qemu-aarch64 -cpu max"
+  # scripts/cross-arm64-python.sh: pip wheel . with the aarch64 toolchain (build-arm64-wheel/, linux_aarch64),
+  # repaired by auditwheel (manylinux_2_34_aarch64), installed into a folder and tested by Debian's arm64 Python
+  # and numpy of the sysroot (unpacked there on first use: about 40 packages). The cold wheel build about 15
+  # minutes on 2 shared cores (incremental after), the emulated suite about 7 minutes (1938 tests).
+  tools=()
+  [ -n "$venv" ] && [ $venv_rc -eq 0 ] && tools=(ETNP_BUILD_TOOLS_PYTHON="$venv/bin/python")
+  env "${tools[@]}" ./scripts/cross-arm64-python.sh || status=1
 
   step "Fuzz targets (libFuzzer, ASan + UBSan)"
   # Adds a sanitized clang build of the library into build-fuzz (about 90 compiles: well over 25 minutes cold
