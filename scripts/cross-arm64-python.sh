@@ -111,7 +111,8 @@ wheel=$(ls "$out"/dist/executorch_numpy_runtime-*-linux_aarch64.whl)
 rm -rf "$out/check" && mkdir -p "$out/check"
 (cd "$out/check" && "$tools" -m zipfile -e "$wheel" .)
 for f in "$out"/check/executorch_numpy_runtime/_C"$suffix" "$out"/check/executorch_numpy_runtime/bin/etnp; do
-  file -b "$f" | grep -q "ARM aarch64" || { log "$f is not aarch64 code: $(file -b "$f")"; exit 1; }
+  machine=$(readelf -h "$f" 2>/dev/null | sed -n 's/^ *Machine: *//p')  # binutils: file(1) may be absent
+  [ "$machine" = "AArch64" ] || { log "$f is not aarch64 code (ELF machine: '${machine:-not ELF}')"; exit 1; }
 done
 log "$(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 # auditwheel repair, as for the x86-64 wheel (docs/python.md): the arm64 libraries it links (XNNPACK, cpuinfo,
