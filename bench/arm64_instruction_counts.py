@@ -196,19 +196,24 @@ def disassemble(path: pathlib.Path) -> dict:
 # The pairs compared: etnp's kernel (a pattern of its demangled name) against XNNPACK's micro-kernels for the same
 # job (patterns of their names; those this build of the library exports are listed). MR x NR is the tile.
 PAIRS = [
-    ("fp32 GEMM", r"etnp::compute::.*neon.*gemm|etnp::compute::.*gemm.*neon|kernel_neon",
+    ("fp32 GEMM", r"etnp::compute::.*kernel_neon<",
      [r"^xnn_f32_gemm_minmax_ukernel_\d+x\d+__aarch64_neonfma"]),
-    ("fp32 depthwise convolution", r"etnp::.*depthwise.*neon|etnp::.*neon.*depthwise",
+    ("fp32 depthwise convolution", r"etnp::(compute|kernels)::.*depthwise.*_neon",
      [r"^xnn_f32_dwconv_minmax_ukernel_.*(neon|aarch64)"]),
-    ("int8 GEMM (qs8/qc8)", r"etnp::.*(qd8|qs8|int8).*(neon|dot)|etnp::.*(neon|dot).*(qd8|qs8|int8)",
+    ("int8 GEMM (the delegate's qd8 fully-connected tile)", r"etnp::xnn::.*qd8_tile_simd<",
      [r"^xnn_qc8_gemm_minmax_fp32_ukernel_\d+x\d+c\d+__aarch64_neondot",
       r"^xnn_qc8_gemm_minmax_fp32_ukernel_\d+x\d+c\d+__aarch64_neon_mlal$",
       r"^xnn_qs8_qc8w_gemm_minmax_fp32_ukernel_\d+x\d+c\d+__(aarch64_)?neondot",
       r"^xnn_qd8_f32_qc8w_gemm_minmax_ukernel_\d+x\d+c\d+__(aarch64_)?neondot"]),
-    ("4-bit GEMM (qd8 x qb4w/qc4w)", r"etnp::compute::.*(int4|blocks).*(neon|dot)|etnp::compute::(neon|dot).*::",
+    ("int8 depthwise convolution", r"etnp::xnn::.*depthwise_qs8_row_neon",
+     [r"^xnn_qs8_dwconv_minmax_fp32_ukernel_.*(neon|aarch64)", r"^xnn_qc8_dwconv_minmax_fp32_ukernel_.*(neon|aarch64)"]),
+    ("4-bit GEMM (qd8 x qb4w/qc4w)", r"etnp::compute::.*(neon|dotprod|i8mm)::tile_",
      [r"^xnn_qd8_f32_qc4w_gemm_minmax_ukernel_.*(neon|aarch64)",
       r"^xnn_qd8_f32_qb4w_gemm_minmax_ukernel_.*(neon|aarch64)"]),
 ]
+
+
+MAX_ROWS = 6  # etnp's rows per kind: its widest tiles
 
 
 def row(name: str, c: LoopCount) -> str:
@@ -245,8 +250,14 @@ def report(build: pathlib.Path, sysroot: pathlib.Path) -> str:
     header = ["| kernel | insns | MACs | MAC insns | loads | other vector | other | insns / MAC | A76 cycles | "
               "A76 MACs/cycle |", "|---|---|---|---|---|---|---|---|---|---|"]
     for label, our_pattern, their_patterns in PAIRS:
-        mine = sorted((n, c) for n, insns in ours.items() if re.search(our_pattern, n, re.I)
+        mine = sorted((n, c) for n, insns in ours.items() if re.search(our_pattern, n)
                       for c in [main_loop(insns)] if c is not None)
+        # Template instances share loops (direct and indirect rows, bf16 and fp32 scales): one row per loop,
+        # the widest tiles (most MACs a pass) first, at most MAX_ROWS.
+        unique = {}
+        for n, c in sorted(mine, key=lambda nc: (-nc[1].macs, nc[1].insns, nc[0])):
+            unique.setdefault(dataclasses.astuple(c), (n, c))
+        mine = list(unique.values())[:MAX_ROWS]
         xnn = sorted((n, c) for n, insns in theirs.items() if any(re.search(p, n) for p in their_patterns)
                      for c in [main_loop(insns)] if c is not None)
         lines.append(f"### {label}\n")
