@@ -1,6 +1,7 @@
 #include "compute/conv_indirect.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "compute/conv_rows.h"
 #include "compute/gemm_kernel.h"
@@ -19,29 +20,46 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   const size_t c = g.channels, n = gemm.n(), pixels = g.out_h * g.out_w;
   const size_t rows_total = batch * pixels;
   if (rows_total == 0 || n == 0) return;
+  // Only the live taps are multiplied (conv_rows.h: the others read nothing but padding, so the sums lose only
+  // additions of zero): as a convolution over their rectangle, its padding moved (negative where the rectangle
+  // starts inside the image).
+  TapRange ty = live_taps(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.dilation_h, g.pad_top);
+  TapRange tx = live_taps(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.dilation_w, g.pad_left);
+  const bool none = ty.empty() || tx.empty();  // every output is the bias
+  if (none) ty = tx = TapRange{0, 0};
+  const size_t kh = ty.count(), kw = tx.count();
+  const auto pad_top = static_cast<ptrdiff_t>(g.pad_top) - static_cast<ptrdiff_t>(ty.first * g.dilation_h);
+  const auto pad_left = static_cast<ptrdiff_t>(g.pad_left) - static_cast<ptrdiff_t>(tx.first * g.dilation_w);
   // The GEMM reads each output pixel's patch where it lies in zero-padded copies of the input rows: one
-  // segment per kernel row (its kernel_w * C floats are contiguous there) or, dilated along the width, one
-  // per tap. Nothing is copied per tap (im2col copied every input pixel kernel_h * kernel_w times).
-  const bool row_segments = g.dilation_w == 1;
-  const size_t segs = row_segments ? g.kernel_h : g.kernel_h * g.kernel_w;
+  // segment per kernel row (its kernel_w * C floats are contiguous there) or, dilated along the width or with
+  // only some columns live, one per tap, from the first live tap to the last in raster order (those of dead
+  // columns in between read a row of zeros). Nothing is copied per tap (im2col copied every input pixel
+  // kernel_h * kernel_w times).
+  const bool row_segments = g.dilation_w == 1 && kw == g.kernel_w;
+  const size_t first_tap = ty.first * g.kernel_w + tx.first;
+  const size_t segs = none ? 0 : row_segments ? kh : (ty.last * g.kernel_w + tx.last) - first_tap + 1;
   const size_t seg_k = row_segments ? g.kernel_w * c : c;
-  const size_t span = (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;  // padded columns used
+  const size_t k_begin = row_segments ? ty.first * g.kernel_w * c : first_tap * c;
+  const size_t span = (g.out_w - 1) * g.stride_w + (kw - 1) * g.dilation_w + 1;  // padded columns used
   const size_t row_floats = span * c;
 
   // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and pads its own input rows,
   // in one parallel region.
   const size_t tiles = (rows_total + kMr - 1) / kMr;
   ThreadPool& pool = ThreadPool::current();
-  const size_t chunks = rows_total * gemm.k() * n >= kParallelWork ? std::min(pool.num_threads(), tiles) : 1;
+  const size_t chunks =
+      rows_total * segs * seg_k * n >= kParallelWork ? std::min(pool.num_threads(), tiles) : 1;
   // Pixel blocks whose padded input rows take about 128 KiB: they stay in L2 while every panel passes them.
   const size_t out_rows = std::max<size_t>(1, (128 * 1024 / sizeof(float)) / (row_floats * g.stride_h + 1));
   size_t block = std::max(kMr, out_rows * g.out_w);
   block = std::min(block, (tiles + chunks - 1) / chunks * kMr);
   block = (block + kMr - 1) / kMr * kMr;
   const size_t max_out_rows = (block - 1) / g.out_w + 2;  // a block may start and end mid-row
-  const size_t band_rows = (max_out_rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  const size_t band_rows = none ? 0 : (max_out_rows - 1) * g.stride_h + (kh - 1) * g.dilation_h + 1;
   scratch.rows.resize(chunks * band_rows * row_floats);
   scratch.patches.resize(chunks * block * segs);
+  if (!row_segments && kw < g.kernel_w) scratch.zeros.assign(c, 0.0f);
+  const float* zeros = scratch.zeros.data();
 
   auto run_chunk = [&](size_t chunk) {
     const size_t r_begin = tiles * chunk / chunks * kMr;
@@ -53,22 +71,27 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
       const size_t rows = std::min({block, r_end - r0, pixels - p0});  // a block stays within one image
       const size_t oy0 = p0 / g.out_w, oy1 = (p0 + rows - 1) / g.out_w;
       const float* image_in = in + image * g.in_h * g.in_w * c;
-      const size_t used_rows = (oy1 - oy0) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+      const size_t used_rows = none ? 0 : (oy1 - oy0) * g.stride_h + (kh - 1) * g.dilation_h + 1;
       for (size_t j = 0; j < used_rows; ++j) {
-        const size_t iy = oy0 * g.stride_h + j - g.pad_top;  // unsigned wrap-around: a padding row
-        load_padded_row(band + j * row_floats, row_floats, iy < g.in_h ? image_in + iy * g.in_w * c : nullptr,
-                        g.in_w, c, span, g.pad_left, 0.0f);
+        const ptrdiff_t iy = static_cast<ptrdiff_t>(oy0 * g.stride_h + j) - pad_top;
+        const float* src = iy >= 0 && iy < static_cast<ptrdiff_t>(g.in_h) ? image_in + iy * g.in_w * c : nullptr;
+        // A rectangle starting inside the image: its row begins -pad_left pixels in.
+        const size_t skip = pad_left < 0 ? std::min<size_t>(static_cast<size_t>(-pad_left), g.in_w) : 0;
+        load_padded_row(band + j * row_floats, row_floats, src == nullptr ? nullptr : src + skip * c, g.in_w - skip,
+                        c, span, pad_left < 0 ? 0 : static_cast<size_t>(pad_left), 0.0f);
       }
       size_t oy = oy0, ox = p0 % g.out_w;
-      for (size_t i = 0; i < rows; ++i) {
+      for (size_t i = 0; i < rows && segs > 0; ++i) {
         const float* at = band + (oy - oy0) * g.stride_h * row_floats + ox * g.stride_w * c;
         const float** patch = patches + i * segs;
-        for (size_t ky = 0; ky < g.kernel_h; ++ky) {
-          const float* row = at + ky * g.dilation_h * row_floats;
-          if (row_segments) {
-            patch[ky] = row;
-          } else {
-            for (size_t kx = 0; kx < g.kernel_w; ++kx) patch[ky * g.kernel_w + kx] = row + kx * g.dilation_w * c;
+        if (row_segments) {
+          for (size_t ky = 0; ky < kh; ++ky) patch[ky] = at + ky * g.dilation_h * row_floats;
+        } else {
+          for (size_t s = 0; s < segs; ++s) {
+            const size_t ky = (first_tap + s) / g.kernel_w, kx = (first_tap + s) % g.kernel_w;
+            patch[s] = kx < tx.first || kx > tx.last
+                           ? zeros
+                           : at + (ky - ty.first) * g.dilation_h * row_floats + (kx - tx.first) * g.dilation_w * c;
           }
         }
         if (++ox == g.out_w) {
@@ -76,7 +99,7 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
           ++oy;
         }
       }
-      gemm.run_indirect(patches, rows, segs, seg_k, out_min, out_max, out + r0 * n);
+      gemm.run_indirect(patches, rows, segs, seg_k, k_begin, out_min, out_max, out + r0 * n);
       r0 += rows;
     }
   };

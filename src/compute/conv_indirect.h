@@ -21,6 +21,7 @@ struct Conv2dGeometry {
 struct Conv2dScratch {
   std::vector<float> rows;
   std::vector<const float*> patches;
+  std::vector<float> zeros;  ///< one pixel of zeros, for the taps of dead columns between live ones
 };
 
 /// A convolution with one group through the packed GEMM, reading each output pixel's patch where it lies in

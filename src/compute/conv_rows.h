@@ -17,6 +17,30 @@ size_t conv_row_chunks(size_t batch, size_t out_h);
 void for_each_conv_row_chunk(size_t batch, size_t out_h, size_t chunks, size_t work,
                              const std::function<void(size_t chunk, size_t image, size_t y0, size_t y1)>& rows);
 
+/// The kernel taps of one spatial axis that read the input for some output position, as [first, last] (first >
+/// last when none does): tap t reads positions o * stride + t * dilation - pad for o < out. Taps between the two
+/// that read only padding (a stride wider than the input) stay in the range. A dilated convolution over a small
+/// image (DeepLab's atrous pyramid: 3x3 taps 12 to 36 apart over a 4x4 map) has only its centre tap live; the
+/// convolutions multiply the live taps' rectangle alone, since the others' products are zeros.
+struct TapRange {
+  size_t first = 1, last = 0;
+  bool empty() const { return first > last; }
+  size_t count() const { return empty() ? 0 : last - first + 1; }
+};
+
+inline TapRange live_taps(size_t in, size_t out, size_t kernel, size_t stride, size_t dilation, size_t pad) {
+  TapRange r;
+  for (size_t t = 0; t < kernel; ++t) {
+    const size_t reach = t * dilation;
+    // The first output position whose input index o * stride + reach - pad is not negative.
+    const size_t o = reach >= pad ? 0 : (pad - reach + stride - 1) / stride;
+    if (o >= out || o * stride + reach - pad >= in) continue;
+    if (r.empty()) r.first = t;
+    r.last = t;
+  }
+  return r;
+}
+
 /// One padded input row of a convolution: `padded` elements holding image row `src` (w pixels of c channels,
 /// nullptr for a row outside the image) from pixel column `pad_left`, clipped to the `span` columns the taps
 /// reach, and `fill` (the value that means zero) everywhere else.

@@ -198,8 +198,8 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   run_rows(in, rows, in_stride, 0, panels, out_min, out_max, out);
 }
 
-void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, float out_min,
-                              float out_max, float* out) const {
+void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, size_t k_begin,
+                              float out_min, float out_max, float* out) const {
   if (rows == 0 || n_ == 0) return;
   const float* packed = aligned(panels_);
   const float* packed_bias = aligned(bias_);
@@ -210,7 +210,7 @@ void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, s
     const size_t gs = std::min(group, segs - s0);
     const bool first = s0 == 0, last = s0 + gs >= segs;
     for (size_t p = 0; p < panels; ++p) {
-      const float* panel = packed + (p * k_ + s0 * seg_k) * kNr;
+      const float* panel = packed + (p * k_ + k_begin + s0 * seg_k) * kNr;
       const float* bias = packed_bias + p * kNr;
       const size_t nr = std::min(kNr, n_ - p * kNr);
       const GemmPanelOut panel_out{out + p * kNr, n_, nr, bias, !first, last, out_min, out_max};

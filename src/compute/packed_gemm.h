@@ -29,10 +29,11 @@ class PackedGemm {
   /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
   /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
-  /// Indirect rows, on the calling thread: row r of the input is `segs` runs of `seg_k` floats (segs * seg_k ==
-  /// k()), run s starting at a[r * segs + s]. A convolution points them into its input instead of copying patches.
-  void run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, float out_min, float out_max,
-                    float* out) const;
+  /// Indirect rows, on the calling thread: row r of the input is `segs` runs of `seg_k` floats, run s starting at
+  /// a[r * segs + s], multiplied by the weights' rows [k_begin, k_begin + segs * seg_k) (the rows outside that
+  /// range count as zero inputs). A convolution points the runs into its input instead of copying patches.
+  void run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, size_t k_begin, float out_min,
+                    float out_max, float* out) const;
 
  private:
   void run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end, float out_min,

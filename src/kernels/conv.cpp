@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
+#include "compute/conv_rows.h"
 #include "compute/gemm.h"
 #include "core/cpu_features.h"
 
@@ -546,20 +547,59 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
     return;
   }
   const int64_t k = s.cin_g * s.kh * s.kw, plane_out = s.oh * s.ow, plane_in = s.h * s.w;
+  // Only the live taps are multiplied (compute/conv_rows.h): the patches of their rectangle, with the padding
+  // moved to it (negative where it starts inside the image), and their weights gathered per call.
+  const auto taps = [](int64_t in, int64_t outs, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad) {
+    return compute::live_taps(static_cast<size_t>(in), static_cast<size_t>(outs), static_cast<size_t>(kernel),
+                              static_cast<size_t>(stride), static_cast<size_t>(dilation), static_cast<size_t>(pad));
+  };
+  const compute::TapRange ty = taps(s.h, s.oh, s.kh, s.sh, s.dh, s.ph), tx = taps(s.w, s.ow, s.kw, s.sw, s.dw, s.pw);
+  ConvShape live = s;
+  live.kh = static_cast<int64_t>(ty.count());
+  live.kw = static_cast<int64_t>(tx.count());
+  live.ph = s.ph - static_cast<int64_t>(ty.first) * s.dh;
+  live.pw = s.pw - static_cast<int64_t>(tx.first) * s.dw;
+  const bool trimmed = live.kh != s.kh || live.kw != s.kw;
+  const int64_t k_live = s.cin_g * live.kh * live.kw;
   const bool direct = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
-  float* cols = direct ? nullptr : static_cast<float*>(ctx.scratch(static_cast<size_t>(k * plane_out) * sizeof(float)));
+  const size_t cols_floats = direct ? 0 : static_cast<size_t>(k_live * plane_out);
+  const size_t weight_floats = trimmed && live.kh * live.kw > 1 ? static_cast<size_t>(s.cout_g * k_live) : 0;
+  const size_t scratch_floats = cols_floats + weight_floats;
+  auto* cols = scratch_floats == 0 ? nullptr : static_cast<float*>(ctx.scratch(scratch_floats * sizeof(float)));
+  float* live_weights = cols == nullptr ? nullptr : cols + cols_floats;
   for (int64_t n = 0; n < s.n; ++n) {
     for (int64_t g = 0; g < s.groups; ++g) {
       const float* in_g = in + (n * s.c_in + g * s.cin_g) * plane_in;
+      float* out_g = out + (n * s.c_out + g * s.cout_g) * plane_out;
+      GemmMatrix a{wt + g * s.cout_g * k, k, 1};
+      if (trimmed) {
+        if (k_live == 0) {  // no tap reads the input: every output is the bias
+          for (int64_t oc = 0; oc < s.cout_g; ++oc) {
+            std::fill(out_g + oc * plane_out, out_g + (oc + 1) * plane_out,
+                      bias == nullptr ? 0.0f : bias[g * s.cout_g + oc]);
+          }
+          continue;
+        }
+        const int64_t first_tap = static_cast<int64_t>(ty.first) * s.kw + static_cast<int64_t>(tx.first);
+        if (live.kh * live.kw == 1) {
+          a = GemmMatrix{a.data + first_tap, k, s.kh * s.kw};  // one tap: its weights, kh * kw floats apart
+        } else {
+          float* dst = live_weights;
+          for (int64_t row = 0; row < s.cout_g * s.cin_g; ++row) {  // (oc, ic) pairs: their kh x kw filters
+            const float* filter = a.data + row * s.kh * s.kw + first_tap;
+            for (int64_t y = 0; y < live.kh; ++y) dst = std::copy(filter + y * s.kw, filter + y * s.kw + live.kw, dst);
+          }
+          a = GemmMatrix{live_weights, k_live, 1};
+        }
+      }
       GemmMatrix b{in_g, plane_in, 1};
       if (!direct) {
-        im2col_f32(s, in_g, cols, pool);
+        im2col_f32(live, in_g, cols, pool);
         b = GemmMatrix{cols, plane_out, 1};
       }
       GemmEpilogue ep;
       if (bias != nullptr) ep.bias = GemmMatrix{bias + g * s.cout_g, 1, 0};
-      gemm_f32(s.cout_g, plane_out, k, GemmMatrix{wt + g * s.cout_g * k, k, 1}, b,
-               out + (n * s.c_out + g * s.cout_g) * plane_out, plane_out, 1, ep, pool);
+      gemm_f32(s.cout_g, plane_out, k_live, a, b, out_g, plane_out, 1, ep, pool);
     }
   }
 }

@@ -520,6 +520,12 @@ TEST(NnKernelsConv, GemmPathsMatchReference) {
   // (all but the centre one) fall outside it; this wrote past its im2col rows before.
   run_conv_case({1, 6, 4, 4, 5, 3, 3, 1, 1, 12, 12, 12, 12, 1, false, 0, 0, true, false}, 26);
   run_conv_case({1, 4, 3, 5, 3, 3, 3, 2, 1, 9, 7, 9, 7, 1, false, 0, 0, false, false}, 27);
+  // Only the live taps are multiplied: a rectangle starting inside the image (padding moved below zero), dead
+  // kernel rows with groups and a batch, and no live tap at all (every output the bias, or zero).
+  run_conv_case({1, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 3, 3, 1, false, 0, 0, true, false}, 28);
+  run_conv_case({2, 4, 3, 20, 6, 3, 3, 1, 1, 4, 4, 4, 4, 2, false, 0, 0, true, false}, 29);
+  run_conv_case({1, 2, 1, 1, 3, 1, 1, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, true, false}, 30);
+  run_conv_case({1, 2, 1, 1, 3, 1, 1, 2, 2, 1, 1, 1, 1, 1, false, 0, 0, false, false}, 31);
 }
 
 TEST(NnKernelsConv, DepthwiseMatchesReference) {

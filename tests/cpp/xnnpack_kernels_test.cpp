@@ -311,7 +311,14 @@ TEST(XnnpackKernels, IndirectConvolutionMatchesNaive) {
   };
   const Case cases[] = {{1, 5, 6, 3, 16, 3, 3, 1, 1, 1}, {3, 9, 8, 3, 17, 3, 3, 2, 1, 1},
                         {2, 32, 32, 16, 32, 3, 3, 2, 1, 1}, {1, 57, 31, 5, 40, 3, 5, 1, 2, 2},
-                        {2, 23, 29, 24, 24, 2, 2, 2, 1, 0}};
+                        {2, 23, 29, 24, 24, 2, 2, 2, 1, 0},
+                        // Taps that read only padding are skipped: DeepLab's atrous 3x3 over a 4x4 map (the centre
+                        // tap alone), dead kernel rows, dead columns between live taps, a 5x5 kernel on one pixel,
+                        // live taps whose rectangle starts inside the image (the padding moved below zero), and no
+                        // live tap at all (every output the bias).
+                        {1, 4, 4, 16, 20, 3, 3, 1, 12, 12}, {2, 3, 20, 5, 17, 3, 3, 1, 4, 4},
+                        {1, 20, 3, 5, 17, 3, 3, 1, 4, 4}, {1, 1, 1, 8, 16, 5, 5, 1, 1, 2},
+                        {1, 5, 5, 3, 16, 3, 3, 1, 3, 1}, {1, 1, 1, 3, 16, 1, 1, 2, 1, 1}};
   for (size_t threads : {1, 3}) {
     ThreadPool::global().set_num_threads(threads);
     for (const Case& t : cases) {
