@@ -212,8 +212,9 @@ class Method {
   /// kernels packed, and what its delegates hold (DelegateHandle::bytes(): the XNNPACK delegate's copies of
   /// constants, the weights its own kernels packed and its intermediate arena once a run sized it; not the
   /// weights packed inside XNNPACK operators, which the library does not report). Packed weights shared
-  /// through the weight cache (XnnpackBackend option weight_cache_enabled) are in no method's figure: they
-  /// are counted once, by packed_weight_cache_stats() (etnp/backend.h).
+  /// through the weight cache (always those of the portable matrix products with constant weights; the XNNPACK
+  /// delegate's with its option weight_cache_enabled) are in no method's figure: they are counted once, by
+  /// packed_weight_cache_stats() (etnp/backend.h).
   size_t load_time_bytes() const;
 
  private:

@@ -152,12 +152,14 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
 
 // ---- Constant weights, packed at load ----------------------------------------------------------------------
 
-/// The weights (and bias) of one mm/addmm/linear instruction, packed when it was loaded.
+/// The weights (and bias) of one mm/addmm/linear instruction, packed when it was loaded. Instructions that
+/// pack the same weights (a model whose layers share them) hold one packing, through compute::WeightCache.
 struct PackedWeights final : KernelState {
   PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source)
-      : gemm(w, w_is_nk, k, n, bias), source(source) {}
-  size_t bytes() const override { return gemm.bytes(); }
-  PackedGemm gemm;
+      : gemm(compute::WeightCache::global().share(std::make_shared<const PackedGemm>(w, w_is_nk, k, n, bias))),
+        source(source) {}
+  // bytes() stays 0: the cache counts the packing once (etnp::packed_weight_cache_stats()).
+  std::shared_ptr<const PackedGemm> gemm;
   const void* source;  ///< The weight tensor's data when packed: the fast path checks it is still bound.
 };
 
@@ -192,7 +194,7 @@ bool run_packed(KernelContext& ctx, const Tensor& weight, const void* a, int64_t
     return false;
   }
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  packed->gemm.run(static_cast<const float*>(a), static_cast<size_t>(rows), static_cast<size_t>(a_row_stride), -kInf,
+  packed->gemm->run(static_cast<const float*>(a), static_cast<size_t>(rows), static_cast<size_t>(a_row_stride), -kInf,
                    kInf, out.data_as<float>());
   return true;
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,7 +118,9 @@ struct Method::Impl {
   void build_delegates();
   // method_passes.cpp, in the order load() runs them
   void fold_constants();
-  void fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes);
+  /// Folded constants by content hash (data, bytes), so that equal ones share one buffer.
+  using FoldedConstants = std::multimap<uint64_t, std::pair<const uint8_t*, size_t>>;
+  void fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes, FoldedConstants& folded);
   void fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses);
   void elide_copies(const runtime::UseAnalysis& refs);
   void mark_storage_checks();

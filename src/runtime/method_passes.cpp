@@ -3,9 +3,11 @@
 // (elide_copies) and the marking of instructions whose tensors can lack storage (mark_storage_checks).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "etnp/program.h"
+#include "compute/weight_cache.h"
 #include "etnp/threadpool.h"
 #include "runtime/method_impl.h"
 #include "runtime/use_analysis.h"
@@ -18,13 +20,15 @@ using runtime::UseAnalysis;
 
 void Method::Impl::fold_constants() {
   const UseAnalysis usage(instructions, values, *plan);
+  FoldedConstants folded;
   for (size_t i = 0; i < instructions.size(); ++i) {
-    fold_constant_layout(instructions[i], usage.writes);
+    fold_constant_layout(instructions[i], usage.writes, folded);
     if (i + 1 < instructions.size()) fold_batch_norm(instructions[i], instructions[i + 1], usage.uses);
   }
 }
 
-void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes) {
+void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes,
+                                        FoldedConstants& folded) {
   // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
   // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;
   // the kernels after them see constants they can pre-pack.
@@ -56,6 +60,20 @@ void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint
     owned_buffers.pop_back();
     owned_bytes -= folded_bytes;
     return;
+  }
+  // Layers that share their weights fold the same permutation once each: equal results keep one buffer.
+  const auto* bytes = static_cast<const uint8_t*>(out.data());
+  const uint64_t hash = compute::hash_bytes(std::as_bytes(std::span<const uint8_t>(bytes, folded_bytes)));
+  const auto [first, last] = folded.equal_range(hash);
+  const auto same = std::find_if(first, last, [&](const auto& entry) {
+    return entry.second.second == folded_bytes && std::memcmp(entry.second.first, bytes, folded_bytes) == 0;
+  });
+  if (same != last) {
+    out.set_data(const_cast<uint8_t*>(same->second.first));
+    owned_buffers.pop_back();
+    owned_bytes -= folded_bytes;
+  } else {
+    folded.emplace(hash, std::make_pair(bytes, folded_bytes));
   }
   out.set_constant(true);
   ins.kind = Instruction::Kind::Folded;

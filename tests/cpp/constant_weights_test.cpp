@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "etnp/backend.h"
 #include "tools/writer/writer.h"
 #include "writer_test_util.h"
 
@@ -64,6 +65,53 @@ void expect_near_reference(const std::vector<float>& got, const std::vector<floa
   }
 }
 
+/// Two layers that share one weight W [n, k] (a model whose layers are one module): each permutes W and
+/// multiplies, y1 = x @ W^T, y2 = y1 @ W^T (k == n).
+std::vector<uint8_t> shared_layers_program(int32_t m_rows, int32_t k, const std::vector<float>& w) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({m_rows, k}));
+  const int32_t wv = m.constant_tensor(f32({k, k}), format::as_bytes(w));
+  const int32_t wt1 = m.planned_tensor(f32({k, k}));
+  const int32_t wt2 = m.planned_tensor(f32({k, k}));
+  const int32_t y1 = m.planned_tensor(f32({m_rows, k}));
+  const int32_t y2 = m.planned_tensor(f32({m_rows, k}));
+  m.kernel("aten::permute_copy.out", {wv, m.int_list({1, 0}), wt1, wt1});
+  m.kernel("aten::mm.out", {x, wt1, y1, y1});
+  m.kernel("aten::permute_copy.out", {wv, m.int_list({1, 0}), wt2, wt2});
+  m.kernel("aten::mm.out", {y1, wt2, y2, y2});
+  m.set_inputs({x});
+  m.set_outputs({y2});
+  return writer.serialize();
+}
+
+TEST(ConstantWeights, LayersSharingWeightsHoldOneFoldedCopyAndOnePacking) {
+  std::mt19937 rng(77);
+  const int32_t rows = 5, k = 40;
+  const std::vector<float> w = random_floats(rng, static_cast<size_t>(k) * k);
+  const std::vector<float> x = random_floats(rng, static_cast<size_t>(rows) * k);
+  const PackedWeightCacheStats before = packed_weight_cache_stats();
+  Program program = load_bytes(shared_layers_program(rows, k, w));
+  auto method = program.load_method("forward");
+  EXPECT_EQ(method->load_time_bytes(), static_cast<size_t>(k) * k * sizeof(float));  // one folded W^T
+  EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + 1);               // one packing
+  const auto out = floats(exec(*method, {tensor_input(x, {rows, k})})[0]);
+  ASSERT_EQ(out.size(), static_cast<size_t>(rows) * k);
+  for (int32_t i = 0; i < rows; ++i) {
+    std::vector<double> y1(static_cast<size_t>(k));
+    for (int32_t j = 0; j < k; ++j) {
+      for (int32_t p = 0; p < k; ++p) y1[j] += double(x[i * k + p]) * w[j * k + p];
+    }
+    for (int32_t j = 0; j < k; ++j) {
+      double ref = 0.0;
+      for (int32_t p = 0; p < k; ++p) ref += y1[p] * w[j * k + p];
+      ASSERT_NEAR(out[static_cast<size_t>(i) * k + j], ref, 1e-4) << i << "," << j;
+    }
+  }
+  method.reset();
+  EXPECT_EQ(packed_weight_cache_stats().entries, before.entries);  // gone with its last user
+}
+
 TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
   std::mt19937 rng(1234);
   const Case cases[] = {{1, 1, 1},   {1, 17, 33}, {5, 3, 15},   {6, 16, 16},  {7, 64, 100},
@@ -71,15 +119,19 @@ TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
   for (const Case& c : cases) {
     const std::vector<float> w = random_floats(rng, static_cast<size_t>(c.n) * c.k);
     const std::vector<float> b = random_floats(rng, static_cast<size_t>(c.n));
+    const PackedWeightCacheStats before = packed_weight_cache_stats();
     Program constant = load_bytes(linear_program(c, w, b, false));
     Program general = load_bytes(linear_program(c, w, b, true));
     auto fast = constant.load_method("forward");
     auto slow = general.load_method("forward");
-    // Made at load: the folded permute (k x n floats) and three packed copies of the weights (n rounded up to
-    // whole 16-column panels, plus the bias).
+    // Made at load: the folded permute (k x n floats), in the method's figure, and the packed weights (n rounded
+    // up to whole 16-column panels, plus the bias), in the weight cache: one packing for mm (no bias), one that
+    // addmm and linear share (the same weights and bias, the same packed bytes).
     const size_t weight_bytes = static_cast<size_t>(c.k) * c.n * sizeof(float);
     const size_t panel_bytes = static_cast<size_t>(c.k) * ((c.n + 15) / 16 * 16) * sizeof(float);
-    EXPECT_GE(fast->load_time_bytes(), weight_bytes + 3 * panel_bytes) << "k=" << c.k << " n=" << c.n;
+    EXPECT_EQ(fast->load_time_bytes(), weight_bytes) << "k=" << c.k << " n=" << c.n;
+    EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + 2) << "k=" << c.k << " n=" << c.n;
+    EXPECT_GE(packed_weight_cache_stats().bytes, before.bytes + 2 * panel_bytes) << "k=" << c.k << " n=" << c.n;
     EXPECT_EQ(slow->load_time_bytes(), 0u);
     for (int run = 0; run < 2; ++run) {  // the second run reuses what was folded and packed at load
       const std::vector<float> x = random_floats(rng, static_cast<size_t>(c.m) * c.k);
