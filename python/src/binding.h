@@ -122,6 +122,8 @@ void set_bfloat16_dtype(py::object dtype);
 bool bfloat16_is_native();
 /// The element type of a numpy dtype in native byte order, or nullopt when the runtime has no equivalent.
 std::optional<ScalarType> scalar_type_of(const py::dtype& dtype);
+/// Whether the dtype's bytes are in this machine's order.
+bool has_native_byte_order(const py::dtype& dtype);
 /// The numpy dtype for an element type; throws etnp::Error(kind) naming the type when there is none.
 py::dtype numpy_dtype_of(ScalarType type, ErrorKind kind = ErrorKind::ExecutionError);
 /// Element types that cross the boundary, as numpy dtype names.

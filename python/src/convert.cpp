@@ -1,5 +1,7 @@
 // numpy <-> etnp conversions and error translation.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <numeric>
 #include <sstream>
 
@@ -269,13 +271,49 @@ bool has_numpy_dtype(ScalarType type) {
   return std::find(std::begin(kNumpyTypes), std::end(kNumpyTypes), type) != std::end(kNumpyTypes);
 }
 
+/// The element type of numpy's built-in type number `type_num` (NPY_BOOL = 0 ... NPY_DOUBLE = 12, NPY_HALF =
+/// 23: part of numpy's C ABI, the same in numpy 1 and 2); nullopt for the others.
+std::optional<ScalarType> builtin_scalar_type(int type_num) {
+  constexpr bool long_is_64 = sizeof(long) == 8;
+  switch (type_num) {
+    case 0: return ScalarType::Bool;
+    case 1: return ScalarType::Char;
+    case 2: return ScalarType::Byte;
+    case 3: return ScalarType::Short;
+    case 4: return ScalarType::UInt16;
+    case 5: return ScalarType::Int;
+    case 6: return ScalarType::UInt32;
+    case 7: return long_is_64 ? ScalarType::Long : ScalarType::Int;
+    case 8: return long_is_64 ? ScalarType::UInt64 : ScalarType::UInt32;
+    case 9: return ScalarType::Long;
+    case 10: return ScalarType::UInt64;
+    case 11: return ScalarType::Float;
+    case 12: return ScalarType::Double;
+    case 23: return ScalarType::Half;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 std::optional<ScalarType> scalar_type_of(const py::dtype& dtype) {
-  // numpy's names are the table's ("float32", "int64", "bool", ml_dtypes' "bfloat16"), whatever the byte order.
+  // Built-in types by their type number: a dtype's name is a Python-level property in numpy 1, which would cost
+  // more than a small method's whole run on every input. type_num sits at the same offset of the descriptor in
+  // numpy 1 and 2.
+  if (std::optional<ScalarType> type = builtin_scalar_type(py::detail::array_descriptor_proxy(dtype.ptr())->type_num)) {
+    return type;
+  }
+  // The others by name (the table's: ml_dtypes' "bfloat16"), whatever the byte order.
   const std::optional<ScalarType> type = scalar_type_from_name(py::str(dtype.attr("name")).cast<std::string>());
   if (!type || !has_numpy_dtype(*type)) return std::nullopt;
   return type;
+}
+
+bool has_native_byte_order(const py::dtype& dtype) {
+  // '=' native, '|' not applicable (one byte), '<' or '>' explicit (numpy writes '=' for the native one).
+  const char order = py::detail::array_descriptor_proxy(dtype.ptr())->byteorder;
+  constexpr char kNative = std::endian::native == std::endian::little ? '<' : '>';
+  return order == '=' || order == '|' || order == kNative;
 }
 
 py::dtype numpy_dtype_of(ScalarType type, ErrorKind kind) {
@@ -283,7 +321,19 @@ py::dtype numpy_dtype_of(ScalarType type, ErrorKind kind) {
     if (bfloat16_is_native()) return py::reinterpret_borrow<py::dtype>(*g_bfloat16_dtype);
     return py::dtype("uint16");
   }
-  if (has_numpy_dtype(type)) return py::dtype(std::string(scalar_type_name(type)));
+  if (has_numpy_dtype(type)) {
+    // Made once per type (numpy's built-in descriptors live as long as numpy): parsing the name on every output
+    // of every call would cost more than a small method's run. Never destroyed, so no Python object outlives
+    // the interpreter in a static destructor.
+    static auto* const dtypes = [] {
+      auto* made = new std::array<py::object, kNumScalarTypes>();
+      for (ScalarType t : kNumpyTypes) {
+        if (t != ScalarType::BFloat16) (*made)[static_cast<size_t>(t)] = py::dtype(std::string(scalar_type_name(t)));
+      }
+      return made;
+    }();
+    return py::reinterpret_borrow<py::dtype>((*dtypes)[static_cast<size_t>(type)]);
+  }
   std::string supported;
   for (const std::string& name : supported_dtype_names()) supported += (supported.empty() ? "" : ", ") + name;
   throw Error(kind, "dtype " + std::string(scalar_type_name(type)) + " has no numpy equivalent (supported: " +
@@ -412,7 +462,7 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
     reject(index, "expected " + describe_expected(info) + ", got " + describe_array(array) + " (rank " +
                       std::to_string(array.ndim()) + " instead of " + std::to_string(info.sizes.size()) + ")");
   }
-  if (!py::bool_(array.dtype().attr("isnative"))) {
+  if (!has_native_byte_order(array.dtype())) {
     array = array.attr("astype")(array.dtype().attr("newbyteorder")("="));
   }
   std::vector<int64_t> sizes(array.shape(), array.shape() + array.ndim());

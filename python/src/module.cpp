@@ -261,7 +261,7 @@ void PyMethod::set_output(py::handle obj, py::handle index_obj) {
   py::array array = bindable_array(m.name, which, obj);
   std::optional<ScalarType> given = scalar_type_of(array.dtype());
   if (given == ScalarType::UInt16 && t.dtype == ScalarType::BFloat16) given = ScalarType::BFloat16;
-  if (given != t.dtype || !py::bool_(array.dtype().attr("isnative"))) {
+  if (given != t.dtype || !has_native_byte_order(array.dtype())) {
     throw_invalid(m.name, which + " is " + expected + ", the array is " + describe_array(array) + " (wrong dtype)");
   }
   const int flags = array.flags();

@@ -149,6 +149,20 @@ def test_non_native_byte_order_is_converted(dtypes):
     np.testing.assert_array_equal(out, x.astype(np.float32))
 
 
+@pytest.mark.parametrize("alias", ["byte", "ubyte", "short", "ushort", "intc", "int_", "longlong", "half", "single",
+                                   "double", "bool_"])
+def test_numpy_c_type_aliases_are_their_sized_types(dtypes, alias):
+    # numpy has distinct dtypes for C types of one size (int64 is C long on Linux, longlong another type number
+    # of the same name); each is accepted as the sized type it holds, in either byte order.
+    dtype = np.dtype(getattr(np, alias))
+    x = np.arange(6).reshape(2, 3).astype(dtype)
+    method = dtypes.load_method(f"id_{dtype.name}")
+    for given in (x, x.astype(dtype.newbyteorder())):
+        out = method([given])[0]
+        assert out.dtype == np.dtype(dtype.name)
+        np.testing.assert_array_equal(out, x)
+
+
 def test_constant_outputs_and_types_numpy_cannot_hold(dtypes):
     out = dtypes.load_method("const_int64")()
     assert out[0].dtype == np.int64 and out[0].tolist() == [1, -2]
