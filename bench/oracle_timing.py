@@ -258,11 +258,72 @@ class Eager:
         return {"error": message}
 
 
+def status_kib(field):
+    """A VmRSS / VmHWM line of /proc/self/status, in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError("no %s in /proc/self/status" % field)
+
+
+def load_memory(runtime, request):
+    """One load and first run in this fresh process (bench/load_memory.py): the time of load_program plus
+    load_method, and the resident memory they and the run add, measured from after the imports and the inputs
+    (so torch, numpy and the input arrays count for neither runtime). The peak is the process's high-water mark,
+    reset after the imports (writing 5 to /proc/self/clear_refs)."""
+    data = request.get("data") or []
+    arrays = [np.load(p) for p in request["inputs"]]
+    if runtime == "etnp":
+        if os.environ.get("ETNP_PYTHON_DIR"):
+            sys.path.insert(0, os.environ["ETNP_PYTHON_DIR"])
+        import executorch_numpy_runtime as pkg
+
+        rt = pkg.Runtime.get()
+        rt.backend_registry.set_option("XnnpackBackend", {"num_threads": 1})
+        inputs = arrays
+        load = lambda: rt.load_program(request["program"], data_path=data or None)  # noqa: E731
+    else:
+        import executorch.extension.pybindings.portable_lib as portable_lib
+        import torch
+        from executorch.runtime import Runtime
+
+        if len(data) > 1:
+            raise RuntimeError("more than one .ptd file")
+        portable_lib._unsafe_reset_threadpool(1)
+        rt = Runtime.get()
+        inputs = [torch.from_numpy(a) for a in arrays]
+        load = lambda: rt.load_program(request["program"], data_path=data[0] if data else None)  # noqa: E731
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status_kib("VmRSS")
+    t0 = time.perf_counter()
+    program = load()
+    method = program.load_method(request["method"])
+    load_ms = (time.perf_counter() - t0) * 1e3
+    after_load = status_kib("VmRSS")
+    method.execute(inputs)
+    after_run = status_kib("VmRSS")
+    peak = status_kib("VmHWM")
+    return {"load_ms": load_ms, "load_mib": (after_load - before) / 1024, "run_mib": (after_run - before) / 1024,
+            "peak_mib": (peak - before) / 1024}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runtime", choices=("etnp", "official", "onnx", "eager"), required=True)
     parser.add_argument("--threads", type=int, default=1, help="official: the thread pool's size, set once")
+    parser.add_argument("--load-memory", metavar="JSON", help="measure one load and first run (a JSON request: "
+                        "program, data, method, inputs) in this process, print the JSON result and exit")
     args = parser.parse_args()
+    if args.load_memory:
+        try:
+            out = load_memory(args.runtime, json.loads(args.load_memory))
+        except Exception as e:  # a runtime refused the program or the inputs: reported in its cell
+            text = str(e).strip().splitlines()
+            out = {"error": "%s: %s" % (type(e).__name__, text[0][:300] if text else "")}
+        print(json.dumps(out))
+        return 0
     # Replies go to the real stdout; whatever the libraries print goes to stderr.
     reply_fd = os.dup(1)
     os.dup2(2, 1)

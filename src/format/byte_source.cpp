@@ -89,6 +89,19 @@ void ByteSource::adopt_copy(const uint8_t* bytes, size_t size) {
   size_ = size;
 }
 
+void ByteSource::release(std::span<const uint8_t> range) const {
+  if (mapping_ == nullptr || range.empty()) return;
+  const auto map_begin = reinterpret_cast<uintptr_t>(mapping_);
+  const auto begin = reinterpret_cast<uintptr_t>(range.data());
+  if (begin < map_begin || range.size() > mapping_size_ || begin - map_begin > mapping_size_ - range.size()) return;
+  // Whole pages only: the ends may share a page with bytes still in use. A private, read-only file mapping
+  // has no private pages, so MADV_DONTNEED only drops clean page references.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + range.size()) / page * page;
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 ByteSource::~ByteSource() {
   if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
 }

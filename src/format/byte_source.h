@@ -26,6 +26,10 @@ class ByteSource {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   /// The path, or a description such as "<buffer>", for messages.
   const std::string& name() const { return name_; }
+  /// Tells the kernel that the whole pages of `range` that lie in this source's file mapping are not needed
+  /// now (what a delegate packed at load): they leave the process's resident memory and, read again, come
+  /// back from the file. Does nothing outside the mapping (a caller's buffer, a copy), so never changes bytes.
+  void release(std::span<const uint8_t> range) const;
 
  private:
   ByteSource() = default;

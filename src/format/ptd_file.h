@@ -20,6 +20,7 @@ class PtdFile final : public NamedDataMap {
   size_t num_keys() const override { return entries_.size(); }
   std::string_view key(size_t index) const override { return entries_.at(index).key; }
   std::string describe() const override { return "'" + source_->name() + "'"; }
+  const ByteSource& source() const { return *source_; }
 
  private:
   struct Entry {

@@ -116,6 +116,8 @@ struct Method::Impl {
   void build_instructions();
   void prepare_kernels();
   void build_delegates();
+  /// Releases the file pages of `range` where it lies in the program's or a data file's mapping.
+  void release_file_pages(std::span<const uint8_t> range) const;
   // method_passes.cpp, in the order load() runs them
   void fold_constants();
   /// Folded constants by content hash (data, bytes), so that equal ones share one buffer.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "etnp/program.h"
@@ -417,6 +418,36 @@ void Method::Impl::prepare_kernels() {
   }
 }
 
+namespace {
+
+/// The named data a delegate reads while it is built (its weights, which it packs or copies), so that their
+/// file pages can leave the process's resident memory once it is built.
+class RecordingDataMap final : public NamedDataMap {
+ public:
+  explicit RecordingDataMap(const NamedDataMap& inner) : inner_(inner) {}
+  std::optional<std::span<const uint8_t>> get(std::string_view key) const override {
+    auto bytes = inner_.get(key);
+    if (bytes) read_.push_back(*bytes);
+    return bytes;
+  }
+  std::optional<TensorLayout> layout(std::string_view key) const override { return inner_.layout(key); }
+  size_t num_keys() const override { return inner_.num_keys(); }
+  std::string_view key(size_t index) const override { return inner_.key(index); }
+  std::string describe() const override { return inner_.describe(); }
+  const std::vector<std::span<const uint8_t>>& read() const { return read_; }
+
+ private:
+  const NamedDataMap& inner_;
+  mutable std::vector<std::span<const uint8_t>> read_;
+};
+
+}  // namespace
+
+void Method::Impl::release_file_pages(std::span<const uint8_t> range) const {
+  program->file->source().release(range);
+  for (const auto& data_file : program->data_files) data_file->source().release(range);
+}
+
 void Method::Impl::build_delegates() {
   const auto* fdelegates = plan->delegates();
   if (fdelegates == nullptr) return;
@@ -433,10 +464,20 @@ void Method::Impl::build_delegates() {
     }
     // The same context, specs and supports() question as Program::load_verdict (runtime/verdict.h).
     const std::vector<CompileSpec> specs = runtime::delegate_compile_specs(*d);
-    const BackendInitContext ctx = runtime::delegate_init_context(meta.name, static_cast<int>(i), id,
-                                                                  program->delegate_data.get(), program->options);
+    BackendInitContext ctx = runtime::delegate_init_context(meta.name, static_cast<int>(i), id,
+                                                            program->delegate_data.get(), program->options);
+    std::optional<RecordingDataMap> recorded;
+    if (ctx.named_data != nullptr) ctx.named_data = &recorded.emplace(*ctx.named_data);
+    const std::span<const uint8_t> payload = program->file->delegate_payload(*d);
     try {
-      delegates.push_back(runtime::init_delegate(*backend, ctx, program->file->delegate_payload(*d), specs));
+      delegates.push_back(runtime::init_delegate(*backend, ctx, payload, specs));
+      // Built: what it packed or copied (its payload, the weights it read) is not read at run time (the
+      // official runtime's XNNPACK delegate frees its payload after init). Their file pages are released; read
+      // again (another method's delegate), they come back from the file.
+      release_file_pages(payload);
+      if (recorded) {
+        for (std::span<const uint8_t> bytes : recorded->read()) release_file_pages(bytes);
+      }
     } catch (const Error& e) {
       throw Error(e.kind(), "delegate " + std::to_string(i) + ": " + e.detail(), e.context()).with_context(where);
     } catch (const std::bad_alloc&) {

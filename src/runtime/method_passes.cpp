@@ -77,6 +77,9 @@ void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint
   }
   out.set_constant(true);
   ins.kind = Instruction::Kind::Folded;
+  // The folded input is not read at run time (unless another instruction shares it: then it comes back from
+  // the file): its file pages are released, as a delegate's are.
+  release_file_pages(bytes_of(ins.args.front()->to_tensor()).span());
 }
 
 void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses) {
@@ -157,6 +160,12 @@ void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std
   EValue* wv = &load_time_values.emplace_back(EValue::from_tensor(&wt));
   EValue* bv = &load_time_values.emplace_back(EValue::from_tensor(&bt));
   EValue** conv_args = arg_storage.data() + (conv.args.data() - arg_storage.data());
+  // The constants folded into these copies are not read at run time (unless another instruction shares them:
+  // then they come back from the file): their file pages are released, as a delegate's are.
+  release_file_pages(bytes_of(w).span());
+  for (const EValue* v : {conv.args[2], bn.args[1], bn.args[2], bn.args[3], bn.args[4]}) {
+    if (v->is_tensor()) release_file_pages(bytes_of(v->to_tensor()).span());
+  }
   conv_args[1] = wv;
   conv_args[2] = bv;
   conv_args[9] = conv_args[10] = bn.args[7];

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "etnp/value.h"
@@ -16,6 +17,7 @@ namespace etnp::runtime {
 struct ByteRange {
   uintptr_t begin = 0, end = 0;
   bool overlaps(const ByteRange& o) const { return begin < o.end && o.begin < end; }
+  std::span<const uint8_t> span() const { return {reinterpret_cast<const uint8_t*>(begin), end - begin}; }
 };
 
 ByteRange bytes_of(const Tensor& t);

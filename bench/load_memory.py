@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Load time and memory: etnp and the official runtime on the programs of bench/run_benchmarks.py (one method
+each, its first case's inputs), 1 thread; written as the section "## Load time and memory" of bench/RESULTS.md.
+
+Each measurement is a fresh process (bench/oracle_timing.py --load-memory): etnp's in /usr/bin/python3 with the
+Python package, the official runtime's in the dev venv. After the imports and the inputs it times
+load_program + load_method, then runs the method once, and reports the resident memory (VmRSS) the load and the
+run added and the peak (VmHWM, reset after the imports) above where it started. Rounds are interleaved (every
+program and runtime once per round, the runtimes' order alternating); the load time is the median of the
+rounds, the memory figures (the same every round, to a page or two) too.
+
+    /usr/bin/python3 bench/load_memory.py --build-dir build [--rounds 3] [--only SUBSTRING] [--output bench/RESULTS.md]
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import llm_bench  # noqa: E402  (read/replace a section of RESULTS.md; load average and CPU model)
+import run_benchmarks as rb  # noqa: E402  (the rows, the dev venv, the Python package)
+
+HEADING = "## Load time and memory"
+
+
+def measure(python, runtime, row, env):
+    request = {"program": row["program"], "data": row["data"], "method": row["method"], "inputs": row["inputs"]}
+    proc = subprocess.run([python, os.path.join(HERE, "oracle_timing.py"), "--runtime", runtime, "--load-memory",
+                           json.dumps(request)], capture_output=True, text=True, timeout=900, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"error": "exit %d: %s" % (proc.returncode, rb.first_error_line(proc))}
+    return json.loads(lines[-1])
+
+
+def aggregate(runs):
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0] if runs else {"error": "not measured"}
+    return {key: statistics.median(r[key] for r in ok) for key in ("load_ms", "load_mib", "run_mib", "peak_mib")}
+
+
+def fmt_ratio(a, b):
+    return "%.2f" % (a / b) if b > 0 else "—"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--fixtures", default=os.path.join(os.path.dirname(ROOT), "shared", "fixtures"))
+    parser.add_argument("--live-cache", help="live-export cache root (default $ETNP_LIVE_CACHE or "
+                                             "~/.cache/etnp/live-exports)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", action="append", default=[], help="programs whose id contains SUBSTRING")
+    parser.add_argument("--output", help="a RESULTS.md whose section \"%s\" to write" % HEADING)
+    args = parser.parse_args()
+    build = os.path.abspath(args.build_dir)
+    demo_dir = os.path.join(build, "demo")
+    proc = rb.run([os.path.join(build, "etnp_demo"), "--output-dir", demo_dir])
+    if proc.returncode != 0:
+        sys.exit("etnp_demo failed: " + rb.first_error_line(proc))
+    pkg, why = rb.try_import_python_package(build)
+    if pkg is None:
+        sys.exit("the etnp Python package is not built: %s" % why)
+    etnp_env = dict(os.environ, ETNP_PYTHON_DIR=os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__))))
+    venv_python, why = rb.dev_venv_python()
+    if venv_python is None:
+        sys.exit("no dev venv: %s" % why)
+
+    notes = []
+    options = argparse.Namespace(only=args.only, quick=False)
+    rows, _ = rb.make_rows(options, demo_dir, args.fixtures, rb.live_cache_root(args.live_cache), notes)
+    programs, seen = [], set()
+    for row in rows:  # one row per program and method: the first case's inputs
+        key = (row["program"], tuple(row["data"]), row["method"])
+        if key not in seen:
+            seen.add(key)
+            programs.append(row)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    t_start = time.time()
+    loads = []
+    runs = {}
+    for rnd in range(args.rounds):
+        loads.append(os.getloadavg()[0])
+        order = [("etnp", sys.executable, etnp_env), ("official", venv_python, None)]
+        if rnd % 2:
+            order.reverse()
+        for row in programs:
+            rb.log("round %d/%d: %s %s" % (rnd + 1, args.rounds, row["id"], row["method"]))
+            for name, python, env in order:
+                runs.setdefault((row["id"], row["method"], name), []).append(measure(python, name, row, env))
+    loads.append(os.getloadavg()[0])
+    cells = {key: aggregate(value) for key, value in runs.items()}
+
+    cpu, _ = rb.cpu_description()
+    md = [HEADING + "\n"]
+    md.append("Generated by `bench/load_memory.py` on %s in %.1f minutes: each program of section 1 (one method, its "
+              "first case's inputs), loaded and run once, 1 thread, in a fresh process per measurement, %d "
+              "interleaved rounds (medians). **load** is `load_program` + `load_method` in ms; **MiB** are the "
+              "resident memory (VmRSS) the load added, then the load and the first run, and the peak (VmHWM, reset "
+              "after the imports) above where the process stood after its imports and inputs (torch, numpy and the "
+              "arrays count for neither runtime). etnp: its Python package; official: ExecuTorch's pybindings. "
+              "Ratios are etnp / official (below 1 = etnp less). Benchmarks are reported, never asserted.\n"
+              % (started.strftime("%Y-%m-%d %H:%M UTC"), (time.time() - t_start) / 60, args.rounds))
+    md.append("Machine: %s, %d logical CPUs; 1-minute load at each round's start and at the end: %s.\n"
+              % (cpu, os.cpu_count() or 0, ", ".join("%.1f" % x for x in loads)))
+    md.append("```sh\n/usr/bin/python3 bench/load_memory.py --build-dir build --output bench/RESULTS.md\n```\n")
+    md.append("| program | method | load ms etnp | official | ratio | MiB after load etnp | official | ratio | "
+              "MiB after run etnp | official | ratio | peak MiB etnp | official | ratio |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    errors = []
+    summary = {"load_ms": [], "run_mib": [], "peak_mib": []}
+    for row in programs:
+        e = cells[row["id"], row["method"], "etnp"]
+        o = cells[row["id"], row["method"], "official"]
+        for who, c in (("etnp", e), ("official", o)):
+            if "error" in c:
+                errors.append("%s (%s), %s: %s" % (row["id"], row["method"], who, rb.plain(c["error"])))
+        cols = []
+        for key, digits in (("load_ms", 1), ("load_mib", 1), ("run_mib", 1), ("peak_mib", 1)):
+            ev = "%.*f" % (digits, e[key]) if key in e else "error"
+            ov = "%.*f" % (digits, o[key]) if key in o else "error"
+            ratio = fmt_ratio(e[key], o[key]) if key in e and key in o else "—"
+            cols += [ev, ov, ratio]
+            if key in summary and key in e and key in o and e[key] > 0 and o[key] > 0:
+                summary[key].append(e[key] <= o[key])
+        md.append("| %s | %s | %s |" % (row["id"], row["method"], " | ".join(cols)))
+    md.append("")
+    md.append("Rows where etnp is at or under the official runtime: load time %d of %d, memory after the run %d of %d, "
+              "peak %d of %d.\n" % (sum(summary["load_ms"]), len(summary["load_ms"]), sum(summary["run_mib"]),
+                                    len(summary["run_mib"]), sum(summary["peak_mib"]), len(summary["peak_mib"])))
+    if errors:
+        md.append("Cells without a figure: " + "; ".join(errors) + "\n")
+    if notes:
+        md.append("Notes: " + " ".join(notes) + "\n")
+    section = "\n".join(md)
+    if args.output:
+        llm_bench.replace_section(pathlib.Path(args.output), section, HEADING)
+        rb.log("wrote", args.output)
+    else:
+        print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

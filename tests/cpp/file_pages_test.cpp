@@ -1,0 +1,122 @@
+// What a delegate packed at load leaves the process's resident memory: the file pages of its payload and of the
+// named data it read are released once it is built (format::ByteSource::release), as the official runtime frees
+// its payload; reading them again brings them back from the file, and a caller's buffer is never touched.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "etnp/etnp.h"
+#include "fixtures.h"
+#include "format/byte_source.h"
+
+namespace etnp {
+namespace {
+
+using format::ByteSource;
+
+/// The resident KiB of this process's mappings of `path` (the Rss lines of /proc/self/smaps under it).
+size_t resident_kib_of(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  size_t kib = 0;
+  while (std::getline(smaps, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < 16 &&
+        line.find(' ') != std::string::npos) {
+      inside = line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      std::istringstream(line.substr(4)) >> kib;
+      return kib;
+    }
+  }
+  return 0;
+}
+
+std::vector<std::vector<uint8_t>> run_first_case(const std::string& id, Method& method) {
+  const nlohmann::json* entry = etnp::testing::manifest_entry(id);
+  EXPECT_NE(entry, nullptr);
+  etnp::testing::CaseInput in = etnp::testing::load_case_inputs((*entry)["cases"][0]["inputs"]);
+  std::vector<std::vector<uint8_t>> bytes;
+  for (const Value& v : method.execute(in.values)) {
+    const auto& t = std::get<TensorRef>(v);
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    bytes.emplace_back(p, p + t.nbytes());
+  }
+  return bytes;
+}
+
+TEST(FilePages, ADelegatesPackedWeightsLeaveResidentMemory) {
+  ETNP_REQUIRE_FIXTURES();
+  const std::string id = "exported/mobilenet_v2_xnnpack_fp32";
+  const std::string path = std::filesystem::canonical(etnp::testing::fixtures_dir() + "/" + id + ".pte");
+  Program program = Program::load_file(path);
+  if (resident_kib_of(path) == 0) {
+    // Its header and tables were read, so a kernel reports some residency; qemu-user's smaps reports none.
+    GTEST_SKIP() << "/proc/self/smaps shows no resident pages for the mapped program (emulated?)";
+  }
+  auto method = program.load_method("forward");
+  // The file holds 14 MiB of weights, all read while the delegate packed them; what stays resident of the
+  // mapping is the program's own tables, a few pages.
+  EXPECT_LT(resident_kib_of(path), 1024u);
+  const auto first = run_first_case(id, *method);
+  // A second method over the same program reads the released weights again from the file: the same outputs.
+  auto again = program.load_method("forward");
+  EXPECT_EQ(run_first_case(id, *again), first);
+}
+
+TEST(FilePages, ConstantsFoldedAtLoadLeaveResidentMemory) {
+  ETNP_REQUIRE_FIXTURES();
+  // MobileNetV2 without a delegate: its batch norms fold into copies of the convolutions' weights and the
+  // classifier's permuted weight is folded too, so the file's weights are read once at load and not again.
+  const std::string id = "exported/mobilenet_v2_portable";
+  const std::string path = std::filesystem::canonical(etnp::testing::fixtures_dir() + "/" + id + ".pte");
+  Program program = Program::load_file(path);
+  if (resident_kib_of(path) == 0) {
+    GTEST_SKIP() << "/proc/self/smaps shows no resident pages for the mapped program (emulated?)";
+  }
+  auto method = program.load_method("forward");
+  // 14 MiB of weights in the file; what stays resident after the load is the program's tables, a few pages
+  // (the run then reads the constants that were not folded, from the file).
+  EXPECT_LT(resident_kib_of(path), 1024u);
+  const auto first = run_first_case(id, *method);
+  auto again = program.load_method("forward");
+  EXPECT_EQ(run_first_case(id, *again), first);
+}
+
+TEST(FilePages, ReleaseLeavesCallersBuffersAndRangesOutsideTheMappingAlone) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<uint8_t> buffer(8 * page, 0x5a);
+  auto source = ByteSource::from_buffer(buffer, nullptr, "<buffer>");
+  source->release(source->bytes());
+  EXPECT_EQ(std::vector<uint8_t>(source->bytes().begin(), source->bytes().end()), buffer);
+
+  // A mapped file: its released pages read back the same bytes; a range outside it is ignored.
+  char name[] = "/tmp/etnp_file_pages_XXXXXX";
+  const int fd = ::mkstemp(name);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> content(8 * page);
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<uint8_t>(i * 7 + 3);
+  ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  auto mapped = ByteSource::map_fd(fd, name);
+  ::close(fd);
+  ::unlink(name);
+  const std::span<const uint8_t> bytes = mapped->bytes();
+  ASSERT_EQ(std::vector<uint8_t>(bytes.begin(), bytes.end()), content);
+  mapped->release(bytes.subspan(page / 2, 5 * page));  // not page-aligned: the whole pages inside it
+  mapped->release(buffer);                              // not in the mapping
+  EXPECT_EQ(std::vector<uint8_t>(bytes.begin(), bytes.end()), content);
+  EXPECT_EQ(buffer, std::vector<uint8_t>(8 * page, 0x5a));
+}
+
+}  // namespace
+}  // namespace etnp
