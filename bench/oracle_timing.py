@@ -114,10 +114,22 @@ class Etnp:
                 "threads": int(self.pkg.runtime_info()["num_threads"])}
 
 
+def import_official_operator_libraries():
+    """Registers the official wheel's LLM custom operators (llama::*) and quantized kernels (embedding_byte, ...)
+    with its runtime, as its LLM runner does; without them it cannot load the language-model exports."""
+    try:
+        from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+        import executorch.kernels.quantized  # noqa: F401
+    except ImportError:  # a wheel without them: those programs are reported as refused
+        pass
+
+
 class Official:
     def __init__(self, threads):
         import executorch.extension.pybindings.portable_lib as portable_lib
         from executorch.runtime import Runtime
+
+        import_official_operator_libraries()
 
         portable_lib._unsafe_reset_threadpool(threads)
         self.threads = portable_lib._threadpool_get_thread_count()
@@ -271,9 +283,13 @@ def load_memory(runtime, request):
     """One load and first run in this fresh process (bench/load_memory.py): the time of load_program plus
     load_method, and the resident memory they and the run add, measured from after the imports and the inputs
     (so torch, numpy and the input arrays count for neither runtime). The peak is the process's high-water mark,
-    reset after the imports (writing 5 to /proc/self/clear_refs)."""
+    reset after the imports (writing 5 to /proc/self/clear_refs). A "warmup" request (program and inputs) is
+    loaded and run first, so that what either runtime sets up once per process (its code's pages, kernel tables,
+    the thread pool) counts for neither."""
     data = request.get("data") or []
     arrays = [np.load(p) for p in request["inputs"]]
+    warmup = request.get("warmup")
+    warmup_arrays = [np.load(p) for p in warmup["inputs"]] if warmup else []
     if runtime == "etnp":
         if os.environ.get("ETNP_PYTHON_DIR"):
             sys.path.insert(0, os.environ["ETNP_PYTHON_DIR"])
@@ -283,17 +299,23 @@ def load_memory(runtime, request):
         rt.backend_registry.set_option("XnnpackBackend", {"num_threads": 1})
         inputs = arrays
         load = lambda: rt.load_program(request["program"], data_path=data or None)  # noqa: E731
+        if warmup:
+            rt.load_program(warmup["program"]).load_method("forward").execute(warmup_arrays)
     else:
         import executorch.extension.pybindings.portable_lib as portable_lib
         import torch
         from executorch.runtime import Runtime
 
+        import_official_operator_libraries()
         if len(data) > 1:
             raise RuntimeError("more than one .ptd file")
         portable_lib._unsafe_reset_threadpool(1)
         rt = Runtime.get()
         inputs = [torch.from_numpy(a) for a in arrays]
         load = lambda: rt.load_program(request["program"], data_path=data[0] if data else None)  # noqa: E731
+        if warmup:
+            rt.load_program(warmup["program"]).load_method("forward").execute(
+                [torch.from_numpy(a) for a in warmup_arrays])
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = status_kib("VmRSS")
