@@ -42,22 +42,9 @@ size_t resident_kib_of(const std::string& path) {
   return 0;
 }
 
-std::vector<std::vector<uint8_t>> run_first_case(const std::string& id, Method& method) {
-  const nlohmann::json* entry = etnp::testing::manifest_entry(id);
-  EXPECT_NE(entry, nullptr);
-  etnp::testing::CaseInput in = etnp::testing::load_case_inputs((*entry)["cases"][0]["inputs"]);
-  std::vector<std::vector<uint8_t>> bytes;
-  for (const Value& v : method.execute(in.values)) {
-    const auto& t = std::get<TensorRef>(v);
-    const auto* p = static_cast<const uint8_t*>(t.data);
-    bytes.emplace_back(p, p + t.nbytes());
-  }
-  return bytes;
-}
-
-TEST(FilePages, ADelegatesPackedWeightsLeaveResidentMemory) {
-  ETNP_REQUIRE_FIXTURES();
-  const std::string id = "exported/mobilenet_v2_xnnpack_fp32";
+/// Loads fixture `id`: of its mapping, less than 1 MiB stays resident after the load (the program's tables);
+/// a second method over the same program reads the released bytes again from the file, with the same outputs.
+void expect_consumed_weights_leave_resident_memory(const std::string& id) {
   const std::string path = std::filesystem::canonical(etnp::testing::fixtures_dir() + "/" + id + ".pte");
   Program program = Program::load_file(path);
   if (resident_kib_of(path) == 0) {
@@ -65,32 +52,24 @@ TEST(FilePages, ADelegatesPackedWeightsLeaveResidentMemory) {
     GTEST_SKIP() << "/proc/self/smaps shows no resident pages for the mapped program (emulated?)";
   }
   auto method = program.load_method("forward");
-  // The file holds 14 MiB of weights, all read while the delegate packed them; what stays resident of the
-  // mapping is the program's own tables, a few pages.
-  EXPECT_LT(resident_kib_of(path), 1024u);
-  const auto first = run_first_case(id, *method);
-  // A second method over the same program reads the released weights again from the file: the same outputs.
+  EXPECT_LT(resident_kib_of(path), 1024u) << id;
+  const auto first = etnp::testing::run_first_case(id, "forward", *method);
   auto again = program.load_method("forward");
-  EXPECT_EQ(run_first_case(id, *again), first);
+  EXPECT_EQ(etnp::testing::run_first_case(id, "forward", *again), first) << id;
+}
+
+TEST(FilePages, ADelegatesPackedWeightsLeaveResidentMemory) {
+  ETNP_REQUIRE_FIXTURES();
+  // 14 MiB of weights in the file, all read while the delegate packed them.
+  expect_consumed_weights_leave_resident_memory("exported/mobilenet_v2_xnnpack_fp32");
 }
 
 TEST(FilePages, ConstantsFoldedAtLoadLeaveResidentMemory) {
   ETNP_REQUIRE_FIXTURES();
   // MobileNetV2 without a delegate: its batch norms fold into copies of the convolutions' weights and the
-  // classifier's permuted weight is folded too, so the file's weights are read once at load and not again.
-  const std::string id = "exported/mobilenet_v2_portable";
-  const std::string path = std::filesystem::canonical(etnp::testing::fixtures_dir() + "/" + id + ".pte");
-  Program program = Program::load_file(path);
-  if (resident_kib_of(path) == 0) {
-    GTEST_SKIP() << "/proc/self/smaps shows no resident pages for the mapped program (emulated?)";
-  }
-  auto method = program.load_method("forward");
-  // 14 MiB of weights in the file; what stays resident after the load is the program's tables, a few pages
-  // (the run then reads the constants that were not folded, from the file).
-  EXPECT_LT(resident_kib_of(path), 1024u);
-  const auto first = run_first_case(id, *method);
-  auto again = program.load_method("forward");
-  EXPECT_EQ(run_first_case(id, *again), first);
+  // classifier's permuted weight is folded too, so the file's weights are read at load (the run then reads
+  // the constants that were not folded, from the file).
+  expect_consumed_weights_leave_resident_memory("exported/mobilenet_v2_portable");
 }
 
 TEST(FilePages, ReleaseLeavesCallersBuffersAndRangesOutsideTheMappingAlone) {

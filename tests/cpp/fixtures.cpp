@@ -98,6 +98,25 @@ CaseInput load_case_inputs(const nlohmann::json& inputs) {
   return in;
 }
 
+std::vector<std::vector<uint8_t>> run_first_case(const std::string& id, const std::string& method_name, Method& method) {
+  const nlohmann::json* entry = manifest_entry(id);
+  EXPECT_NE(entry, nullptr) << id;
+  if (entry == nullptr) return {};
+  for (const auto& c : (*entry)["cases"]) {
+    if (c["method"] != method_name) continue;
+    CaseInput in = load_case_inputs(c["inputs"]);
+    std::vector<std::vector<uint8_t>> bytes;
+    for (const Value& v : method.execute(in.values)) {
+      const auto& t = std::get<TensorRef>(v);
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      bytes.emplace_back(p, p + t.nbytes());
+    }
+    return bytes;
+  }
+  ADD_FAILURE() << id << " has no case for " << method_name;
+  return {};
+}
+
 std::string compare_output(const Value& actual, const nlohmann::json& expected, double atol, double rtol) {
   std::ostringstream why;
   if (!expected.contains("npy") && !expected.contains("splat")) {

@@ -55,6 +55,9 @@ struct CaseInput {
 };
 CaseInput load_case_inputs(const nlohmann::json& inputs);
 
+/// The raw bytes of every tensor output of `method` run on the manifest entry `id`'s first case of `method_name`.
+std::vector<std::vector<uint8_t>> run_first_case(const std::string& id, const std::string& method_name, Method& method);
+
 /// Compares one output with its manifest description; returns an empty string when it matches, else why not.
 std::string compare_output(const Value& actual, const nlohmann::json& expected, double atol, double rtol);
 

@@ -350,24 +350,6 @@ Loaded load(const std::string& id, const std::string& method, bool cache) {
   return {std::move(program), std::move(m)};
 }
 
-// The raw bytes of every output of the manifest's first case of `method`.
-std::vector<std::vector<uint8_t>> run_case(const std::string& id, const std::string& method_name, Method& method) {
-  const nlohmann::json* entry = etnp::testing::manifest_entry(id);
-  EXPECT_NE(entry, nullptr);
-  for (const auto& c : (*entry)["cases"]) {
-    if (c["method"] != method_name) continue;
-    etnp::testing::CaseInput in = etnp::testing::load_case_inputs(c["inputs"]);
-    std::vector<std::vector<uint8_t>> bytes;
-    for (const Value& v : method.execute(in.values)) {
-      const auto& t = std::get<TensorRef>(v);
-      const auto* p = static_cast<const uint8_t*>(t.data);
-      bytes.emplace_back(p, p + t.nbytes());
-    }
-    return bytes;
-  }
-  ADD_FAILURE() << id << " has no case for " << method_name;
-  return {};
-}
 
 // Two programs from the same file: with the cache, the packed weights once (the cache's bytes are exactly
 // what each method stops reporting); without, two copies; the results bit-identical; all gone with them.
@@ -387,9 +369,9 @@ void expect_programs_share(const std::string& id) {
     EXPECT_EQ(packed_weight_cache_stats().bytes - start.bytes, cached) << id << ": a second copy was made";
     EXPECT_EQ(packed_weight_cache_stats().entries - start.entries, entries) << id;
     EXPECT_EQ(b.method->load_time_bytes(), a.method->load_time_bytes()) << id;
-    const auto expected = run_case(id, "forward", *off.method);
-    EXPECT_EQ(run_case(id, "forward", *a.method), expected) << id;
-    EXPECT_EQ(run_case(id, "forward", *b.method), expected) << id;
+    const auto expected = etnp::testing::run_first_case(id, "forward", *off.method);
+    EXPECT_EQ(etnp::testing::run_first_case(id, "forward", *a.method), expected) << id;
+    EXPECT_EQ(etnp::testing::run_first_case(id, "forward", *b.method), expected) << id;
   }
   EXPECT_EQ(packed_weight_cache_stats().entries, start.entries) << id;
   EXPECT_EQ(packed_weight_cache_stats().bytes, start.bytes) << id;
@@ -443,8 +425,8 @@ TEST(XnnpackWeightCache, MethodsOfOneProgramShare) {
   // features packs the convolutions forward packed already: they are not added again.
   EXPECT_LT(both_packed, forward_packed + features_packed);
   EXPECT_EQ(forward->load_time_bytes() + forward_packed, off_forward);
-  EXPECT_EQ(run_case(id, "features", *features), run_case(id, "features", *off.load_method("features")));
-  EXPECT_EQ(run_case(id, "forward", *forward), run_case(id, "forward", *off.load_method("forward")));
+  EXPECT_EQ(etnp::testing::run_first_case(id, "features", *features), etnp::testing::run_first_case(id, "features", *off.load_method("features")));
+  EXPECT_EQ(etnp::testing::run_first_case(id, "forward", *forward), etnp::testing::run_first_case(id, "forward", *off.load_method("forward")));
 }
 
 }  // namespace
