@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "etnp/error.h"
@@ -26,6 +27,10 @@ struct KernelState {
   virtual ~KernelState() = default;
   /// Memory the state holds (pre-packed weights, ...), reported by Method::load_time_bytes().
   virtual size_t bytes() const { return 0; }
+  /// A packing the state shares with other instructions through the process-wide weight cache, and its bytes:
+  /// in no method's load_time_bytes() (packed_weight_cache_stats() counts it) but held to the method's
+  /// max_method_bytes, once per method however many of its instructions share it. {nullptr, 0}: none.
+  virtual std::pair<const void*, size_t> shared_packing() const { return {nullptr, 0}; }
 };
 
 class ThreadPool;

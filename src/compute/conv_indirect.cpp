@@ -41,6 +41,8 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   const size_t seg_k = row_segments ? g.kernel_w * c : c;
   const size_t k_begin = row_segments ? ty.first * g.kernel_w * c : first_tap * c;
   const size_t span = (g.out_w - 1) * g.stride_w + (kw - 1) * g.dilation_w + 1;  // padded columns used
+  // A rectangle starting inside the image: its rows begin -pad_left pixels in.
+  const size_t skip = pad_left < 0 ? std::min<size_t>(static_cast<size_t>(-pad_left), g.in_w) : 0;
   const size_t row_floats = span * c;
 
   // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and pads its own input rows,
@@ -75,8 +77,6 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
       for (size_t j = 0; j < used_rows; ++j) {
         const ptrdiff_t iy = static_cast<ptrdiff_t>(oy0 * g.stride_h + j) - pad_top;
         const float* src = iy >= 0 && iy < static_cast<ptrdiff_t>(g.in_h) ? image_in + iy * g.in_w * c : nullptr;
-        // A rectangle starting inside the image: its row begins -pad_left pixels in.
-        const size_t skip = pad_left < 0 ? std::min<size_t>(static_cast<size_t>(-pad_left), g.in_w) : 0;
         load_padded_row(band + j * row_floats, row_floats, src == nullptr ? nullptr : src + skip * c, g.in_w - skip,
                         c, span, pad_left < 0 ? 0 : static_cast<size_t>(pad_left), 0.0f);
       }

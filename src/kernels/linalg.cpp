@@ -159,6 +159,7 @@ struct PackedWeights final : KernelState {
       : gemm(compute::WeightCache::global().share(std::make_shared<const PackedGemm>(w, w_is_nk, k, n, bias))),
         source(source) {}
   // bytes() stays 0: the cache counts the packing once (etnp::packed_weight_cache_stats()).
+  std::pair<const void*, size_t> shared_packing() const override { return {gemm.get(), gemm->bytes()}; }
   std::shared_ptr<const PackedGemm> gemm;
   const void* source;  ///< The weight tensor's data when packed: the fast path checks it is still bound.
 };

@@ -71,7 +71,13 @@ void Method::Impl::load() {
 
 void Method::Impl::check_memory_limit(uint64_t more, const std::string& what) const {
   const uint64_t limit = program->options.limits.max_method_bytes;
-  const uint64_t held = arena_bytes + load_time_bytes();
+  // What it holds alone, and the packings it shares through the weight cache, each once.
+  uint64_t held = arena_bytes + load_time_bytes();
+  std::set<const void*> shared;
+  for (const auto& state : kernel_states) {
+    const auto [packing, bytes] = state ? state->shared_packing() : std::pair<const void*, size_t>{};
+    if (packing != nullptr && shared.insert(packing).second) held += bytes;
+  }
   if (limit == 0 || (more <= limit && held <= limit - more)) return;
   const std::string bound = "more than the limit max_method_bytes = " + std::to_string(limit);
   if (more == 0) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "etnp/backend.h"
 #include "etnp/error.h"
 #include "etnp/program.h"
 #include "fixtures.h"
@@ -120,6 +121,26 @@ TEST(ResourceLimits, PackedWeightsAndDelegatesCount) {
   const Error e = expect_error([&] { Program::load_file(path, with_limit("max_method_bytes", held - 1)).load_method("forward"); });
   expect_message(e, ErrorKind::ProgramLoadError,
                  "the method holds " + std::to_string(held) + " bytes after building its delegates, more than the "
+                 "limit max_method_bytes = " + std::to_string(held - 1));
+  EXPECT_NO_THROW(Program::load_file(path, with_limit("max_method_bytes", held)).load_method("forward"));
+}
+
+TEST(ResourceLimits, PortablePackingsSharedThroughTheWeightCacheCount) {
+  // MobileNetV2 without a delegate: its classifier's linear packs its weights into the weight cache, in no
+  // method's load_time_bytes, but held to max_method_bytes all the same.
+  ETNP_REQUIRE_FIXTURES();
+  const std::string path = fixtures_dir() + "/exported/mobilenet_v2_portable.pte";
+  uint64_t planned = 0;
+  for (int64_t s : Program::load_file(path).method_meta("forward").planned_buffer_sizes) planned += static_cast<uint64_t>(s);
+  const PackedWeightCacheStats before = packed_weight_cache_stats();
+  Program program = Program::load_file(path);
+  auto method = program.load_method("forward");
+  const uint64_t shared = packed_weight_cache_stats().bytes - before.bytes;
+  ASSERT_GT(shared, uint64_t{1} << 20);
+  const uint64_t held = planned + method->load_time_bytes() + shared;
+  const Error e = expect_error([&] { Program::load_file(path, with_limit("max_method_bytes", held - 1)).load_method("forward"); });
+  expect_message(e, ErrorKind::ProgramLoadError,
+                 "the method holds " + std::to_string(held) + " bytes after packing its kernels' weights, more than the "
                  "limit max_method_bytes = " + std::to_string(held - 1));
   EXPECT_NO_THROW(Program::load_file(path, with_limit("max_method_bytes", held)).load_method("forward"));
 }
