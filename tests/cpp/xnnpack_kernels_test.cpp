@@ -16,6 +16,7 @@
 #include "compute/depthwise.h"
 #include "compute/packed_gemm.h"
 #include "compute/vector_math.h"
+#include "backends/xnnpack/conv_qs8.h"
 #include "backends/xnnpack/xnn_kernels.h"
 #include "backends/xnnpack/xnn_ops.h"
 #include "backends/xnnpack/xnn_shape.h"
@@ -597,6 +598,140 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
   });
   EXPECT_TRUE(ran || cpu_level() == CpuLevel::portable);
 }
+
+// The int8 convolution against the XNNPACK operators it replaces (per-channel and per-tensor weights): byte for
+// byte, over kernel sizes, strides, dilations, paddings, channel counts that leave every row, block and quad
+// remainder, zero points and output ranges, one thread and two (the pixels split, or for a small image the
+// outputs). Below AVX-512 VNNI supported() is false and the delegate keeps XNNPACK's operator.
+#if defined(__x86_64__)
+TEST(XnnpackKernels, ConvQS8MatchesXnnpackExactly) {
+  ASSERT_EQ(ops::initialize(), xnn_status_success);
+  bool ran = false;
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    if (level < CpuLevel::avx512_vnni) {
+      EXPECT_FALSE(ConvQS8::supported()) << cpu_level_name(level);
+      return;
+    }
+    ASSERT_TRUE(ConvQS8::supported());
+    ran = true;
+    struct Case {
+      size_t cin, cout, k, s, d, p, h, w, batch, threads;
+      int8_t in_zp, out_zp, lo, hi;
+      bool per_tensor;
+    };
+    const Case cases[] = {
+        {3, 16, 3, 2, 1, 1, 17, 19, 1, 1, -128, 0, -128, 127, false},  // a first layer: 3 channels
+        {16, 24, 1, 1, 1, 0, 9, 11, 2, 1, 5, -7, -128, 127, false},     // pointwise, 198 pixels: passes and tails
+        {37, 33, 3, 1, 1, 1, 6, 7, 1, 1, 12, 5, -20, 90, false},        // quads, rows and blocks all with tails
+        {8, 1, 5, 1, 2, 4, 9, 9, 1, 1, -3, 127, -128, 127, false},      // dilated, one output
+        {5, 17, 2, 3, 1, 0, 10, 13, 1, 1, 127, -128, -128, 127, true},  // even kernel, stride 3, per-tensor
+        {32, 64, 3, 1, 1, 1, 28, 28, 1, 2, -1, 2, -128, 127, false},   // two threads over the pixels
+        {64, 96, 3, 1, 1, 1, 7, 7, 1, 2, 100, -5, 0, 60, false},       // two threads over the outputs
+        {24, 40, 1, 2, 1, 0, 15, 15, 3, 2, -128, 3, -100, 100, true},  // strided pointwise, batch 3, two threads
+    };
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
+    std::uniform_real_distribution<float> unit(0.5f, 1.5f);
+    size_t case_index = 0;
+    for (const Case& cs : cases) {
+      ThreadPool::global().set_num_threads(cs.threads);
+      const size_t span = cs.d * (cs.k - 1) + 1;
+      const size_t oh = (cs.h + 2 * cs.p - span) / cs.s + 1, ow = (cs.w + 2 * cs.p - span) / cs.s + 1;
+      const size_t patch = cs.k * cs.k * cs.cin;
+      std::vector<int8_t> filter(cs.cout * patch), in(cs.batch * cs.h * cs.w * cs.cin);
+      for (auto& v : filter) v = static_cast<int8_t>(byte(rng));
+      for (auto& v : in) v = static_cast<int8_t>(byte(rng));
+      if (case_index++ % 3 == 1) {
+        // Extreme codes: -128 inputs against -127 weights on every other position.
+        for (size_t i = 0; i < filter.size(); i += 2) filter[i] = -127;
+        for (size_t i = 0; i < in.size(); i += 2) in[i] = -128;
+      }
+      std::vector<int32_t> bias(cs.cout);
+      for (auto& v : bias) v = big(rng);
+      const float in_scale = 0.02f, out_scale = 0.05f * unit(rng) * std::sqrt(float(patch));
+      std::vector<float> kernel_scales(cs.cout, 0.004f * unit(rng)), scales(cs.cout);
+      for (size_t n = 0; n < cs.cout; ++n) {
+        if (!cs.per_tensor) kernel_scales[n] = 0.004f * unit(rng);
+        scales[n] = in_scale * kernel_scales[n] / out_scale;
+      }
+      ConvQS8::Params p;
+      p.in_channels = cs.cin;
+      p.out_channels = cs.cout;
+      p.kernel_h = p.kernel_w = cs.k;
+      p.stride_h = p.stride_w = cs.s;
+      p.dilation_h = p.dilation_w = cs.d;
+      p.pad_top = p.pad_left = cs.p;
+      p.in_zero_point = cs.in_zp;
+      p.out_zero_point = cs.out_zp;
+      p.out_min = cs.lo;
+      p.out_max = cs.hi;
+      const ConvQS8 own(filter.data(), bias.data(), scales.data(), p);
+      std::vector<int8_t> got(cs.batch * oh * ow * cs.cout), want(got.size());
+      std::vector<uint8_t> scratch;
+      own.run(in.data(), cs.batch, cs.h, cs.w, oh, ow, got.data(), scratch);
+
+      ops::ConvParams cp;
+      cp.pad_top = cp.pad_right = cp.pad_bottom = cp.pad_left = static_cast<uint32_t>(cs.p);
+      cp.kernel_h = cp.kernel_w = static_cast<uint32_t>(cs.k);
+      cp.stride_h = cp.stride_w = static_cast<uint32_t>(cs.s);
+      cp.dilation_h = cp.dilation_w = static_cast<uint32_t>(cs.d);
+      cp.groups = 1;
+      cp.group_input_channels = cs.cin;
+      cp.group_output_channels = cs.cout;
+      ops::Operator op;
+      const ops::QParams qi{in_scale, cs.in_zp}, qo{out_scale, cs.out_zp};
+      ASSERT_EQ(cs.per_tensor ? ops::create_convolution_qs8(cp, qi, kernel_scales[0], filter.data(), bias.data(), qo,
+                                                            cs.lo, cs.hi, op)
+                              : ops::create_convolution_qc8(cp, qi, kernel_scales.data(), filter.data(), bias.data(),
+                                                            qo, cs.lo, cs.hi, op),
+                xnn_status_success);
+      std::vector<int8_t> padded_in(in.size() + ops::kExtraBytes);  // XNNPACK may read past the input
+      std::copy(in.begin(), in.end(), padded_in.begin());
+      ASSERT_EQ(ops::setup_convolution(op, cs.batch, cs.h, cs.w, padded_in.data(), want.data(), nullptr),
+                xnn_status_success);
+      ASSERT_EQ(op.run(nullptr), xnn_status_success);
+      size_t clamped = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(int(got[i]), int(want[i])) << cs.cin << " -> " << cs.cout << " channels, k " << cs.k << ", stride "
+                                             << cs.s << ", dilation " << cs.d << " at " << i;
+        clamped += want[i] == cs.lo || want[i] == cs.hi;
+      }
+      EXPECT_LT(clamped, got.size() * 3 / 4) << "a case whose outputs are mostly clamped tests little";
+    }
+    // As the delegate runs an int8 fully-connected layer: a 1x1 convolution over the rows, against XNNPACK's
+    // per-tensor fully-connected operator.
+    const size_t rows = 11, k = 37, units = 21;
+    std::vector<int8_t> wq(units * k), in(rows * k), got(rows * units), want(rows * units);
+    for (auto& v : wq) v = static_cast<int8_t>(byte(rng));
+    for (auto& v : in) v = static_cast<int8_t>(byte(rng));
+    std::vector<int32_t> bias(units);
+    for (auto& v : bias) v = big(rng);
+    const ops::QParams qi{0.03f, -9}, qo{0.4f, 6};
+    const float w_scale = 0.005f;
+    ConvQS8::Params p;
+    p.in_channels = k;
+    p.out_channels = units;
+    p.in_zero_point = qi.zero_point;
+    p.out_zero_point = qo.zero_point;
+    const std::vector<float> scales(units, qi.scale * w_scale / qo.scale);
+    const ConvQS8 fc(wq.data(), bias.data(), scales.data(), p);
+    std::vector<uint8_t> scratch;
+    fc.run(in.data(), rows, 1, 1, 1, 1, got.data(), scratch);
+    ops::Operator op;
+    ASSERT_EQ(ops::create_fully_connected_qs8(k, units, qi, w_scale, wq.data(), bias.data(), qo, -128, 127, false, op),
+              xnn_status_success);
+    in.resize(in.size() + ops::kExtraBytes);
+    ASSERT_EQ(ops::setup_fully_connected_qs8(op, rows, in.data(), want.data(), nullptr), xnn_status_success);
+    ASSERT_EQ(op.run(nullptr), xnn_status_success);
+    EXPECT_EQ(got, want);
+    EXPECT_GT(std::count_if(want.begin(), want.end(), [](int8_t v) { return v != -128 && v != 127; }), 100);
+  });
+  ThreadPool::global().set_num_threads(0);
+  EXPECT_TRUE(ran || cpu_level() < CpuLevel::avx512_vnni);
+}
+#else
+TEST(XnnpackKernels, ConvQS8IsX86Only) { EXPECT_FALSE(ConvQS8::supported()); }
+#endif
 
 TEST(XnnpackKernels, FullyConnectedQd8) {
   // One row x = [1, -1] quantized with scale 0.5 and zero point 2: q = [4, 0].

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/xnnpack/conv_qs8.h"
 #include "backends/xnnpack/xnn_rules.h"
 #include "compute/conv_indirect.h"
 #include "compute/depthwise.h"
@@ -262,6 +263,36 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     p.out_max = r.hi;
     auto conv = b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p));
     b.add_own([=, scratch = std::vector<int8_t>()](const RunContext& c) mutable {
+      const Shape& s = c.shapes[in0];
+      const Shape& os = c.shapes[out0];
+      conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
+                static_cast<int8_t*>(c.data[out0]), scratch);
+    });
+    return;
+  }
+  if (!cv.depthwise && !cv.deconv && cv.w.groups == 1 && ConvQS8::supported()) {
+    std::vector<float> scales(cv.cout);
+    for (size_t ch = 0; ch < cv.cout; ++ch) {
+      const float ks = f.quant == QuantKind::PerChannel ? f.channel_scales[ch] : f.scale;
+      scales[ch] = x.scale * ks / o.scale;
+    }
+    ConvQS8::Params p;
+    p.in_channels = cv.cin;
+    p.out_channels = cv.cout;
+    p.kernel_h = cv.w.kernel_h;
+    p.kernel_w = cv.w.kernel_w;
+    p.stride_h = cv.w.stride_h;
+    p.stride_w = cv.w.stride_w;
+    p.dilation_h = std::max<size_t>(cv.w.dilation_h, 1);
+    p.dilation_w = std::max<size_t>(cv.w.dilation_w, 1);
+    p.pad_top = cv.w.pad_top;
+    p.pad_left = cv.w.pad_left;
+    p.in_zero_point = in_q.zero_point;
+    p.out_zero_point = static_cast<int8_t>(o.zero_point);
+    p.out_min = r.lo;
+    p.out_max = r.hi;
+    auto conv = b.packed.hold(std::make_shared<const ConvQS8>(kernel, bias_data, scales.data(), p));
+    b.add_own([=, scratch = std::vector<uint8_t>()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
       const Shape& os = c.shapes[out0];
       conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],

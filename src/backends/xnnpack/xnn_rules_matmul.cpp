@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/xnnpack/conv_qs8.h"
 #include "backends/xnnpack/xnn_rules.h"
 #include "compute/int4_gemm.h"
 #include "compute/packed_gemm.h"
@@ -121,6 +122,18 @@ void build_linear_f32(StepBuilder& b, const Linear& l) {
   });
 }
 
+/// An int8 filter as [units, k] (a transposed one, [k, units], transposed back).
+std::vector<int8_t> int8_units_by_inputs(const Value& w, size_t k, size_t units, bool transposed) {
+  const auto* codes = reinterpret_cast<const int8_t*>(w.data);
+  std::vector<int8_t> kernel(codes, codes + k * units);
+  if (transposed) {
+    const Shape kn{2, {k, units}};
+    const size_t perm[2] = {1, 0};
+    transpose(codes, kernel.data(), kn, perm, 1);
+  }
+  return kernel;
+}
+
 void build_linear_qs8(StepBuilder& b, const Linear& l) {
   const NodeView& v = b.view;
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
@@ -134,6 +147,27 @@ void build_linear_qs8(StepBuilder& b, const Linear& l) {
   const ops::QParams in_q = qparams(x);
   const Q8Range r = q8_range(v.node, o);
   const auto* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const int32_t*>(bv->data);
+  if (ConvQS8::supported()) {
+    // The delegate's int8 convolution, as a 1x1 one over `rows` pixels (weights [units, k]).
+    const std::vector<int8_t> kernel = int8_units_by_inputs(w, k, units, transposed);
+    std::vector<float> scales(units);
+    for (size_t n = 0; n < units; ++n) {
+      scales[n] = x.scale * (w.quant == QuantKind::PerChannel ? w.channel_scales[n] : w.scale) / o.scale;
+    }
+    ConvQS8::Params p;
+    p.in_channels = k;
+    p.out_channels = units;
+    p.in_zero_point = in_q.zero_point;
+    p.out_zero_point = static_cast<int8_t>(o.zero_point);
+    p.out_min = r.lo;
+    p.out_max = r.hi;
+    auto fc = b.packed.hold(std::make_shared<const ConvQS8>(kernel.data(), bias_data, scales.data(), p));
+    b.add_own([=, scratch = std::vector<uint8_t>()](const RunContext& c) mutable {
+      fc->run(static_cast<const int8_t*>(c.data[in0]), rows_of(c), 1, 1, 1, 1, static_cast<int8_t*>(c.data[out0]),
+              scratch);
+    });
+    return;
+  }
   if (w.quant == QuantKind::PerTensor) {
     const auto* kernel = reinterpret_cast<const int8_t*>(w.data);
     const float k_scale = w.scale;
@@ -150,14 +184,7 @@ void build_linear_qs8(StepBuilder& b, const Linear& l) {
     return;
   }
   // Per-channel weights: the 2022 library only has them for convolutions, so run a 1x1 one.
-  std::vector<int8_t> kernel(reinterpret_cast<const int8_t*>(w.data), reinterpret_cast<const int8_t*>(w.data) + k * units);
-  if (transposed) {
-    const Shape kn{2, {k, units}};
-    const size_t perm[2] = {1, 0};
-    std::vector<int8_t> t(kernel.size());
-    transpose(kernel.data(), t.data(), kn, perm, 1);
-    kernel.swap(t);
-  }
+  const std::vector<int8_t> kernel = int8_units_by_inputs(w, k, units, transposed);
   const std::vector<float> scales = w.channel_scales;
   b.add_xnn(
       "fully-connected qc8",
