@@ -45,16 +45,18 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   const size_t skip = pad_left < 0 ? std::min<size_t>(static_cast<size_t>(-pad_left), g.in_w) : 0;
   const size_t row_floats = span * c;
 
-  // Each thread takes a contiguous share of the output pixels (whole micro-tiles) and pads its own input rows,
-  // in one parallel region.
-  const size_t tiles = (rows_total + kMr - 1) / kMr;
+  // Each thread takes a contiguous share of the output pixels (whole micro-tiles) or, for a few pixels (a
+  // network's last maps: 2x2 pixels of 512 channels read 9 MiB of 3x3 weights), of the output channels, and pads
+  // its own input rows, in one parallel region.
+  const size_t tiles = (rows_total + kMr - 1) / kMr, panels = gemm.panels();
   ThreadPool& pool = ThreadPool::current();
-  const size_t chunks =
-      rows_total * segs * seg_k * n >= kParallelWork ? std::min(pool.num_threads(), tiles) : 1;
+  const size_t threads = rows_total * segs * seg_k * n >= kParallelWork ? pool.num_threads() : 1;
+  const bool by_rows = PackedGemm::split_rows(tiles, panels, threads);
+  const size_t chunks = std::max<size_t>(1, std::min(threads, by_rows ? tiles : panels));
   // Pixel blocks whose padded input rows take about 128 KiB: they stay in L2 while every panel passes them.
   const size_t out_rows = std::max<size_t>(1, (128 * 1024 / sizeof(float)) / (row_floats * g.stride_h + 1));
   size_t block = std::max(kMr, out_rows * g.out_w);
-  block = std::min(block, (tiles + chunks - 1) / chunks * kMr);
+  if (by_rows) block = std::min(block, (tiles + chunks - 1) / chunks * kMr);
   block = (block + kMr - 1) / kMr * kMr;
   const size_t max_out_rows = (block - 1) / g.out_w + 2;  // a block may start and end mid-row
   const size_t band_rows = none ? 0 : (max_out_rows - 1) * g.stride_h + (kh - 1) * g.dilation_h + 1;
@@ -64,8 +66,9 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   const float* zeros = scratch.zeros.data();
 
   auto run_chunk = [&](size_t chunk) {
-    const size_t r_begin = tiles * chunk / chunks * kMr;
-    const size_t r_end = std::min(rows_total, tiles * (chunk + 1) / chunks * kMr);
+    const size_t r_begin = by_rows ? tiles * chunk / chunks * kMr : 0;
+    const size_t r_end = by_rows ? std::min(rows_total, tiles * (chunk + 1) / chunks * kMr) : rows_total;
+    const size_t p_begin = by_rows ? 0 : panels * chunk / chunks, p_end = by_rows ? panels : panels * (chunk + 1) / chunks;
     float* band = scratch.rows.data() + chunk * band_rows * row_floats;
     const float** patches = scratch.patches.data() + chunk * block * segs;
     for (size_t r0 = r_begin; r0 < r_end;) {
@@ -99,7 +102,7 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
           ++oy;
         }
       }
-      gemm.run_indirect(patches, rows, segs, seg_k, k_begin, out_min, out_max, out + r0 * n);
+      gemm.run_indirect(patches, rows, segs, seg_k, k_begin, out_min, out_max, out + r0 * n, p_begin, p_end);
       r0 += rows;
     }
   };

@@ -1,6 +1,7 @@
 #include "compute/gemm_kernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -120,8 +121,14 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a,
     const float* a4 = MR > 4 ? row_segment<Indirect, MR>(a, a_stride, 4, s) : a0;
     const float* a5 = MR > 5 ? row_segment<Indirect, MR>(a, a_stride, 5, s) : a0;
     for (size_t p = 0; p < seg_k; ++p) {
-      // (Direct only: an indirect caller passes no next panel.)
+      // Direct: the block the next call reads. Indirect (no next panel): 1 KiB on in this panel, which a single
+      // tile streams whole and the panels after it follow in memory (the few pixels of a network's last maps,
+      // bound by the weights' bytes). The address is an integer: it may lie past the array, where a prefetch
+      // does nothing.
       if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + p * kNr), _MM_HINT_T0);
+      if constexpr (Indirect) {
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel) + 1024), _MM_HINT_T0);
+      }
       const __m256 w0 = _mm256_loadu_ps(panel);
       const __m256 w1 = _mm256_loadu_ps(panel + 8);
       panel += kNr;

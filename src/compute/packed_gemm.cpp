@@ -121,7 +121,7 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
 
 WeightBytes PackedGemm::content() const {
   // The vectors' aligned parts only: where the alignment padding falls depends on the allocation.
-  const size_t panels = (n_ + kNr - 1) / kNr;
+  const size_t panels = this->panels();
   return {bytes_of(k_), bytes_of(n_), std::as_bytes(std::span<const float>(aligned(panels_), panels * k_ * kNr)),
           std::as_bytes(std::span<const float>(aligned(bias_), panels * kNr))};
 }
@@ -172,18 +172,23 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
   }
 }
 
+size_t PackedGemm::panels() const { return (n_ + kNr - 1) / kNr; }
+
+bool PackedGemm::split_rows(size_t tiles, size_t panels, size_t threads) {
+  // Many rows: by rows. Few: whichever of row tiles and column panels divides more evenly (64 rows are 11 tiles,
+  // 6 + 5 on two threads, while their 48 panels split 24 + 24; a decoder's single row has one tile).
+  auto rounds = [&](size_t items) { return static_cast<double>((items + threads - 1) / threads * threads) / items; };
+  return panels < 2 || tiles >= 8 * threads || (tiles >= threads && rounds(tiles) <= rounds(panels));
+}
+
 void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const {
   if (rows == 0 || n_ == 0) return;
   const size_t tiles = (rows + kMr - 1) / kMr;
-  const size_t panels = (n_ + kNr - 1) / kNr;
+  const size_t panels = this->panels();
   ThreadPool& pool = ThreadPool::current();
   const size_t threads = pool.num_threads();
   if (threads > 1 && rows * k_ * n_ >= kParallelWork) {
-    // Many rows: split row tiles (each thread streams every panel past its own rows). Few rows: whichever of
-    // row tiles and column panels divides more evenly (64 rows are 11 tiles, 6 + 5 on two threads, while their
-    // 48 panels split 24 + 24; a decoder's single row has one tile).
-    auto rounds = [&](size_t items) { return static_cast<double>((items + threads - 1) / threads * threads) / items; };
-    if (panels < 2 || tiles >= 8 * threads || (tiles >= threads && rounds(tiles) <= rounds(panels))) {
+    if (split_rows(tiles, panels, threads)) {
       pool.parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
         const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
         run_rows(in + r0 * in_stride, r1 - r0, in_stride, 0, panels, out_min, out_max, out + r0 * n_);
@@ -199,17 +204,18 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
 }
 
 void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, size_t k_begin,
-                              float out_min, float out_max, float* out) const {
+                              float out_min, float out_max, float* out, size_t p_begin, size_t p_end) const {
   if (rows == 0 || n_ == 0) return;
   const float* packed = aligned(panels_);
   const float* packed_bias = aligned(bias_);
-  const size_t panels = (n_ + kNr - 1) / kNr;
-  // K in blocks of whole segments (as run_rows: the panel's block stays in L1).
-  const size_t group = std::max<size_t>(1, kKc / std::max<size_t>(seg_k, 1));
+  // K in blocks of whole segments (as run_rows: the panel's block stays in L1 for the next row tile). With one
+  // tile nothing reuses it: every panel is streamed whole, and one after the other they are the packed weights in
+  // address order (a 2x2 map of 512 channels reads 9 MiB of 3x3 weights once per call).
+  const size_t group = rows <= kMr ? std::max<size_t>(segs, 1) : std::max<size_t>(1, kKc / std::max<size_t>(seg_k, 1));
   for (size_t s0 = 0; s0 < segs || s0 == 0; s0 += group) {
     const size_t gs = std::min(group, segs - s0);
     const bool first = s0 == 0, last = s0 + gs >= segs;
-    for (size_t p = 0; p < panels; ++p) {
+    for (size_t p = p_begin; p < p_end; ++p) {
       const float* panel = packed + (p * k_ + k_begin + s0 * seg_k) * kNr;
       const float* bias = packed_bias + p * kNr;
       const size_t nr = std::min(kNr, n_ - p * kNr);

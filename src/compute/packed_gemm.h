@@ -31,9 +31,15 @@ class PackedGemm {
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
   /// Indirect rows, on the calling thread: row r of the input is `segs` runs of `seg_k` floats, run s starting at
   /// a[r * segs + s], multiplied by the weights' rows [k_begin, k_begin + segs * seg_k) (the rows outside that
-  /// range count as zero inputs). A convolution points the runs into its input instead of copying patches.
+  /// range count as zero inputs), for the output columns of panels [p_begin, p_end) (16 columns a panel). A
+  /// convolution points the runs into its input instead of copying patches.
   void run_indirect(const float* const* a, size_t rows, size_t segs, size_t seg_k, size_t k_begin, float out_min,
-                    float out_max, float* out) const;
+                    float out_max, float* out, size_t p_begin, size_t p_end) const;
+  /// Panels of 16 output columns.
+  size_t panels() const;
+  /// Whether `threads` threads split a product of `tiles` row tiles and `panels` column panels by rows (each
+  /// thread streams every panel past its rows) rather than by panels (each streams its share of the weights).
+  static bool split_rows(size_t tiles, size_t panels, size_t threads);
 
  private:
   void run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end, float out_min,

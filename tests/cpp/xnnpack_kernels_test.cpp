@@ -306,7 +306,8 @@ TEST(XnnpackKernels, PackedGemmOneRowHasTheMicroKernelsBits) {
 TEST(XnnpackKernels, IndirectConvolutionMatchesNaive) {
   // Batches, strides, padding on every side, dilation and channel counts around the GEMM's tiles and
   // panels, at one thread and at three (each thread pads its rows and multiplies its own share of the
-  // pixels; the larger cases pass the size from which the work is split).
+  // pixels, or for a few pixels of the output channels; the larger cases pass the size from which the work is
+  // split).
   struct Case {
     size_t batch, h, w, c, cout, kh, kw, stride, dilation, pad;
   };
@@ -319,7 +320,9 @@ TEST(XnnpackKernels, IndirectConvolutionMatchesNaive) {
                         // live tap at all (every output the bias).
                         {1, 4, 4, 16, 20, 3, 3, 1, 12, 12}, {2, 3, 20, 5, 17, 3, 3, 1, 4, 4},
                         {1, 20, 3, 5, 17, 3, 3, 1, 4, 4}, {1, 1, 1, 8, 16, 5, 5, 1, 1, 2},
-                        {1, 5, 5, 3, 16, 3, 3, 1, 3, 1}, {1, 1, 1, 3, 16, 1, 1, 2, 1, 1}};
+                        {1, 5, 5, 3, 16, 3, 3, 1, 3, 1}, {1, 1, 1, 3, 16, 1, 1, 2, 1, 1},
+                        // A last map of a few pixels and many channels: the threads split the output channels.
+                        {1, 2, 2, 128, 136, 3, 3, 1, 1, 1}};
   for (size_t threads : {1, 3}) {
     ThreadPool::global().set_num_threads(threads);
     for (const Case& t : cases) {
