@@ -147,30 +147,57 @@ void qs8_multiply(const uint8_t* rows, size_t pixels, size_t row_bytes, size_t q
   }
 }
 
+// Bytes x + 128 (x ^ 0x80): the unsigned operand vpdpbusd takes.
+void xor_copy(const int8_t* src, uint8_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<uint8_t>(src[i]) ^ 0x80u;
+}
+
 }  // namespace
 
 void ConvQS8::gather(const int8_t* in, size_t h, size_t w, size_t out_h, size_t out_w, size_t p0, size_t p1,
                      uint8_t* rows) const {
   const size_t c = p_.in_channels, row_bytes = quads_ * 4;
+  const bool pointwise = p_.kernel_h == 1 && p_.kernel_w == 1 && p_.stride_h == 1 && p_.stride_w == 1 &&
+                         p_.pad_top == 0 && p_.pad_left == 0;
+  if (pointwise && row_bytes == c) {
+    // Each pixel's patch is itself and the rows are the input's pixels as they lie: one copy.
+    xor_copy(in + p0 * c, rows, (p1 - p0) * c);
+    return;
+  }
   const auto fill = static_cast<uint8_t>(static_cast<uint8_t>(p_.in_zero_point) ^ 0x80u);
+  size_t image = p0 / (out_h * out_w), oy = p0 / out_w % out_h, ox = p0 % out_w;
   for (size_t p = p0; p < p1; ++p) {
-    const size_t image = p / (out_h * out_w), oy = p / out_w % out_h, ox = p % out_w;
     const int8_t* src_image = in + image * h * w * c;
     uint8_t* dst = rows + (p - p0) * row_bytes;
     for (size_t ky = 0; ky < p_.kernel_h; ++ky) {
       const auto iy = static_cast<ptrdiff_t>(oy * p_.stride_h + ky * p_.dilation_h) - static_cast<ptrdiff_t>(p_.pad_top);
+      const bool row_inside = iy >= 0 && static_cast<size_t>(iy) < h;
+      const auto ix0 = static_cast<ptrdiff_t>(ox * p_.stride_w) - static_cast<ptrdiff_t>(p_.pad_left);
+      if (row_inside && p_.dilation_w == 1 && ix0 >= 0 && static_cast<size_t>(ix0) + p_.kernel_w <= w) {
+        // The kernel row lies inside the image: its taps are one run of the input row (a first layer's 3
+        // channels: 9 bytes, not three copies of 3).
+        xor_copy(src_image + (static_cast<size_t>(iy) * w + static_cast<size_t>(ix0)) * c, dst, p_.kernel_w * c);
+        dst += p_.kernel_w * c;
+        continue;
+      }
       for (size_t kx = 0; kx < p_.kernel_w; ++kx, dst += c) {
         const auto ix =
             static_cast<ptrdiff_t>(ox * p_.stride_w + kx * p_.dilation_w) - static_cast<ptrdiff_t>(p_.pad_left);
-        if (iy < 0 || static_cast<size_t>(iy) >= h || ix < 0 || static_cast<size_t>(ix) >= w) {
+        if (!row_inside || ix < 0 || static_cast<size_t>(ix) >= w) {
           std::memset(dst, fill, c);
-          continue;
+        } else {
+          xor_copy(src_image + (static_cast<size_t>(iy) * w + static_cast<size_t>(ix)) * c, dst, c);
         }
-        const int8_t* src = src_image + (static_cast<size_t>(iy) * w + static_cast<size_t>(ix)) * c;
-        for (size_t i = 0; i < c; ++i) dst[i] = static_cast<uint8_t>(src[i]) ^ 0x80u;
       }
     }
     std::memset(dst, 0, row_bytes - patch_);  // the last quad's tail meets zero weights
+    if (++ox == out_w) {
+      ox = 0;
+      if (++oy == out_h) {
+        oy = 0;
+        ++image;
+      }
+    }
   }
 }
 
