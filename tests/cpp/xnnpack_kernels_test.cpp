@@ -782,9 +782,10 @@ TEST(XnnpackKernels, FullyConnectedQd8Blocked) {
 }
 
 TEST(XnnpackKernels, FullyConnectedQd8GivesTheSameBitsAtEveryCpuLevel) {
-  // The tile sums int8 products exactly into int32 at every level (AVX-512 VNNI's vpdpwssd, AVX2's madd and
-  // add; aarch64's sdot by four k, NEON's smull and sadalp; the scalar loop), so the outputs are
-  // bit-identical; extreme codes (-128 x -127 on every k, and -128 x -128) included. Odd k (a last half pair),
+  // The tile sums int8 products exactly into int32 at every level and in both layouts (AVX-512 VNNI's vpdpbusd
+  // on quads of bytes offset by 128, or vpdpwssd on pairs; AVX2's madd and add; aarch64's sdot by four k, NEON's
+  // smull and sadalp; the scalar loops), so the outputs are bit-identical: the weights packed at the top level
+  // run at each level, and each level's own packing too; extreme codes (-128 x -127 on every k, and -128 x -128) included. Odd k (a last half pair),
   // k pairs that leave every remainder of sdot's four, units not a multiple of the 8-unit block, rows 1..7
   // (every tile height), per-channel weights and groups of 32, 64 and 128.
   struct Case {
@@ -815,6 +816,14 @@ TEST(XnnpackKernels, FullyConnectedQd8GivesTheSameBitsAtEveryCpuLevel) {
     testing::at_each_cpu_level([&](CpuLevel level) {
       std::vector<float> out(rows * n);
       fully_connected_qd8_f32(q.data(), params.data(), rows, w, -inf, inf, out.data(), scratch.data());
+      // The layout this level packs (pairs below AVX-512 VNNI), besides the top level's run at this one.
+      const QD8Weights packed_here(weights.data(), n, k, scales.data(), bias.data(), cs.group);
+      std::vector<float> out_here(rows * n);
+      fully_connected_qd8_f32(q.data(), params.data(), rows, packed_here, -inf, inf, out_here.data(), scratch.data());
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(out_here[i]), std::bit_cast<uint32_t>(out[i]))
+            << cpu_level_name(level) << " (its own packing) rows " << rows << " k " << k << " n " << n << " at " << i;
+      }
       if (level == CpuLevel::portable) {
         want = out;
         // Every unit against the exact sum, in doubles.

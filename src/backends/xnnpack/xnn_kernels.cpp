@@ -753,14 +753,18 @@ void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* ou
 QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scales, const float* bias,
                        size_t group_size)
     : n_(n), k_(k), group_size_(group_size) {
-  const size_t kp = k_pairs(), g = groups();
+#if defined(__x86_64__)
+  // (Groups of whole quads: a group's sums start and end on a vector boundary.)
+  quads_ = cpu_level() >= CpuLevel::avx512_vnni && group_size % 4 == 0;
+#endif
+  const size_t kp = k_pairs(), kq = k_quads(), g = groups();
   scales_.assign(scales, scales + n * g);
   row_sums_.assign(n * g, 0);
-  packed_.assign(blocks() * kp * 16, 0);
+  packed_.assign(quads_ ? (n + 15) / 16 * kq * 64 : blocks() * kp * 16, 0);
   for (size_t j = 0; j < n; ++j) {
-    int8_t* dst = packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
+    int8_t* dst = quads_ ? packed_.data() + (j / 16) * kq * 64 + (j % 16) * 4 : packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
     for (size_t i = 0; i < k; ++i) {
-      dst[(i / 2) * 16 + (i % 2)] = w_nk[j * k + i];
+      dst[quads_ ? (i / 4) * 64 + i % 4 : (i / 2) * 16 + i % 2] = w_nk[j * k + i];
       row_sums_[j * g + (group_size == 0 ? 0 : i / group_size)] += w_nk[j * k + i];
     }
   }
@@ -841,6 +845,61 @@ void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* cons
   qd8_tile_scalar<MR, NB>(pairs, stride, kp, w, acc);
 }
 
+// The quads layout: acc[r][c] (MR rows, `cols` of the 16 units) = sum over kq quads of the products of the row's
+// bytes (activation + 128) with the unit's four weights; rows are `stride` bytes apart.
+template <int MR>
+void qd8_quad_tile_scalar(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      int32_t sum = 0;
+      for (size_t q = 0; q < kq * 4; ++q) sum += int32_t{rows[r * stride + q]} * w[(q / 4) * 64 + c * 4 + q % 4];
+      acc[r * cols + c] = sum;
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+ETNP_TARGET_BEGIN("avx2,avx512f,avx512bw,avx512vl,avx512vnni")
+template <int MR>
+void qd8_quad_tile_vnni(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
+  __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
+  auto row = [&](int r, size_t q) {
+    uint32_t quad;
+    std::memcpy(&quad, rows + r * stride + q * 4, 4);
+    return _mm512_set1_epi32(static_cast<int32_t>(quad));
+  };
+  for (size_t q = 0; q < kq; ++q) {
+    const __m512i v = _mm512_loadu_si512(w + q * 64);
+    c0 = _mm512_dpbusd_epi32(c0, row(0, q), v);
+    if constexpr (MR > 1) c1 = _mm512_dpbusd_epi32(c1, row(1, q), v);
+    if constexpr (MR > 2) c2 = _mm512_dpbusd_epi32(c2, row(2, q), v);
+    if constexpr (MR > 3) c3 = _mm512_dpbusd_epi32(c3, row(3, q), v);
+  }
+  const auto mask = static_cast<__mmask16>((1u << cols) - 1u);
+  const __m512i sums[4] = {c0, c1, c2, c3};
+  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_epi32(acc + r * cols, mask, sums[r]);
+}
+ETNP_TARGET_END
+#endif
+
+template <int MR>
+void qd8_quad_tile(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (cpu_level() >= CpuLevel::avx512_vnni) return qd8_quad_tile_vnni<MR>(rows, stride, kq, w, cols, acc);
+#endif
+  qd8_quad_tile_scalar<MR>(rows, stride, kq, w, cols, acc);
+}
+
+void qd8_quad_tile_rows(int mr, const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols,
+                        int32_t* acc) {
+  switch (mr) {
+    case 1: qd8_quad_tile<1>(rows, stride, kq, w, cols, acc); break;
+    case 2: qd8_quad_tile<2>(rows, stride, kq, w, cols, acc); break;
+    case 3: qd8_quad_tile<3>(rows, stride, kq, w, cols, acc); break;
+    default: qd8_quad_tile<4>(rows, stride, kq, w, cols, acc); break;
+  }
+}
+
 template <int NB>
 void qd8_tile_rows(int mr, const int32_t* pairs, size_t stride, size_t kp, const int8_t* const* w, int32_t* acc) {
   switch (mr) {
@@ -857,18 +916,33 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
                              float out_min, float out_max, float* out, int32_t* scratch) {
   const size_t n = w.n(), k = w.k(), kp = w.k_pairs(), blocks = w.blocks();
   if (rows == 0 || n == 0) return;
-  // Each row as int16 pairs packed in int32 (odd k: the last pair's high half is 0).
-  for (size_t r = 0; r < rows; ++r) {
-    const int8_t* x = in + r * k;
-    for (size_t p = 0; p < kp; ++p) {
-      const auto lo = static_cast<uint16_t>(static_cast<int16_t>(x[2 * p]));
-      const auto hi = 2 * p + 1 < k ? static_cast<uint16_t>(static_cast<int16_t>(x[2 * p + 1])) : uint16_t{0};
-      scratch[r * kp + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16));
+  const bool quads = w.quads();
+  const size_t kq = w.k_quads();
+  auto* row_bytes = reinterpret_cast<uint8_t*>(scratch);  // quads: rows of kq * 4 bytes (kq <= kp)
+  if (quads) {
+    // Each row as bytes q + 128 (q ^ 0x80: unsigned, as vpdpbusd takes them), the last quad's tail 128 (q = 0).
+    for (size_t r = 0; r < rows; ++r) {
+      uint8_t* dst = row_bytes + r * kq * 4;
+      for (size_t i = 0; i < k; ++i) dst[i] = static_cast<uint8_t>(in[r * k + i]) ^ 0x80u;
+      std::fill(dst + k, dst + kq * 4, uint8_t{0x80});
+    }
+  } else {
+    // Each row as int16 pairs packed in int32 (odd k: the last pair's high half is 0).
+    for (size_t r = 0; r < rows; ++r) {
+      const int8_t* x = in + r * k;
+      for (size_t p = 0; p < kp; ++p) {
+        const auto lo = static_cast<uint16_t>(static_cast<int16_t>(x[2 * p]));
+        const auto hi = 2 * p + 1 < k ? static_cast<uint16_t>(static_cast<int16_t>(x[2 * p + 1])) : uint16_t{0};
+        scratch[r * kp + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16));
+      }
     }
   }
   // Per group (the whole row for per-channel weights): integer sums, zero-point correction with the group's
-  // weight sums, then the group's scale; the row's activation scale applies at the end.
+  // weight sums (quads: the zero point and the 128 the bytes carry), then the group's scale; the row's
+  // activation scale applies at the end.
   const size_t groups = w.groups(), group_pairs = w.group_size() == 0 ? kp : w.group_size() / 2;
+  const size_t group_quads = w.group_size() == 0 ? kq : w.group_size() / 4;
+  const int32_t zp_offset = quads ? 128 : 0;
   auto run_blocks = [&](size_t b0, size_t b1) {
     int32_t acc[4 * 16];
     float sum[4 * 16];
@@ -879,19 +953,25 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
         const int mr = static_cast<int>(std::min<size_t>(4, rows - r));
         std::fill(sum, sum + 4 * 16, 0.0f);
         for (size_t g = 0; g < groups; ++g) {
-          const size_t p0 = g * group_pairs;
-          const int8_t* wb[2] = {w.block(b) + p0 * 16, nb == 2 ? w.block(b + 1) + p0 * 16 : nullptr};
-          const int32_t* x = scratch + r * kp + p0;
-          if (nb == 2) {
-            qd8_tile_rows<2>(mr, x, kp, group_pairs, wb, acc);
+          if (quads) {
+            const size_t q0 = g * group_quads;
+            qd8_quad_tile_rows(mr, row_bytes + r * kq * 4 + q0 * 4, kq * 4, group_quads, w.block(b) + q0 * 64,
+                               nb * 8, acc);
           } else {
-            qd8_tile_rows<1>(mr, x, kp, group_pairs, wb, acc);
+            const size_t p0 = g * group_pairs;
+            const int8_t* wb[2] = {w.block(b) + p0 * 16, nb == 2 ? w.block(b + 1) + p0 * 16 : nullptr};
+            const int32_t* x = scratch + r * kp + p0;
+            if (nb == 2) {
+              qd8_tile_rows<2>(mr, x, kp, group_pairs, wb, acc);
+            } else {
+              qd8_tile_rows<1>(mr, x, kp, group_pairs, wb, acc);
+            }
           }
           // Loops without an early exit over the columns this block has, so that they vectorize.
           const int32_t* sums = w.row_sums() + b * 8 * groups + g;
           const float* scales = w.scales() + b * 8 * groups + g;
           for (int i = 0; i < mr; ++i) {
-            const int32_t zp = params[r + i].zero_point;
+            const int32_t zp = params[r + i].zero_point + zp_offset;
             const int32_t* a = acc + i * nb * 8;
             float* to = sum + i * nb * 8;
             for (int c = 0; c < cols; ++c) {

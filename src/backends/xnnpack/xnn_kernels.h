@@ -54,11 +54,14 @@ bool binary_f32_supported(NodeKind kind);
 DynamicQuantParams compute_dynamic_quant_params(float min, float max);
 void quantize_dynamic_rows(const float* in, size_t rows, size_t cols, int8_t* out, DynamicQuantParams* params);
 
-/// Weights of a dynamically quantized fully-connected layer, packed at load for the int8 GEMM: blocks of 8
-/// units, each k pair of a unit stored as two int8 (sign-extended to the int16 pairs of a multiply-add when
-/// loaded: int8 halves the bytes each call streams, which bound the few-row products of a decoder).
-/// Per-channel weights have one scale per unit; blockwise ones (4-bit, "group" quantization) one per unit
-/// and group of `group_size` consecutive k.
+/// Weights of a dynamically quantized fully-connected layer, packed at load for the int8 GEMM in one of two
+/// layouts. Pairs: blocks of 8 units, each k pair of a unit stored as two int8 (sign-extended to the int16 pairs
+/// of a multiply-add when loaded: int8 halves the bytes each call streams, which bound the few-row products of a
+/// decoder). Quads, when packed on a CPU with AVX-512 VNNI: blocks of 16 units x 4 consecutive k, one 64-byte
+/// vector that vpdpbusd multiplies by four activation bytes (offset by 128 to be unsigned) per 32-bit lane, four
+/// times the products per instruction. Both give the same int32 sums; a layout packed for a level above the
+/// current one runs on its portable loop. Per-channel weights have one scale per unit; blockwise ones (4-bit,
+/// "group" quantization) one per unit and group of `group_size` consecutive k.
 class QD8Weights {
  public:
   QD8Weights() = default;
@@ -69,10 +72,15 @@ class QD8Weights {
   size_t n() const { return n_; }
   size_t k() const { return k_; }
   size_t k_pairs() const { return (k_ + 1) / 2; }
+  size_t k_quads() const { return (k_ + 3) / 4; }
   size_t blocks() const { return (n_ + 7) / 8; }
   size_t group_size() const { return group_size_; }  ///< 0: per-channel
   size_t groups() const { return group_size_ == 0 ? 1 : k_ / group_size_; }
-  const int8_t* block(size_t b) const { return packed_.data() + b * k_pairs() * 16; }
+  bool quads() const { return quads_; }  ///< the layout: quads (AVX-512 VNNI) or pairs
+  /// Pairs: the 8 units of block b. Quads: the 16 units of blocks b and b + 1 (b even).
+  const int8_t* block(size_t b) const {
+    return packed_.data() + (quads_ ? (b / 2) * k_quads() * 64 : b * k_pairs() * 16);
+  }
   /// [n, groups()] scales and sums of each unit's weights over each group (one group: the whole row).
   const float* scales() const { return scales_.data(); }
   const int32_t* row_sums() const { return row_sums_.data(); }
@@ -84,12 +92,13 @@ class QD8Weights {
   /// Everything the GEMM reads, for compute::WeightCache.
   compute::WeightBytes content() const {
     using compute::bytes_of;
-    return {bytes_of(n_),      bytes_of(k_),        bytes_of(group_size_), bytes_of(packed_),
+    return {bytes_of(n_),      bytes_of(k_),        bytes_of(group_size_), bytes_of(quads_), bytes_of(packed_),
             bytes_of(scales_), bytes_of(row_sums_), bytes_of(bias_)};
   }
 
  private:
   size_t n_ = 0, k_ = 0, group_size_ = 0;
+  bool quads_ = false;
   std::vector<int8_t> packed_;
   std::vector<float> scales_;
   std::vector<int32_t> row_sums_;
