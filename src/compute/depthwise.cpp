@@ -471,7 +471,7 @@ void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_
   const size_t per_chunk = scratch_floats(w, out_w);
   const size_t chunks = conv_row_chunks(batch, out_h);
   scratch.resize(chunks * per_chunk);
-  for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c_ * kh_ * kw_,
+  for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c_ * kh_ * kw_ * kDepthwiseCost,
                           [&](size_t chunk, size_t b, size_t y0, size_t y1) {
                             run_rows(in + b * h * w * c_, h, w, out_w, y0, y1, out_min, out_max,
                                      out + b * out_h * out_w * c_, scratch.data() + chunk * per_chunk);

@@ -11,6 +11,7 @@
 #include "core/cpu_features.h"
 #include "core/target_region.h"
 #include "compute/parallel.h"
+#include "compute/vector_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -482,7 +483,29 @@ void map_f32_aliased(const float* in, float* out, size_t n, F f) {
 
 }  // namespace
 
+namespace {
+
+/// The vector routine (compute/vector_math.h: Sleef's, 1 ulp like the libm calls below) of a transcendental
+/// node kind, or nullptr.
+compute::VectorF32Fn vector_unary(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Tanh: return compute::vector_f32(compute::VectorOp::Tanh);
+    case NodeKind::Exp: return compute::vector_f32(compute::VectorOp::Exp);
+    case NodeKind::Log: return compute::vector_f32(compute::VectorOp::Log);
+    case NodeKind::Sin: return compute::vector_f32(compute::VectorOp::Sin);
+    case NodeKind::Cos: return compute::vector_f32(compute::VectorOp::Cos);
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 void unary_f32(NodeKind kind, const float* in, float* out, size_t n, float scalar, float out_min, float out_max) {
+  if (const compute::VectorF32Fn fn = vector_unary(kind)) {
+    fn(in, out, n);
+    clamp_in_place(out, n, out_min, out_max);
+    return;
+  }
   switch (kind) {
     case NodeKind::Clamp:
       map_f32_aliased(in, out, n, [=](float x) { return std::min(std::max(x, out_min), out_max); });
@@ -1234,7 +1257,8 @@ void DepthwiseConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, s
   for (size_t i = 0; i < chunks; ++i) {
     std::memset(scratch.data() + i * per_chunk + p_.kernel_h * padded, p_.in_zero_point, padded);
   }
-  compute::for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c * p_.kernel_h * p_.kernel_w,
+  compute::for_each_conv_row_chunk(batch, out_h, chunks,
+                                   batch * out_h * out_w * c * p_.kernel_h * p_.kernel_w * compute::kDepthwiseCost,
                                    [&](size_t chunk, size_t b, size_t y0, size_t y1) {
                                      run_rows(in + b * h * w * c, h, w, out_w, y0, y1, out + b * out_h * out_w * c,
                                               scratch.data() + chunk * per_chunk);
