@@ -592,6 +592,9 @@ def main():
     med, err = wall_times([etnp, "run", xnn_pte, "--fill", "random", "--print", "none"], repeats)
     cold.append(("`etnp run` demo XNNPACK (process start, load, first run)", med, err))
     if pkg is not None:
+        # The baseline of the import target (issue: import, load and first run within `import numpy` + 20 ms).
+        med, err = wall_times([sys.executable, "-c", "import numpy"], repeats)
+        cold.append(("Python: `import numpy` (the baseline of the two etnp Python rows)", med, err))
         pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
         code = "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name)
         med, err = wall_times([sys.executable, "-c", code], repeats)

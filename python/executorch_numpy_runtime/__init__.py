@@ -27,7 +27,7 @@ ETDump recorded by a program loaded with ``enable_etdump=True`` stays with that 
 import enum
 import os
 import threading
-from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Set, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 import numpy as np
 
@@ -46,7 +46,9 @@ from .errors import (
 from . import _C
 from ._C import ExecuTorchResult, Method, MethodMeta, Program, TensorInfo, Verification
 from ._C import StreamDecoder, Tokenizer
-from .llm import LLM, GenerationResult, GenerationStep
+
+if TYPE_CHECKING:  # (loaded on first use at run time: __getattr__ below)
+    from .llm import LLM, GenerationResult, GenerationStep
 
 #: Element types, numbered as in the .pte format (PyTorch's c10::ScalarType); an IntEnum, so ScalarType.Float == 6.
 ScalarType = enum.IntEnum("ScalarType", _C._scalar_type_names(), module=__name__)  # type: ignore[misc]
@@ -115,6 +117,23 @@ __all__ = [
     "__version__",
     "__et_version__",
 ]
+
+# The language-model API (llm.py) loads on first use: importing the package stays as cheap as the runtime
+# itself (dataclasses and what it imports cost a few milliseconds at every start).
+_LAZY = {"LLM", "GenerationResult", "GenerationStep"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import llm
+
+        return getattr(llm, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | _LAZY)
+
 
 PathLike = Union[str, "os.PathLike[str]"]
 BackendOptionValue = Union[bool, int, str]
