@@ -6,13 +6,16 @@
 
 #include <cstddef>
 #include <new>
+#include <utility>
 
 namespace etnp::compute {
 
 void* allocate_large(size_t bytes);
 void free_large(void* p, size_t bytes) noexcept;
 
-/// A std::allocator whose allocations of 2 MiB and more are 2 MiB-aligned and advised as huge pages.
+/// A std::allocator whose allocations of 2 MiB and more are 2 MiB-aligned and advised as huge pages. Elements
+/// made without a value (resize(n), vector(n)) are default-initialized, not zeroed: a packing writes every
+/// element it reads, and a pass of zeros over tens of MiB of weights only to overwrite them cost load time.
 template <class T>
 struct LargePageAllocator {
   using value_type = T;
@@ -21,6 +24,14 @@ struct LargePageAllocator {
   LargePageAllocator(const LargePageAllocator<U>&) noexcept {}
   T* allocate(size_t n) { return static_cast<T*>(allocate_large(n * sizeof(T))); }
   void deallocate(T* p, size_t n) noexcept { free_large(p, n * sizeof(T)); }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   template <class U>
   bool operator==(const LargePageAllocator<U>&) const noexcept {
     return true;

@@ -108,15 +108,26 @@ void gemv_panels_neon(const float* x, size_t k, const float* packed, const float
 
 PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias) : k_(k), n_(n) {
   const size_t panels = (n + kNr - 1) / kNr;
-  panels_.assign(panels * k * kNr + 16, 0.0f);
+  panels_.resize(panels * k * kNr + 16);  // not zeroed (LargePageAllocator): every element read is written below
   bias_.assign(panels * kNr + 16, 0.0f);
   auto* packed = const_cast<float*>(aligned(panels_));
   auto* packed_bias = const_cast<float*>(aligned(bias_));
-  for (size_t j = 0; j < n; ++j) {
-    float* dst = packed + (j / kNr) * k * kNr + (j % kNr);
-    for (size_t i = 0; i < k; ++i) dst[i * kNr] = w_is_nk ? w[j * k + i] : w[i * n + j];
-    if (bias != nullptr) packed_bias[j] = bias[j];
+  // Panel by panel, each written front to back (the weights of one k for 16 units, then the next k): every
+  // cache line of the packing is filled whole, once, while the source is read as 16 sequential streams ([n, k])
+  // or 64-byte runs ([k, n]).
+  for (size_t p = 0; p < panels; ++p) {
+    const size_t j0 = p * kNr, cols = std::min(kNr, n - j0);
+    float* dst = packed + p * k * kNr;
+    for (size_t i = 0; i < k; ++i, dst += kNr) {
+      if (w_is_nk) {
+        for (size_t c = 0; c < cols; ++c) dst[c] = w[(j0 + c) * k + i];
+      } else {
+        std::copy(w + i * n + j0, w + i * n + j0 + cols, dst);
+      }
+      std::fill(dst + cols, dst + kNr, 0.0f);  // the last panel's columns past n
+    }
   }
+  if (bias != nullptr) std::copy(bias, bias + n, packed_bias);
 }
 
 WeightBytes PackedGemm::content() const {
