@@ -22,6 +22,9 @@ line on stdout (everything else the libraries print goes to stderr). Requests:
                 inter_op_num_threads=1).
       eager:    "module" ({"zoo": NAME, "method": M}, {"demo": DIR} or {"builtin": "add"}: x + y), "threads"
                 (torch.set_num_threads), run under torch.inference_mode().
+    {"op": "flops", "module": ..., "inputs": [...]}   (eager worker) -> {"flops": N}: the floating-point operations
+      of one call as torch.utils.flop_counter counts them (matrix products and convolutions, 2 per multiply-add;
+      element-wise work is not counted)
     {"op": "export_onnx", "module": ..., "inputs": [...], "path": P}   (eager worker) -> {"path", "exporter"}
       or {"error"}; a failure is remembered in P + ".error" so that later runs do not retry it.
 
@@ -242,6 +245,16 @@ class Eager:
             save_outputs(req["save"], [o.numpy() for o in flatten(first) if isinstance(o, torch.Tensor)])
         return {"median_ms": med, "min_ms": mn, "iters": n, "warmup": warm, "threads": torch.get_num_threads()}
 
+    def flops(self, req):
+        from torch.utils.flop_counter import FlopCounterMode
+
+        module = self.module(req["module"])
+        inputs = self.tensors(req["inputs"])
+        counter = FlopCounterMode(display=False)
+        with self.torch.inference_mode(), counter:
+            module(*inputs)
+        return {"flops": int(counter.get_total_flops())}
+
     def export_onnx(self, req):
         path = req["path"]
         if os.path.exists(path):
@@ -363,6 +376,8 @@ def main():
                 out = worker.time(req)
             elif req["op"] == "export_onnx":
                 out = worker.export_onnx(req)
+            elif req["op"] == "flops":
+                out = worker.flops(req)
             else:
                 out = {"error": "unknown op %r" % req["op"]}
         except Exception as e:  # a runtime refused the program or the inputs: reported in its cell

@@ -476,6 +476,24 @@ def main():
             onnx_paths[row["torch_key"]] = r
             log("   %s: %s" % (row["onnx_name"], r.get("exporter") or r.get("error")))
 
+    # ---- 7. (measured first, on a quiet machine) the physical limits, and each float row's FLOPs ----------------
+    peak = None
+    peak_tool = os.path.join(args.build_dir, "bench", "etnp_bench_machine_peak")
+    if os.path.exists(peak_tool):
+        log("== machine peak (%s)" % peak_tool)
+        try:
+            peak = json.loads(run([peak_tool]).stdout)
+        except (ValueError, OSError) as e:
+            notes.append("etnp_bench_machine_peak failed: %s" % e)
+    else:
+        notes.append("No %s (ETNP_BUILD_BENCH off?): section 7 has no peak." % peak_tool)
+    flops = {}  # torch_key -> {"flops": N} or {"error"}
+    if "eager" in workers:
+        for row in rows:
+            if row.get("torch") and row.get("float") and row["torch_key"] not in flops:
+                flops[row["torch_key"]] = workers["eager"].request({"op": "flops", "module": row["torch"],
+                                                                   "inputs": row["inputs"]})
+
     # ---- 1. Every row, every runtime, interleaved rounds ----------------------------------------------------------
     runtimes = ["etnp_cli", "etnp_py", "official", "onnx", "eager"]
     results = {}  # (row index, runtime, threads) -> [per-round records]
@@ -639,7 +657,7 @@ def main():
     uptime_after = run(["uptime"]).stdout.strip()
     elapsed_min = (time.time() - t_start) / 60
     write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
-                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root)
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root, peak, flops)
     shutil.rmtree(scratch, ignore_errors=True)
     log("wrote", args.output)
 
@@ -690,8 +708,56 @@ def etnp_cell(cells, index, threads):
     return dict(cli, cli=True) if cli and "error" not in cli else py
 
 
+def carried_headings(old_text, md):
+    """The "## " sections of the previous RESULTS.md that this script does not write (the numbered ones, Reproduce
+    and Notes are its own): other scripts' sections, kept as they were."""
+    produced = {line.rstrip() for line in md if line.startswith("## ")} | {"## Notes", "## Reproduce"}
+    return [line.rstrip() for line in old_text.splitlines()
+            if line.startswith("## ") and not re.match(r"## \d+\. ", line) and line.rstrip() not in produced]
+
+
+def efficiency_section(rows, cells, peak, flops):
+    """Section 7: each float row's achieved GFLOP/s (torch's count of its matrix products and convolutions over
+    etnp's C++ median) against the measured fp32 FMA peak of one core (1 thread) or of all (2 threads), for etnp
+    and the official runtime."""
+    md = ["## 7. Efficiency: achieved GFLOP/s against this machine's fp32 peak\n"]
+    if not peak:
+        md.append("No measurement of the peak (build the benchmark programs: ETNP_BUILD_BENCH).\n")
+        return md
+    md.append("Peak, measured in this run by `etnp_bench_machine_peak` (12 independent FMA chains per core, best of 5): "
+              "%.1f GFLOP/s on one core (AVX2 %.1f, AVX-512 %.1f), %.1f on all %d; memcpy on one thread %.1f GB/s "
+              "(bytes read plus written). FLOPs: `torch.utils.flop_counter` on the row's torch module and inputs "
+              "(2 per multiply-add of the matrix products and convolutions; element-wise work uncounted), so a row "
+              "far under the peak is bound by something else: memory (the bytes of weights or activations per "
+              "multiply-add), or work the count leaves out (section 6 and `etnp bench --profile` say which).\n"
+              % (peak["fma_gflops_1"], peak["avx2_fma_gflops_1"], peak["avx512_fma_gflops_1"],
+                 peak["fma_gflops_all"], peak["threads"], peak["memcpy_gbs_1"]))
+    md.append("| program | case | MFLOP/run | thr | etnp ms (C++) | etnp GFLOP/s | % of peak | official ms | "
+              "official GFLOP/s | % of peak |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|")
+    for i, row in enumerate(rows):
+        f = flops.get(row.get("torch_key"))
+        if not row.get("float") or not f or "error" in f or not f.get("flops"):
+            continue
+        for threads in (1, 2):
+            limit = peak["fma_gflops_1"] if threads == 1 else peak["fma_gflops_all"]
+            cols = []
+            for rt in ("etnp_cli", "official"):
+                c = cells.get((i, rt, threads))
+                if not c or "error" in c:
+                    cols += ["—", "—", "—"]
+                    continue
+                gflops = f["flops"] / (c["median_ms"] * 1e6)
+                cols += [fmt(c["median_ms"]), "%.1f" % gflops, "%.0f%%" % (100.0 * gflops / limit)]
+            md.append("| %s | %s | %.1f | %d | %s |" % (row["id"], row["case"], f["flops"] / 1e6, threads,
+                                                       " | ".join(cols)))
+    md.append("")
+    return md
+
+
 def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
-                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root):
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root, peak=None,
+                  flops=None):
     cpu, isa = cpu_description()
     md = []
     md.append("# etnp benchmark results\n")
@@ -874,6 +940,7 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
                 md.append("| %s | %d | %s | %.0f%% |" % (part["name"].split(": ", 1)[-1], part["calls_per_run"],
                                                        fmt(part["ms_per_run"]), 100.0 * part["ms_per_run"] / total))
             md.append("")
+    md += efficiency_section(rows, cells, peak, flops or {})
     mismatched = sorted({"%s %s" % (rt, t) for (i, rt, t), c in cells.items()
                          if c and "error" not in c and c.get("threads") not in (None, t)})
     if mismatched:
@@ -889,9 +956,10 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
         for n in notes:
             md.append("- " + plain(n))
         md.append("")
-    import llm_bench  # the sections of its run, scale_out.py's and install_time.py's, each slower: carried over
+    import llm_bench  # the sections other scripts write (llm_bench, scale_out, install_time, load_memory, ...): carried over
 
-    headings = (llm_bench.SECTION, "## Scale-out", "## Install")
+    old_text = pathlib.Path(args.output).read_text() if os.path.exists(args.output) else ""
+    headings = carried_headings(old_text, md)
     kept = {heading: llm_bench.read_section(pathlib.Path(args.output), heading) for heading in headings}
     with open(args.output, "w") as f:
         f.write("\n".join(md))
