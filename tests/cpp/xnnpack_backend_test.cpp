@@ -264,6 +264,42 @@ TEST(XnnpackBackend, DynamicShapes) {
   }
 }
 
+// An XNNPACK operator is set up again only when its buffers (or shapes, or pool) differ from its last call's:
+// new input and output tensors are read and written, and new contents of the same buffers are read.
+TEST(XnnpackBackend, OperatorsFollowTheirBuffersFromCallToCall) {
+  GraphBuilder g;
+  const uint32_t a = g.input({6}, 0), b = g.input({6}, 1), sum = g.internal({6}), out = g.output({6}, 2);
+  g.binary(XNodeUnion::XNNAdd, a, b, sum);
+  g.binary(XNodeUnion::XNNMultiply, sum, sum, out);
+  Executor ex(parse_graph(g.payload(), nullptr));
+  ASSERT_EQ(ex.stats().xnnpack_operators, 2u);
+  auto tensors = [](float a0, float b0) {
+    std::vector<std::unique_ptr<OwnedTensor>> t;
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, iota_f(6, a0)));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, iota_f(6, b0)));
+    t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, {}));
+    return t;
+  };
+  auto expected = [](float a0, float b0) {
+    std::vector<float> v(6);
+    for (size_t i = 0; i < 6; ++i) v[i] = (a0 + b0 + 2.0f * float(i)) * (a0 + b0 + 2.0f * float(i));
+    return v;
+  };
+  auto first = tensors(1.0f, 2.0f), second = tensors(-4.0f, 0.5f);
+  run(ex, first);
+  EXPECT_EQ(first[2]->values<float>(), expected(1.0f, 2.0f));
+  run(ex, second);  // other buffers
+  EXPECT_EQ(second[2]->values<float>(), expected(-4.0f, 0.5f));
+  std::fill_n(reinterpret_cast<float*>(second[2]->storage.data()), 6, -1.0f);
+  run(ex, first);  // back to the first ones
+  EXPECT_EQ(first[2]->values<float>(), expected(1.0f, 2.0f));
+  EXPECT_EQ(second[2]->values<float>(), std::vector<float>(6, -1.0f));  // not written by the last call
+  auto* a_data = reinterpret_cast<float*>(first[0]->storage.data());
+  for (size_t i = 0; i < 6; ++i) a_data[i] = 10.0f + float(i);  // same buffer, new contents
+  run(ex, first);
+  EXPECT_EQ(first[2]->values<float>(), expected(10.0f, 2.0f));
+}
+
 // Dynamic spatial dims through transposes and a depthwise convolution (the xnnpack/simpleconv pattern).
 TEST(XnnpackBackend, DynamicDepthwiseConvolution) {
   GraphBuilder g;

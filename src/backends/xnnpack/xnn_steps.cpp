@@ -47,6 +47,7 @@ XnnStep::XnnStep(const Node& node, const char* what, Create create, Setup setup,
 }
 
 void XnnStep::reshape(const Shape* shapes) {
+  bound_valid_ = false;
   serial_ = work_estimate(shapes) < compute::kParallelWork;
   if (!key_) return;
   const size_t k = key_(shapes);
@@ -61,11 +62,34 @@ void XnnStep::reshape(const Shape* shapes) {
   key_value_ = k;
 }
 
+bool XnnStep::set_up_for(const RunContext& ctx) {
+  size_t i = 0;
+  bool same = bound_valid_ && bound_pool_ == ctx.pool;
+  for (const auto* ids : {&node_.inputs, &node_.outputs}) {
+    for (uint32_t id : *ids) {
+      const void* data = id == kInvalidId ? nullptr : ctx.data[id];
+      if (i == bound_.size()) bound_.push_back(nullptr);
+      same = same && bound_[i] == data;
+      bound_[i++] = data;
+    }
+  }
+  bound_pool_ = ctx.pool;
+  return same;
+}
+
 void XnnStep::run(const RunContext& ctx) {
   // Small operators run on the calling thread: waking the pool costs more than they take.
   RunContext local = ctx;
   if (serial_) local.pool = nullptr;
-  xnn_status s = setup_(op_, local);
+  // XNNPACK keeps what a setup computed (the buffers, broadcast strides, indirection buffers): a node whose
+  // shapes (no reshape since), buffers and pool are those of its last setup only runs. Most are: intermediates
+  // live at fixed places in the arena.
+  xnn_status s = xnn_status_success;
+  if (!set_up_for(local)) {
+    bound_valid_ = false;
+    s = setup_(op_, local);
+    bound_valid_ = s == xnn_status_success;
+  }
   if (s == xnn_status_success) s = op_.run(local.pool);
   if (s != xnn_status_success) {
     run_fail(node_.describe() + ": XNNPACK " + what_ + " failed (" + ops::status_name(s) + ")");

@@ -59,6 +59,9 @@ class XnnStep final : public Step {
   void run(const RunContext& ctx) override;
 
  private:
+  /// Whether the operator is set up for ctx's buffers of the node's values and pool (recording them if not).
+  bool set_up_for(const RunContext& ctx);
+
   std::string what_;
   Create create_;
   Setup setup_;
@@ -66,6 +69,10 @@ class XnnStep final : public Step {
   size_t key_value_ = 0;
   ops::Operator op_;
   bool serial_ = false;
+  /// The buffers of the node's inputs and outputs and the pool of the last setup; cleared by reshape.
+  std::vector<const void*> bound_;
+  pthreadpool_t bound_pool_ = nullptr;
+  bool bound_valid_ = false;
 };
 
 /// A node run by the delegate's own kernels.
