@@ -850,6 +850,37 @@ TEST(XnnpackKernels, FullyConnectedQd8GivesTheSameBitsAtEveryCpuLevel) {
   }
 }
 
+// fp32 -> 8-bit codes against the definition (round half to even, the zero point added, clamped; NaN to the zero
+// point), signed and unsigned, over ties, infinities and lengths that leave every remainder of the 8-float vector
+// loop, at each CPU level (AVX2 runs the vector loop, the portable level the scalar one).
+TEST(XnnpackKernels, QuantizeQ8RoundsHalfToEvenAtEveryCpuLevel) {
+  std::vector<float> x = {0.5f,  1.5f,  2.5f,   -0.5f, -1.5f, -2.5f, 0.49999997f, 1e9f, -1e9f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f, 3.75f, -3.25f};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> real(-40.0f, 40.0f);
+  for (int i = 0; i < 61; ++i) x.push_back(real(rng));
+  for (const Quant8 q : {Quant8{false, 0.25f, -3}, Quant8{true, 0.5f, 128}, Quant8{false, 1.0f, 0}}) {
+    std::vector<uint8_t> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      double v = std::nearbyint(double(x[i] * (1.0f / q.scale)));  // the product in float, as XNNPACK's convert
+      int32_t code = std::isnan(x[i]) ? q.zero_point
+                                      : int32_t(std::min(std::max(v + q.zero_point, double(q.qmin())), double(q.qmax())));
+      want[i] = static_cast<uint8_t>(code & 0xFF);
+    }
+    testing::at_each_cpu_level([&](CpuLevel level) {
+      for (size_t n : {x.size(), size_t{7}, size_t{8}, size_t{9}, size_t{16}, size_t{1}}) {
+        std::vector<uint8_t> got(n, 0x5A);
+        quantize_q8(x.data(), got.data(), n, q);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(int(got[i]), int(want[i])) << cpu_level_name(level) << " x " << x[i] << " zp " << q.zero_point
+                                               << (q.is_unsigned ? " unsigned" : " signed") << " n " << n;
+        }
+      }
+    });
+  }
+}
+
 TEST(XnnpackKernels, Requantize) {
   const int8_t in[] = {-128, 0, 10, 127};
   int8_t out[4];

@@ -1274,12 +1274,47 @@ void requantize_s8(const int8_t* in, int8_t* out, size_t n, float in_scale, int3
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+
+// quantize_q8's loop 8 floats at a time, operation for operation: the product, rounding to nearest even without
+// raising inexact (nearbyint), the zero point added in float, NaN to the zero point, the clamp, the code's low byte.
+// Returns how many it did (a multiple of 8).
+__attribute__((target("avx2"))) size_t quantize_q8_avx2(const float* in, uint8_t* out, size_t n, float inv, float lo,
+                                                        float hi, float zp) {
+  const __m256 vinv = _mm256_set1_ps(inv), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi),
+               vzp = _mm256_set1_ps(zp);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(in + i), vinv);
+    __m256 v = _mm256_add_ps(_mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vzp);
+    v = _mm256_blendv_ps(v, vzp, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
+    const __m256i codes = _mm256_cvttps_epi32(v);  // integers in [-128, 255]: their low bytes are the codes
+    const __m256i bytes = _mm256_shuffle_epi8(codes, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                      -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
+                                                                      -1, -1, -1, -1, -1, -1, -1, -1));
+    const uint32_t low = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 0));
+    const uint32_t high = static_cast<uint32_t>(_mm256_extract_epi32(bytes, 4));
+    std::memcpy(out + i, &low, 4);
+    std::memcpy(out + i + 4, &high, 4);
+  }
+  return i;
+}
+
+}  // namespace
+#endif
+
 void quantize_q8(const float* in, void* out, size_t n, const Quant8& q) {
   const float inv = 1.0f / q.scale;
   const auto lo = static_cast<float>(q.qmin()), hi = static_cast<float>(q.qmax());
   const auto zp = static_cast<float>(q.zero_point);
   auto* bytes = static_cast<uint8_t*>(out);
-  for (size_t i = 0; i < n; ++i) {
+  size_t start = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx2_fma()) start = quantize_q8_avx2(in, bytes, n, inv, lo, hi, zp);
+#endif
+  for (size_t i = start; i < n; ++i) {
     float v = std::nearbyint(in[i] * inv) + zp;
     v = std::isnan(v) ? zp : std::min(std::max(v, lo), hi);
     const auto code = static_cast<int32_t>(v);
