@@ -73,6 +73,14 @@ Q8Range q8_range(const Node& node, const Value& out) {
   return Q8Range{code(node.output_min), code(node.output_max)};
 }
 
+std::vector<float> requantization_scales(const Value& x, const Value& w, const Value& out, size_t channels) {
+  std::vector<float> scales(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    scales[c] = x.scale * (w.quant == QuantKind::PerChannel ? w.channel_scales[c] : w.scale) / out.scale;
+  }
+  return scales;
+}
+
 Refusal check_q8_range(const NodeView& v, const Value& out) {
   if (q8_range(v.node, out).empty()) return refuse("the output range is empty after quantization");
   return kSupported;

@@ -121,6 +121,9 @@ struct Q8Range {
   bool empty() const { return lo >= hi; }
 };
 Q8Range q8_range(const Node& node, const Value& out);
+/// The requantization scale of each of `channels` outputs of an int8 product, computed as XNNPACK computes it (in
+/// float): input scale x weight scale (the channel's, or the tensor's) / output scale.
+std::vector<float> requantization_scales(const Value& x, const Value& w, const Value& out, size_t channels);
 /// Refuses a node whose output range is empty once quantized to `out`'s codes.
 Refusal check_q8_range(const NodeView& v, const Value& out);
 /// Refuses a requantization scale ratio outside XNNPACK's [lo, hi).

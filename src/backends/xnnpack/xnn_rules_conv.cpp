@@ -226,6 +226,19 @@ void build_deconv_qc8_via_f32(StepBuilder& b, const Conv& cv) {
   });
 }
 
+/// The step of an own int8 convolution over NHWC images (run(in, batch, h, w, out_h, out_w, out, scratch)), its
+/// scratch bytes of type Scratch kept between calls.
+template <class Scratch, class Kernel>
+void add_conv_qs8_step(StepBuilder& b, std::shared_ptr<const Kernel> conv) {
+  const uint32_t in0 = b.view.in_id(0), out0 = b.view.out_id();
+  b.add_own([=, scratch = std::vector<Scratch>()](const RunContext& c) mutable {
+    const Shape& s = c.shapes[in0];
+    const Shape& os = c.shapes[out0];
+    conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
+              static_cast<int8_t*>(c.data[out0]), scratch);
+  });
+}
+
 void build_conv_qs8(StepBuilder& b, const Conv& cv) {
   const NodeView& v = b.view;
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
@@ -243,12 +256,7 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     return ops::setup_convolution(op, s[0], s[1], s[2], c.data[in0], c.data[out0], c.pool);
   };
   if (own_depthwise_qs8(cv)) {
-    // The requantization scale of each channel, computed as XNNPACK computes it (in float).
-    std::vector<float> scales(cv.cin);
-    for (size_t ch = 0; ch < cv.cin; ++ch) {
-      const float ks = f.quant == QuantKind::PerChannel ? f.channel_scales[ch] : f.scale;
-      scales[ch] = x.scale * ks / o.scale;
-    }
+    const std::vector<float> scales = requantization_scales(x, f, o, cv.cin);
     DepthwiseConvQS8::Params p;
     p.channels = cv.cin;
     p.kernel_h = cv.w.kernel_h;
@@ -261,21 +269,12 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     p.out_zero_point = static_cast<int8_t>(o.zero_point);
     p.out_min = r.lo;
     p.out_max = r.hi;
-    auto conv = b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p));
-    b.add_own([=, scratch = std::vector<int8_t>()](const RunContext& c) mutable {
-      const Shape& s = c.shapes[in0];
-      const Shape& os = c.shapes[out0];
-      conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
-                static_cast<int8_t*>(c.data[out0]), scratch);
-    });
+    add_conv_qs8_step<int8_t>(
+        b, b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
   if (!cv.depthwise && !cv.deconv && cv.w.groups == 1 && ConvQS8::supported()) {
-    std::vector<float> scales(cv.cout);
-    for (size_t ch = 0; ch < cv.cout; ++ch) {
-      const float ks = f.quant == QuantKind::PerChannel ? f.channel_scales[ch] : f.scale;
-      scales[ch] = x.scale * ks / o.scale;
-    }
+    const std::vector<float> scales = requantization_scales(x, f, o, cv.cout);
     ConvQS8::Params p;
     p.in_channels = cv.cin;
     p.out_channels = cv.cout;
@@ -291,13 +290,7 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     p.out_zero_point = static_cast<int8_t>(o.zero_point);
     p.out_min = r.lo;
     p.out_max = r.hi;
-    auto conv = b.packed.hold(std::make_shared<const ConvQS8>(kernel, bias_data, scales.data(), p));
-    b.add_own([=, scratch = std::vector<uint8_t>()](const RunContext& c) mutable {
-      const Shape& s = c.shapes[in0];
-      const Shape& os = c.shapes[out0];
-      conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
-                static_cast<int8_t*>(c.data[out0]), scratch);
-    });
+    add_conv_qs8_step<uint8_t>(b, b.packed.hold(std::make_shared<const ConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
   if (cv.deconv) {

@@ -150,10 +150,7 @@ void build_linear_qs8(StepBuilder& b, const Linear& l) {
   if (ConvQS8::supported()) {
     // The delegate's int8 convolution, as a 1x1 one over `rows` pixels (weights [units, k]).
     const std::vector<int8_t> kernel = int8_units_by_inputs(w, k, units, transposed);
-    std::vector<float> scales(units);
-    for (size_t n = 0; n < units; ++n) {
-      scales[n] = x.scale * (w.quant == QuantKind::PerChannel ? w.channel_scales[n] : w.scale) / o.scale;
-    }
+    const std::vector<float> scales = requantization_scales(x, w, o, units);
     ConvQS8::Params p;
     p.in_channels = k;
     p.out_channels = units;
