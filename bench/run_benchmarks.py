@@ -34,6 +34,8 @@ Sections of RESULTS.md:
    onnxruntime and torch on the same addition.
 5. Cold start: process start, import, load and first run for each runtime.
 6. Where the time goes in each delegated fixture program (`etnp bench --profile`, 1 thread).
+7. Efficiency: each float row's FLOPs (torch.utils.flop_counter on its module) over its time, against this
+   machine's fp32 FMA peak measured in the same run (bench/machine_peak.cpp, etnp_bench_machine_peak).
 
 Timing policy (every runtime alike, bench/oracle_timing.py `timed`): inputs are loaded once; one untimed call
 probes the cost of a call, then up to W-1 more warm-up calls and up to I timed calls, stopping at B seconds of
@@ -729,7 +731,9 @@ def efficiency_section(rows, cells, peak, flops):
               "(bytes read plus written). FLOPs: `torch.utils.flop_counter` on the row's torch module and inputs "
               "(2 per multiply-add of the matrix products and convolutions; element-wise work uncounted), so a row "
               "far under the peak is bound by something else: memory (the bytes of weights or activations per "
-              "multiply-add), or work the count leaves out (section 6 and `etnp bench --profile` say which).\n"
+              "multiply-add), or work the count leaves out (section 6 and `etnp bench --profile` say which), and a "
+              "row above it does less work than counted (the taps of an atrous convolution that read only "
+              "padding, which etnp's convolutions skip).\n"
               % (peak["fma_gflops_1"], peak["avx2_fma_gflops_1"], peak["avx512_fma_gflops_1"],
                  peak["fma_gflops_all"], peak["threads"], peak["memcpy_gbs_1"]))
     md.append("| program | case | MFLOP/run | thr | etnp ms (C++) | etnp GFLOP/s | % of peak | official ms | "
