@@ -226,6 +226,23 @@ void build_deconv_qc8_via_f32(StepBuilder& b, const Conv& cv) {
   });
 }
 
+/// The window and quantization fields the own int8 convolutions' parameters share.
+template <class Params>
+Params int8_window_params(const Conv& cv, ops::QParams in, const Value& out, Q8Range range) {
+  Params p;
+  p.kernel_h = cv.w.kernel_h;
+  p.kernel_w = cv.w.kernel_w;
+  p.stride_h = cv.w.stride_h;
+  p.stride_w = cv.w.stride_w;
+  p.pad_top = cv.w.pad_top;
+  p.pad_left = cv.w.pad_left;
+  p.in_zero_point = in.zero_point;
+  p.out_zero_point = static_cast<int8_t>(out.zero_point);
+  p.out_min = range.lo;
+  p.out_max = range.hi;
+  return p;
+}
+
 /// The step of an own int8 convolution over NHWC images (run(in, batch, h, w, out_h, out_w, out, scratch)), its
 /// scratch bytes of type Scratch kept between calls.
 template <class Scratch, class Kernel>
@@ -257,39 +274,19 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
   };
   if (own_depthwise_qs8(cv)) {
     const std::vector<float> scales = requantization_scales(x, f, o, cv.cin);
-    DepthwiseConvQS8::Params p;
+    auto p = int8_window_params<DepthwiseConvQS8::Params>(cv, in_q, o, r);
     p.channels = cv.cin;
-    p.kernel_h = cv.w.kernel_h;
-    p.kernel_w = cv.w.kernel_w;
-    p.stride_h = cv.w.stride_h;
-    p.stride_w = cv.w.stride_w;
-    p.pad_top = cv.w.pad_top;
-    p.pad_left = cv.w.pad_left;
-    p.in_zero_point = in_q.zero_point;
-    p.out_zero_point = static_cast<int8_t>(o.zero_point);
-    p.out_min = r.lo;
-    p.out_max = r.hi;
     add_conv_qs8_step<int8_t>(
         b, b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
   if (!cv.depthwise && !cv.deconv && cv.w.groups == 1 && ConvQS8::supported()) {
     const std::vector<float> scales = requantization_scales(x, f, o, cv.cout);
-    ConvQS8::Params p;
+    auto p = int8_window_params<ConvQS8::Params>(cv, in_q, o, r);
     p.in_channels = cv.cin;
     p.out_channels = cv.cout;
-    p.kernel_h = cv.w.kernel_h;
-    p.kernel_w = cv.w.kernel_w;
-    p.stride_h = cv.w.stride_h;
-    p.stride_w = cv.w.stride_w;
     p.dilation_h = std::max<size_t>(cv.w.dilation_h, 1);
     p.dilation_w = std::max<size_t>(cv.w.dilation_w, 1);
-    p.pad_top = cv.w.pad_top;
-    p.pad_left = cv.w.pad_left;
-    p.in_zero_point = in_q.zero_point;
-    p.out_zero_point = static_cast<int8_t>(o.zero_point);
-    p.out_min = r.lo;
-    p.out_max = r.hi;
     add_conv_qs8_step<uint8_t>(b, b.packed.hold(std::make_shared<const ConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
