@@ -68,7 +68,8 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   auto run_chunk = [&](size_t chunk) {
     const size_t r_begin = by_rows ? tiles * chunk / chunks * kMr : 0;
     const size_t r_end = by_rows ? std::min(rows_total, tiles * (chunk + 1) / chunks * kMr) : rows_total;
-    const size_t p_begin = by_rows ? 0 : panels * chunk / chunks, p_end = by_rows ? panels : panels * (chunk + 1) / chunks;
+    const size_t p_begin = by_rows ? 0 : panels * chunk / chunks;
+    const size_t p_end = by_rows ? panels : panels * (chunk + 1) / chunks;
     float* band = scratch.rows.data() + chunk * band_rows * row_floats;
     const float** patches = scratch.patches.data() + chunk * block * segs;
     for (size_t r0 = r_begin; r0 < r_end;) {

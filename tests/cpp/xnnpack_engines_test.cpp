@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/xnnpack/conv_qs8.h"
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_kernels.h"
@@ -194,6 +195,62 @@ TEST(XnnpackEngines, FullyConnectedF32OnBothEngines) {
       // The delegate's GEMM was measured faster on both releases.
       EXPECT_EQ(r.stats.xnnpack_operators, e == Engines::Library ? 1u : 0u) << engine_name(e);
     }
+  }
+}
+
+// ---- int8 convolution and fully-connected layer ---------------------------------------------------------
+
+// A per-channel int8 3x3 convolution and a per-tensor int8 fully-connected layer between fp32 conversions: both
+// engines give the same bytes (the delegate's kernel is XNNPACK's requantization, byte for byte), and each choice
+// puts the products where it says (the delegate's kernel only where the CPU has AVX-512 VNNI).
+TEST(XnnpackEngines, Int8ConvolutionAndFullyConnectedOnBothEngines) {
+  const uint32_t h = 6, w = 7, cin = 5, cout = 20, units = 9, k = h * w * cout;
+  const float in_scale = 0.05f, mid_scale = 0.08f, out_scale = 0.3f;
+  std::vector<int8_t> filter(cout * 9 * cin), fc(units * k);
+  std::mt19937 rng(17);
+  for (auto& v : filter) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (auto& v : fc) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<float> filter_scales(cout);
+  for (uint32_t c = 0; c < cout; ++c) filter_scales[c] = 0.002f + 0.0003f * float(c);
+  std::vector<float> bias_scales(cout);
+  for (uint32_t c = 0; c < cout; ++c) bias_scales[c] = in_scale * filter_scales[c];
+  std::vector<int32_t> conv_bias(cout), fc_bias(units);
+  for (auto& v : conv_bias) v = static_cast<int32_t>(rng() % 2001) - 1000;
+  for (auto& v : fc_bias) v = static_cast<int32_t>(rng() % 20001) - 10000;
+  GraphBuilder g;
+  const uint32_t x = g.input({1, h, w, cin}, 0);
+  const uint32_t xq = g.per_tensor(DT::xnn_datatype_qint8, {1, h, w, cin}, in_scale, -3);
+  const uint32_t f = g.per_channel(DT::xnn_datatype_qcint8, {cout, 3, 3, cin}, filter_scales, 0,
+                                   g.constant(filter.data(), filter.size()));
+  const uint32_t fb = g.per_channel(DT::xnn_datatype_qcint32, {cout}, bias_scales, 0,
+                                    g.constant(conv_bias.data(), conv_bias.size() * 4));
+  const uint32_t yq = g.per_tensor(DT::xnn_datatype_qint8, {1, h, w, cout}, mid_scale, 4);
+  const uint32_t flat = g.per_tensor(DT::xnn_datatype_qint8, {1, k}, mid_scale, 4);
+  const uint32_t wq = g.per_tensor(DT::xnn_datatype_qint8, {units, k}, 0.001f, 0, 0, testing::kNoExt,
+                                   g.constant(fc.data(), fc.size()));
+  const uint32_t wb = g.per_tensor(DT::xnn_datatype_qint32, {units}, mid_scale * 0.001f, 0, 0, testing::kNoExt,
+                                   g.constant(fc_bias.data(), fc_bias.size() * 4));
+  const uint32_t zq = g.per_tensor(DT::xnn_datatype_qint8, {1, units}, out_scale, -2);
+  const uint32_t z = g.output({1, units}, 1);
+  g.unary(XNodeUnion::XNNConvert, x, xq);
+  g.conv(XNodeUnion::XNNConv2d, 3, 1, 1, 1, cin, cout, xq, f, fb, yq, 0.0f);  // fused ReLU
+  g.reshape({1, k}, yq, flat);
+  g.fully_connected(flat, wq, wb, zq);
+  g.unary(XNodeUnion::XNNConvert, zq, z);
+  const std::vector<uint8_t> payload = g.payload();
+  const std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>> runs = {
+      {{{1, h, w, cin}, random_floats(h * w * cin, -4.0f, 4.0f, 3)}}};
+  const Ran library = run_graph(payload, Engines::Library, runs, {{1, units}});
+  size_t unclamped = 0;
+  for (float v : library.outputs[0]) unclamped += std::fabs(v) < 0.99f * 127 * out_scale;
+  EXPECT_GT(unclamped, units / 2) << "outputs mostly saturated test little";
+  EXPECT_EQ(library.stats.own_kernels, 1u);  // the reshape
+  const bool own_runs = ConvQS8::supported();
+  for (Engines e : {Engines::Own, Engines::Measured}) {
+    const Ran r = run_graph(payload, e, runs, {{1, units}});
+    EXPECT_EQ(r.outputs, library.outputs) << engine_name(e);
+    EXPECT_EQ(r.stats.own_kernels, own_runs ? 3u : 1u) << engine_name(e);
+    EXPECT_EQ(r.stats.xnnpack_operators + r.stats.own_kernels, library.stats.xnnpack_operators + 1u) << engine_name(e);
   }
 }
 

@@ -783,11 +783,14 @@ QD8Weights::QD8Weights(const int8_t* w_nk, size_t n, size_t k, const float* scal
   const size_t kp = k_pairs(), kq = k_quads(), g = groups();
   scales_.assign(scales, scales + n * g);
   row_sums_.assign(n * g, 0);
-  packed_.assign(quads_ ? (n + 15) / 16 * kq * 64 : blocks() * kp * 16, 0);
+  // Blocks of `units` units; a unit's k in runs of `run` bytes (a quad or a pair), the block's runs side by side.
+  const size_t units = quads_ ? 16 : 8, run = quads_ ? 4 : 2, step = units * run;
+  const size_t block_bytes = (quads_ ? kq : kp) * step;
+  packed_.assign((n + units - 1) / units * block_bytes, 0);
   for (size_t j = 0; j < n; ++j) {
-    int8_t* dst = quads_ ? packed_.data() + (j / 16) * kq * 64 + (j % 16) * 4 : packed_.data() + (j / 8) * kp * 16 + (j % 8) * 2;
+    int8_t* dst = packed_.data() + (j / units) * block_bytes + (j % units) * run;
     for (size_t i = 0; i < k; ++i) {
-      dst[quads_ ? (i / 4) * 64 + i % 4 : (i / 2) * 16 + i % 2] = w_nk[j * k + i];
+      dst[(i / run) * step + i % run] = w_nk[j * k + i];
       row_sums_[j * g + (group_size == 0 ? 0 : i / group_size)] += w_nk[j * k + i];
     }
   }

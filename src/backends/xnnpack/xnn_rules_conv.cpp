@@ -280,7 +280,8 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
         b, b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
-  if (!cv.depthwise && !cv.deconv && cv.w.groups == 1 && ConvQS8::supported()) {
+  if (!cv.depthwise && !cv.deconv && cv.w.groups == 1 && ConvQS8::supported() &&
+      !b.use_library(measured::library_int8_product_faster())) {
     const std::vector<float> scales = requantization_scales(x, f, o, cv.cout);
     auto p = int8_window_params<ConvQS8::Params>(cv, in_q, o, r);
     p.in_channels = cv.cin;

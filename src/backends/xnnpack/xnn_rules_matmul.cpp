@@ -147,7 +147,7 @@ void build_linear_qs8(StepBuilder& b, const Linear& l) {
   const ops::QParams in_q = qparams(x);
   const Q8Range r = q8_range(v.node, o);
   const auto* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const int32_t*>(bv->data);
-  if (ConvQS8::supported()) {
+  if (ConvQS8::supported() && !b.use_library(measured::library_int8_product_faster())) {
     // The delegate's int8 convolution, as a 1x1 one over `rows` pixels (weights [units, k]).
     const std::vector<int8_t> kernel = int8_units_by_inputs(w, k, units, transposed);
     const std::vector<float> scales = requantization_scales(x, w, o, units);
