@@ -79,6 +79,9 @@ struct Method::Impl {
   /// FreeCall targets with the storage they had at load: put back after every run, so the next run (and
   /// set_input, which copies into planned input storage) finds the memory plan intact.
   std::vector<std::pair<Tensor*, void*>> freed_storage;
+  /// File bytes the load consumed (folded constants, delegates' payloads and weights): released together at
+  /// the end of the load (release_consumed_file_pages).
+  std::vector<std::span<const uint8_t>> consumed_file_bytes;
 
   std::vector<EValue*> arg_storage;            // all instruction args, spans point into it
   std::vector<Instruction> instructions;       // chain 0 (exporters emit one chain)
@@ -116,8 +119,10 @@ struct Method::Impl {
   void build_instructions();
   void prepare_kernels();
   void build_delegates();
-  /// Releases the file pages of `range` where it lies in the program's or a data file's mapping.
-  void release_file_pages(std::span<const uint8_t> range) const;
+  /// Marks `range` (bytes of the program's or a data file's mapping) as not read at run time.
+  void release_file_pages(std::span<const uint8_t> range);
+  /// Releases the file pages of every range marked so, once all are known.
+  void release_consumed_file_pages();
   // method_passes.cpp, in the order load() runs them
   void fold_constants();
   /// Folded constants by content hash (data, bytes), so that equal ones share one buffer.

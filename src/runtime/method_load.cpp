@@ -57,6 +57,7 @@ void Method::Impl::load() {
     mark_storage_checks();
     build_delegates();
     check_memory_limit(0, "building its delegates");
+    release_consumed_file_pages();
   } catch (const Error& e) {
     throw e.with_context(context());
   } catch (const std::bad_alloc&) {
@@ -449,9 +450,39 @@ class RecordingDataMap final : public NamedDataMap {
 
 }  // namespace
 
-void Method::Impl::release_file_pages(std::span<const uint8_t> range) const {
-  program->file->source().release(range);
-  for (const auto& data_file : program->data_files) data_file->source().release(range);
+void Method::Impl::release_file_pages(std::span<const uint8_t> range) {
+  if (!range.empty()) consumed_file_bytes.push_back(range);
+}
+
+void Method::Impl::release_consumed_file_pages() {
+  // At the end of the load, not as each range is consumed: a later read near a released range (the next
+  // layer's weights) maps the file's cached pages around it again (the kernel's fault-around), released ones
+  // included. Per source, ranges apart by no more than the exporters' alignment padding are one range, so
+  // that a page two neighbouring constants share is released too.
+  constexpr uintptr_t kPadding = 64;
+  auto address = [](const uint8_t* p) { return reinterpret_cast<uintptr_t>(p); };
+  std::sort(consumed_file_bytes.begin(), consumed_file_bytes.end(),
+            [](auto a, auto b) { return a.data() < b.data(); });
+  auto release_within = [&](const format::ByteSource& source) {
+    const std::span<const uint8_t> all = source.bytes();
+    const uintptr_t lo = address(all.data()), hi = lo + all.size();
+    uintptr_t begin = 0, end = 0;
+    for (const std::span<const uint8_t> r : consumed_file_bytes) {
+      const uintptr_t b = address(r.data()), e = b + r.size();
+      if (b < lo || e > hi) continue;
+      if (end != 0 && b <= end + kPadding) {
+        end = std::max(end, e);
+        continue;
+      }
+      if (end != 0) source.release(all.subspan(begin - lo, end - begin));
+      begin = b;
+      end = e;
+    }
+    if (end != 0) source.release(all.subspan(begin - lo, end - begin));
+  };
+  release_within(program->file->source());
+  for (const auto& data_file : program->data_files) release_within(data_file->source());
+  consumed_file_bytes = {};
 }
 
 void Method::Impl::build_delegates() {

@@ -42,8 +42,9 @@ size_t resident_kib_of(const std::string& path) {
   return 0;
 }
 
-/// Loads fixture `id`: of its mapping, less than 1 MiB stays resident after the load (the program's tables);
-/// a second method over the same program reads the released bytes again from the file, with the same outputs.
+/// Loads fixture `id`: of its mapping, less than 1 MiB stays resident after the load (the program's tables, and
+/// pages of constants the run reads that the kernel mapped beside consumed ones, 64 KiB windows at most); a
+/// second method over the same program reads the released bytes again from the file, with the same outputs.
 void expect_consumed_weights_leave_resident_memory(const std::string& id) {
   const std::string path = std::filesystem::canonical(etnp::testing::fixtures_dir() + "/" + id + ".pte");
   Program program = Program::load_file(path);
