@@ -112,18 +112,23 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
   bias_.assign(panels * kNr + 16, 0.0f);
   auto* packed = const_cast<float*>(aligned(panels_));
   auto* packed_bias = const_cast<float*>(aligned(bias_));
-  // Panel by panel, each written front to back (the weights of one k for 16 units, then the next k): every
-  // cache line of the packing is filled whole, once, while the source is read as 16 sequential streams ([n, k])
-  // or 64-byte runs ([k, n]).
+  // Panel by panel (the weights of one k for 16 units, then the next k), the source read in order: a [k, n]
+  // matrix in 64-byte runs, one panel row each; an [n, k] one row by row, each row one column of the panel
+  // (written 64 bytes apart, in a panel that stays in cache while its 16 rows are read).
   for (size_t p = 0; p < panels; ++p) {
     const size_t j0 = p * kNr, cols = std::min(kNr, n - j0);
-    float* dst = packed + p * k * kNr;
-    for (size_t i = 0; i < k; ++i, dst += kNr) {
-      if (w_is_nk) {
-        for (size_t c = 0; c < cols; ++c) dst[c] = w[(j0 + c) * k + i];
-      } else {
-        std::copy(w + i * n + j0, w + i * n + j0 + cols, dst);
+    float* panel = packed + p * k * kNr;
+    if (w_is_nk) {
+      for (size_t c = 0; c < cols; ++c) {
+        const float* row = w + (j0 + c) * k;
+        for (size_t i = 0; i < k; ++i) panel[i * kNr + c] = row[i];
       }
+      for (size_t i = 0; cols < kNr && i < k; ++i) std::fill(panel + i * kNr + cols, panel + (i + 1) * kNr, 0.0f);
+      continue;
+    }
+    for (size_t i = 0; i < k; ++i) {
+      float* dst = panel + i * kNr;
+      std::copy(w + i * n + j0, w + i * n + j0 + cols, dst);
       std::fill(dst + cols, dst + kNr, 0.0f);  // the last panel's columns past n
     }
   }

@@ -127,7 +127,10 @@ struct Method::Impl {
   void fold_constants();
   /// Folded constants by content hash (data, bytes), so that equal ones share one buffer.
   using FoldedConstants = std::multimap<uint64_t, std::pair<const uint8_t*, size_t>>;
-  void fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes, FoldedConstants& folded);
+  void fold_constant_layout(Instruction& ins, const runtime::UseAnalysis& usage, FoldedConstants& folded);
+  /// fold_constant_layout's zero-copy case: true when `ins` transposed a constant matrix that only packing
+  /// kernels read, and its readers now read the constant in place, through a transposed dim order.
+  bool fold_transpose_as_view(Instruction& ins, const runtime::UseAnalysis& usage);
   void fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses);
   void elide_copies(const runtime::UseAnalysis& refs);
   void mark_storage_checks();

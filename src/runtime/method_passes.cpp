@@ -18,17 +18,26 @@ using runtime::bytes_of;
 using runtime::Instruction;
 using runtime::UseAnalysis;
 
+namespace {
+
+/// dst[i] = float(double(src[i]) * scale), in a loop the compiler vectorizes: out of line, so that the
+/// restrict-qualified parameters still tell it the two do not overlap (inlined, they did not).
+[[gnu::noinline]] void scale_floats(const float* __restrict src, double scale, size_t n, float* __restrict dst) {
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale);
+}
+
+}  // namespace
+
 void Method::Impl::fold_constants() {
   const UseAnalysis usage(instructions, values, *plan);
   FoldedConstants folded;
   for (size_t i = 0; i < instructions.size(); ++i) {
-    fold_constant_layout(instructions[i], usage.writes, folded);
+    fold_constant_layout(instructions[i], usage, folded);
     if (i + 1 < instructions.size()) fold_batch_norm(instructions[i], instructions[i + 1], usage.uses);
   }
 }
 
-void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint32_t>& writes,
-                                        FoldedConstants& folded) {
+void Method::Impl::fold_constant_layout(Instruction& ins, const UseAnalysis& usage, FoldedConstants& folded) {
   // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
   // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;
   // the kernels after them see constants they can pre-pack.
@@ -42,12 +51,13 @@ void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint
   EValue* out_value = ins.args.back();
   const size_t out_index = static_cast<size_t>(out_value - values.data());
   // Only this instruction writes the output.
-  if (!out_value->is_tensor() || writes[out_index] != 1) return;
+  if (!out_value->is_tensor() || usage.writes[out_index] != 1) return;
   Tensor& out = out_value->to_tensor();
   if (out.is_constant() || out.dynamism() != ShapeDynamism::Static || out.data() == nullptr) return;
   for (size_t k = 1; k + 1 < ins.args.size(); ++k) {
     if (ins.args[k] != out_value && ins.args[k]->is_tensor()) return;
   }
+  if (fold_transpose_as_view(ins, usage)) return;
   void* planned = out.data();
   const size_t folded_bytes = static_cast<size_t>(out.capacity_numel()) * out.element_size();
   out.set_data(own(folded_bytes, "a folded constant"));
@@ -80,6 +90,65 @@ void Method::Impl::fold_constant_layout(Instruction& ins, const std::vector<uint
   // The folded input is not read at run time (unless another instruction shares it: then it comes back from
   // the file): its file pages are released, as a delegate's are.
   release_file_pages(bytes_of(ins.args.front()->to_tensor()).span());
+}
+
+bool Method::Impl::fold_transpose_as_view(Instruction& ins, const UseAnalysis& usage) {
+  // A linear layer's weight, transposed for its mm: the matrix packing of mm and addmm reads either layout,
+  // so the transpose becomes a dim order over the constant's own bytes. No copy is made (nor kept beside
+  // the packing), and the file's bytes are read once, by the packing.
+  const Tensor& in = ins.args.front()->to_tensor();
+  EValue* out_value = ins.args.back();
+  const auto out_index = static_cast<uint32_t>(out_value - values.data());
+  const Tensor& out = out_value->to_tensor();
+  if (in.dtype() != ScalarType::Float || out.dtype() != ScalarType::Float || in.dim() != 2 ||
+      !in.is_contiguous_order() || !out.is_contiguous_order() || out.size(0) != in.size(1) ||
+      out.size(1) != in.size(0) || usage.io[out_index] || !usage.tensor_lists_well_formed) {
+    return false;
+  }
+  // The operator swaps the two dimensions (a permutation [1, 0], a transpose of 0 and 1, t).
+  const auto dim = [](int64_t d) { return d < 0 ? d + 2 : d; };
+  if (*ins.name == "aten::permute_copy.out") {
+    if (ins.args.size() != 4 || ins.args[1]->tag() != Tag::ListInt) return false;
+    const auto dims = ins.args[1]->to_int_list();
+    if (dims.size() != 2 || dim(dims[0]) != 1 || dim(dims[1]) != 0) return false;
+  } else if (*ins.name == "aten::transpose_copy.int_out") {
+    if (ins.args.size() != 5 || !ins.args[1]->is_int() || !ins.args[2]->is_int() ||
+        dim(ins.args[1]->to_int()) == dim(ins.args[2]->to_int())) {
+      return false;
+    }
+  } else if (ins.args.size() != 3) {  // t_copy
+    return false;
+  }
+  // Every other reference is the weight operand of mm (mat2) or addmm (mat2), and nothing else of theirs.
+  const auto this_pc = static_cast<uint32_t>(&ins - instructions.data());
+  std::vector<std::pair<uint32_t, size_t>> readers;  // (instruction, argument)
+  for (const uint32_t pc : usage.by_value[out_index]) {
+    if (pc == this_pc) continue;
+    const Instruction& reader = instructions[pc];
+    if (reader.kind != Instruction::Kind::Kernel) return false;
+    const size_t weight_arg = *reader.name == "aten::mm.out" ? 1 : *reader.name == "aten::addmm.out" ? 2 : 0;
+    if (weight_arg == 0 || weight_arg >= reader.args.size()) return false;
+    for (size_t k = 0; k < reader.args.size(); ++k) {
+      if ((reader.args[k] == out_value) != (k == weight_arg)) return false;
+    }
+    readers.emplace_back(pc, weight_arg);
+  }
+  if (readers.empty()) return false;
+
+  const uint8_t transposed[2] = {1, 0};
+  Tensor& view = load_time_tensors.emplace_back(ScalarType::Float, out.sizes(), std::span<const uint8_t>(transposed, 2),
+                                                const_cast<void*>(in.data()));
+  view.set_constant(true);
+  EValue* view_value = &load_time_values.emplace_back(EValue::from_tensor(&view));
+  for (const auto& [pc, arg] : readers) {
+    EValue** reader_args = arg_storage.data() + (instructions[pc].args.data() - arg_storage.data());
+    reader_args[arg] = view_value;
+  }
+  ins.kind = Instruction::Kind::Folded;
+  // Packed at load, the constant is not read at run time (unless a reader could not pack it: then its pages
+  // come back from the file).
+  release_file_pages(bytes_of(in).span());
+  return true;
 }
 
 void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses) {
@@ -147,8 +216,8 @@ void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std
     const double gamma = bn.args[1]->is_none() ? 1.0 : at(bn.args[1], c);
     const double beta = bn.args[2]->is_none() ? 0.0 : at(bn.args[2], c);
     const double scale = gamma / std::sqrt(at(bn.args[4], c) + eps);
-    const float* src = w.data_as<const float>() + c * per_channel;
-    for (int64_t k = 0; k < per_channel; ++k) wf[c * per_channel + k] = static_cast<float>(src[k] * scale);
+    scale_floats(w.data_as<const float>() + c * per_channel, scale, static_cast<size_t>(per_channel),
+                 wf + c * per_channel);
     bf[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn.args[3], c)) * scale + beta);
   }
   Tensor& wt = load_time_tensors.emplace_back(ScalarType::Float, w.sizes(), w.dim_order(), new_w);

@@ -1,6 +1,7 @@
 // Constant weights: layout changes of constants folded at load (runtime) and matrix products that pack
 // constant weights at load (kernels/linalg.cpp + packed_gemm.h), against a double-precision reference and
-// against the same program with the weights given as inputs (the general path).
+// against the same program with the weights given as inputs (the general path). A transposed weight that only
+// mm and addmm read becomes a view of the constant (no copy); one that other kernels read is copied once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,7 +86,7 @@ std::vector<uint8_t> shared_layers_program(int32_t m_rows, int32_t k, const std:
   return writer.serialize();
 }
 
-TEST(ConstantWeights, LayersSharingWeightsHoldOneFoldedCopyAndOnePacking) {
+TEST(ConstantWeights, LayersSharingWeightsHoldOnePackingAndNoCopy) {
   std::mt19937 rng(77);
   const int32_t rows = 5, k = 40;
   const std::vector<float> w = random_floats(rng, static_cast<size_t>(k) * k);
@@ -93,8 +94,8 @@ TEST(ConstantWeights, LayersSharingWeightsHoldOneFoldedCopyAndOnePacking) {
   const PackedWeightCacheStats before = packed_weight_cache_stats();
   Program program = load_bytes(shared_layers_program(rows, k, w));
   auto method = program.load_method("forward");
-  EXPECT_EQ(method->load_time_bytes(), static_cast<size_t>(k) * k * sizeof(float));  // one folded W^T
-  EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + 1);               // one packing
+  EXPECT_EQ(method->load_time_bytes(), 0u);  // W^T is a view of W: no copy
+  EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + 1);  // one packing
   const auto out = floats(exec(*method, {tensor_input(x, {rows, k})})[0]);
   ASSERT_EQ(out.size(), static_cast<size_t>(rows) * k);
   for (int32_t i = 0; i < rows; ++i) {
@@ -124,12 +125,11 @@ TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
     Program general = load_bytes(linear_program(c, w, b, true));
     auto fast = constant.load_method("forward");
     auto slow = general.load_method("forward");
-    // Made at load: the folded permute (k x n floats), in the method's figure, and the packed weights (n rounded
-    // up to whole 16-column panels, plus the bias), in the weight cache: one packing for mm (no bias), one that
-    // addmm and linear share (the same weights and bias, the same packed bytes).
-    const size_t weight_bytes = static_cast<size_t>(c.k) * c.n * sizeof(float);
+    // Made at load: no copy of the permuted weight (mm and addmm read it as a view of the constant), and the
+    // packed weights (n rounded up to whole 16-column panels, plus the bias), in the weight cache: one packing
+    // for mm (no bias), one that addmm and linear share (the same weights and bias, the same packed bytes).
     const size_t panel_bytes = static_cast<size_t>(c.k) * ((c.n + 15) / 16 * 16) * sizeof(float);
-    EXPECT_EQ(fast->load_time_bytes(), weight_bytes) << "k=" << c.k << " n=" << c.n;
+    EXPECT_EQ(fast->load_time_bytes(), 0u) << "k=" << c.k << " n=" << c.n;
     EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + 2) << "k=" << c.k << " n=" << c.n;
     EXPECT_GE(packed_weight_cache_stats().bytes, before.bytes + 2 * panel_bytes) << "k=" << c.k << " n=" << c.n;
     EXPECT_EQ(slow->load_time_bytes(), 0u);
@@ -169,6 +169,7 @@ TEST(ConstantWeights, FoldedResultSurvivesReuseOfItsPlannedMemory) {
   m.set_outputs({y});
   Program p = load_bytes(writer.serialize());
   auto method = p.load_method("forward");
+  EXPECT_EQ(method->load_time_bytes(), w.size() * sizeof(float));  // mul reads it too: a copy, not a view
   const std::vector<float> in = {1, 1, 1};
   for (int run = 0; run < 3; ++run) {
     EXPECT_EQ(floats(exec(*method, {tensor_input(in, {1, 3})})[0]), (std::vector<float>{6, 15})) << "run " << run;
@@ -339,6 +340,36 @@ TEST(ConstantWeights, ConvolutionIsNotFusedOverItsOwnInput) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << i;
   ASSERT_EQ(a->profile_events().size(), 2u);
   EXPECT_FALSE(a->profile_events()[1].folded);
+}
+
+// Transposed weights read as views where the kernel cannot use a packing (addmm with alpha 2, which is not
+// packed) run the general path on the transposed dim order: same result as the definition, each of the three
+// transposing operators.
+TEST(ConstantWeights, TransposedViewsFeedTheGeneralPathWhereNothingIsPacked) {
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6};  // W [2, 3]
+  for (int op = 0; op < 3; ++op) {
+    format::ProgramWriter writer;
+    auto& m = writer.add_method("forward");
+    const int32_t x = m.planned_tensor(f32({1, 3}));
+    const int32_t wv = m.constant_tensor(f32({2, 3}), format::as_bytes(w));
+    const int32_t wt = m.planned_tensor(f32({3, 2}));
+    const int32_t bias = m.planned_tensor(f32({2}));
+    const int32_t y = m.planned_tensor(f32({1, 2}));
+    if (op == 0) m.kernel("aten::permute_copy.out", {wv, m.int_list({1, 0}), wt, wt});
+    if (op == 1) m.kernel("aten::transpose_copy.int_out", {wv, m.int_value(-1), m.int_value(0), wt, wt});
+    if (op == 2) m.kernel("aten::t_copy.out", {wv, wt, wt});
+    m.kernel("aten::addmm.out", {bias, x, wt, m.int_value(1), m.int_value(2), y, y});
+    m.set_inputs({x, bias});
+    m.set_outputs({y});
+    Program p = load_bytes(writer.serialize());
+    auto method = p.load_method("forward");
+    EXPECT_EQ(method->load_time_bytes(), 0u) << op;
+    const std::vector<float> in = {1, 10, 100}, b = {0.5f, -0.5f};
+    // y = b + 2 * x @ W^T = b + 2 * (321, 654)
+    EXPECT_EQ(floats(exec(*method, {tensor_input(in, {1, 3}), tensor_input(b, {2})})[0]),
+              (std::vector<float>{642.5f, 1307.5f}))
+        << op;
+  }
 }
 
 }  // namespace

@@ -232,14 +232,14 @@ def test_stress_etdump_writes_race_executes(runtime, subjects, tmp_path):
 
 def test_loads_release_the_gil(runtime, fixtures):
     """load_method releases the GIL while it loads: a pure-Python thread makes progress meanwhile (the portable
-    MobileNetV2 plans its memory and packs its weights at load, long enough to see it). load_program releases
-    it too, but maps and checks the file too quickly here to be timed."""
+    MobileNetV2 folds its batch norms and packs its weights at load; loaded until 60 ms of it have passed).
+    load_program releases it too, but maps and checks the file too quickly here to be timed."""
     path = fixtures / "exported" / "mobilenet_v2_portable.pte"
     if not path.exists():
         pytest.skip(f"{path} not found")
     spans = []
     with python_thread_progress() as progress:
-        for _ in range(3):
+        while sum(end - start for start, end in spans) < 0.06 and len(spans) < 200:
             program = runtime.load_program(path)  # a fresh program: its method is loaded anew
             start = time.perf_counter()
             program.load_method("forward")
@@ -247,5 +247,5 @@ def test_loads_release_the_gil(runtime, fixtures):
             del program
     during = sum(1 for t in progress for start, end in spans if start < t < end)
     took = sum(end - start for start, end in spans)
-    assert took > 0.03
+    assert took >= 0.06
     assert during >= 5, f"{during} progress marks during {took:.3f}s of load_method"
