@@ -79,8 +79,8 @@ struct Method::Impl {
   /// FreeCall targets with the storage they had at load: put back after every run, so the next run (and
   /// set_input, which copies into planned input storage) finds the memory plan intact.
   std::vector<std::pair<Tensor*, void*>> freed_storage;
-  /// File bytes the load consumed (folded constants, delegates' payloads and weights): released together at
-  /// the end of the load (release_consumed_file_pages).
+  /// File bytes the load consumed (folded constants, delegates' payloads and weights): released as each is
+  /// consumed and together again at the end of the load (release_consumed_file_pages).
   std::vector<std::span<const uint8_t>> consumed_file_bytes;
 
   std::vector<EValue*> arg_storage;            // all instruction args, spans point into it
@@ -119,9 +119,10 @@ struct Method::Impl {
   void build_instructions();
   void prepare_kernels();
   void build_delegates();
-  /// Marks `range` (bytes of the program's or a data file's mapping) as not read at run time.
+  /// Releases the file pages of `range` where it lies in the program's or a data file's mapping (not read at
+  /// run time), and records it for release_consumed_file_pages.
   void release_file_pages(std::span<const uint8_t> range);
-  /// Releases the file pages of every range marked so, once all are known.
+  /// Releases the file pages of every recorded range again, neighbours as one, once all are known.
   void release_consumed_file_pages();
   // method_passes.cpp, in the order load() runs them
   void fold_constants();

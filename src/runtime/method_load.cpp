@@ -451,14 +451,19 @@ class RecordingDataMap final : public NamedDataMap {
 }  // namespace
 
 void Method::Impl::release_file_pages(std::span<const uint8_t> range) {
-  if (!range.empty()) consumed_file_bytes.push_back(range);
+  // Now, so that the file's pages and what the load makes of them (folded copies) are not resident together,
+  // and again at the end of the load (release_consumed_file_pages).
+  if (range.empty()) return;
+  program->file->source().release(range);
+  for (const auto& data_file : program->data_files) data_file->source().release(range);
+  consumed_file_bytes.push_back(range);
 }
 
 void Method::Impl::release_consumed_file_pages() {
-  // At the end of the load, not as each range is consumed: a later read near a released range (the next
-  // layer's weights) maps the file's cached pages around it again (the kernel's fault-around), released ones
-  // included. Per source, ranges apart by no more than the exporters' alignment padding are one range, so
-  // that a page two neighbouring constants share is released too.
+  // Again at the end of the load: a later read near a released range (the next layer's weights) maps the
+  // file's cached pages around it again (the kernel's fault-around), released ones included. Per source,
+  // ranges apart by no more than the exporters' alignment padding are one range, so that a page two
+  // neighbouring constants share is released too.
   constexpr uintptr_t kPadding = 64;
   auto address = [](const uint8_t* p) { return reinterpret_cast<uintptr_t>(p); };
   std::sort(consumed_file_bytes.begin(), consumed_file_bytes.end(),
