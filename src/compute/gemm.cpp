@@ -186,37 +186,81 @@ struct Problem {
   GemmEpilogue ep;
 };
 
-bool needs_epilogue(const GemmEpilogue& ep) { return ep.alpha != 1.0f || (ep.bias.data != nullptr && ep.beta != 0.0f); }
+bool needs_epilogue(const GemmEpilogue& ep) {
+  return ep.alpha != 1.0f || (ep.bias.data != nullptr && ep.beta != 0.0f) || ep.scale.data != nullptr || ep.clamps();
+}
+
+/// row[j] = clamp(row[j] * a + b[j * b_stride]) for one contiguous output row (b_stride 0: one bias for the
+/// row); the clamp only when `clamps` (aten::clamp's compares: NaN stays).
+[[gnu::always_inline]] inline void epilogue_row(float* __restrict row, int64_t n, float a, const float* b,
+                                                int64_t b_stride, float beta, bool clamps, float lo, float hi) {
+  if (b == nullptr) {
+    for (int64_t j = 0; j < n; ++j) row[j] *= a;
+  } else if (b_stride == 0) {
+    const float bias = beta * b[0];
+    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * a + bias;
+  } else {
+    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * a + beta * b[j];
+  }
+  if (clamps) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float y = row[j] < lo ? lo : row[j];
+      row[j] = y > hi ? hi : y;
+    }
+  }
+}
+
+/// epilogue_row over rows [i0, i0 + mc) and columns [j0, j0 + nc) of contiguous output rows, the scale (if
+/// any) and the bias per row or (bias only) per column.
+[[gnu::always_inline]] inline void epilogue_rows(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
+  const GemmEpilogue& ep = pr.ep;
+  const bool has_bias = ep.bias.data != nullptr && ep.beta != 0.0f;
+  const bool clamps = ep.clamps();
+  for (int64_t i = i0; i < i0 + mc; ++i) {
+    const float alpha = ep.scale.data != nullptr ? ep.alpha * ep.scale.data[i * ep.scale.row_stride] : ep.alpha;
+    const float* b = has_bias ? ep.bias.data + i * ep.bias.row_stride + j0 * ep.bias.col_stride : nullptr;
+    epilogue_row(pr.c + i * pr.c_rs + j0, nc, alpha, b, has_bias ? ep.bias.col_stride : 0, ep.beta, clamps, ep.min,
+                 ep.max);
+  }
+}
+
+// Compiled twice, the second time with AVX2 (and without FMA, so that both round the same).
+void epilogue_rows_generic(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
+  epilogue_rows(pr, i0, mc, j0, nc);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void epilogue_rows_avx2(const Problem& pr, int64_t i0, int64_t mc, int64_t j0,
+                                                        int64_t nc) {
+  epilogue_rows(pr, i0, mc, j0, nc);
+}
+#endif
 
 void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
   const GemmEpilogue& ep = pr.ep;
   const bool has_bias = ep.bias.data != nullptr && ep.beta != 0.0f;
-  if (pr.c_cs == 1 && (!has_bias || ep.bias.col_stride == 0 || ep.bias.col_stride == 1)) {
+  const bool has_scale = ep.scale.data != nullptr;
+  const bool clamps = ep.clamps();
+  const float lo = ep.min, hi = ep.max;
+  if (pr.c_cs == 1 && (!has_bias || ep.bias.col_stride == 0 || ep.bias.col_stride == 1) &&
+      (!has_scale || ep.scale.col_stride == 0)) {
     // Contiguous output rows with a bias per row (a convolution's channel) or per column: loops the compiler
     // vectorizes (the strided loop below was ~8% of a portable CNN). Same arithmetic, same results.
-    for (int64_t i = i0; i < i0 + mc; ++i) {
-      float* row = pr.c + i * pr.c_rs + j0;
-      if (!has_bias) {
-        for (int64_t j = 0; j < nc; ++j) row[j] *= ep.alpha;
-        continue;
-      }
-      const float* bias_row = ep.bias.data + i * ep.bias.row_stride;
-      if (ep.bias.col_stride == 0) {
-        const float b = ep.beta * bias_row[0];
-        for (int64_t j = 0; j < nc; ++j) row[j] = row[j] * ep.alpha + b;
-      } else {
-        const float* b = bias_row + j0;
-        for (int64_t j = 0; j < nc; ++j) row[j] = row[j] * ep.alpha + ep.beta * b[j];
-      }
-    }
-    return;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (has_avx2_fma()) return epilogue_rows_avx2(pr, i0, mc, j0, nc);
+#endif
+    return epilogue_rows_generic(pr, i0, mc, j0, nc);
   }
   for (int64_t i = i0; i < i0 + mc; ++i) {
     float* row = pr.c + i * pr.c_rs;
     const float* bias_row = has_bias ? ep.bias.data + i * ep.bias.row_stride : nullptr;
+    const float* scale_row = has_scale ? ep.scale.data + i * ep.scale.row_stride : nullptr;
     for (int64_t j = j0; j < j0 + nc; ++j) {
-      float v = row[j * pr.c_cs] * ep.alpha;
+      float v = row[j * pr.c_cs] * (has_scale ? ep.alpha * scale_row[j * ep.scale.col_stride] : ep.alpha);
       if (has_bias) v += ep.beta * bias_row[j * ep.bias.col_stride];
+      if (clamps) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
       row[j * pr.c_cs] = v;
     }
   }
@@ -236,6 +280,20 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
   if (!direct && buf.tile.size() < static_cast<size_t>(mc * kNR)) buf.tile.resize(static_cast<size_t>(mc * kNR));
 
   const bool epilogue = needs_epilogue(pr.ep);
+  // A per-row epilogue (a convolution's channels: alpha and beta 1, bias and scale one per row) runs on each
+  // tile as it is stored; others after each panel.
+  const GemmEpilogue& ep = pr.ep;
+  const bool per_row = direct && epilogue && ep.alpha == 1.0f && ep.beta == 1.0f &&
+                       (ep.bias.data == nullptr || (ep.bias.row_stride == 1 && ep.bias.col_stride == 0)) &&
+                       (ep.scale.data == nullptr || (ep.scale.row_stride == 1 && ep.scale.col_stride == 0));
+  GemmRowEpilogue rows;
+  if (per_row) {
+    rows.scale = ep.scale.data != nullptr ? ep.scale.data + i0 : nullptr;
+    rows.bias = ep.bias.data != nullptr ? ep.bias.data + i0 : nullptr;
+    rows.clamp = ep.clamps();
+    rows.lo = ep.min;
+    rows.hi = ep.max;
+  }
   for (int64_t p0 = 0; p0 < pr.k; p0 += kKC) {
     const int64_t kc = std::min(kKC, pr.k - p0);
     const bool accumulate = p0 > 0, last = p0 + kc >= pr.k;
@@ -257,6 +315,7 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
         out.c = cp;
         out.ldc = static_cast<size_t>(pr.c_rs);
         out.accumulate = accumulate;
+        if (last && per_row) out.rows = &rows;
       } else {
         out.c = buf.tile.data();
         out.ldc = kGemmPanel;
@@ -271,7 +330,7 @@ void run_tile(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
         }
       }
       // Bias and scaling while the panel's columns are still in L1.
-      if (last && epilogue) apply_epilogue(pr, i0, mc, j0 + jr, cols);
+      if (last && epilogue && !per_row) apply_epilogue(pr, i0, mc, j0 + jr, cols);
     }
   }
 }
@@ -413,6 +472,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float
     pr.c_rs = c_col_stride;
     pr.c_cs = c_row_stride;
     pr.ep.bias = GemmMatrix{epilogue.bias.data, epilogue.bias.col_stride, epilogue.bias.row_stride};
+    pr.ep.scale = GemmMatrix{epilogue.scale.data, epilogue.scale.col_stride, epilogue.scale.row_stride};
   }
   if (pr.k == 0) {
     for (int64_t i = 0; i < pr.m; ++i) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace etnp {
 class ThreadPool;
@@ -18,12 +19,18 @@ struct GemmMatrix {
   int64_t col_stride = 0;
 };
 
-/// Output term added after the product: C = alpha * (A B) + beta * bias(i, j). A bias of nullptr adds
-/// nothing (and is never read); broadcasting uses zero strides (bias per column: row_stride 0, col_stride 1).
+/// What is done to the product on its way out: C = clamp(alpha * (A B) * scale(i, j) + beta * bias(i, j), min,
+/// max). A scale or bias of nullptr is absent (and never read); broadcasting uses zero strides (per column:
+/// row_stride 0, col_stride 1; per row, a convolution's channel: row_stride 1, col_stride 0). The clamp keeps
+/// NaN, as aten::clamp does (x < min ? min : x, then x > max ? max : x); infinite bounds clamp nothing.
 struct GemmEpilogue {
   float alpha = 1.0f;
   float beta = 1.0f;
   GemmMatrix bias;
+  GemmMatrix scale;
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+  bool clamps() const { return min != -std::numeric_limits<float>::infinity() || max != std::numeric_limits<float>::infinity(); }
 };
 
 /// C[m x n] = alpha * A[m x k] * B[k x n] (+ beta * bias). C may have any strides (its elements must not

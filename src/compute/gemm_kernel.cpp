@@ -37,10 +37,33 @@ inline const float* row_segment(const void* a, size_t a_stride, int i, size_t s)
   }
 }
 
+/// GemmRowEpilogue over `count` stored rows of `nr` columns, its arrays indexed from `c`'s row 0: a multiply
+/// and an add (no fused multiply-add, so that every level rounds the same), then the compares.
+inline void row_epilogue(float* c, size_t ldc, size_t count, size_t nr, const GemmRowEpilogue& ep) {
+  const float lo = ep.lo, hi = ep.hi;
+  for (size_t r = 0; r < count; ++r) {
+    float* __restrict row = c + r * ldc;
+    if (ep.scale != nullptr) {
+      const float s = ep.scale[r];
+      for (size_t j = 0; j < nr; ++j) row[j] *= s;
+    }
+    if (ep.bias != nullptr) {
+      const float b = ep.bias[r];
+      for (size_t j = 0; j < nr; ++j) row[j] += b;
+    }
+    if (ep.clamp) {
+      for (size_t j = 0; j < nr; ++j) {
+        const float y = row[j] < lo ? lo : row[j];
+        row[j] = y > hi ? hi : y;
+      }
+    }
+  }
+}
+
 template <bool Indirect, int MR>
 void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
                     float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
-                    const float* /*next_panel: no prefetch in the portable loops*/) {
+                    const GemmRowEpilogue* rows, const float* /*next_panel: no prefetch in the portable loops*/) {
   float acc[MR][kNr] = {};
   for (int i = 0; i < MR; ++i) {
     if (accumulate) {
@@ -62,6 +85,7 @@ void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, c
   for (int i = 0; i < MR; ++i) {
     for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = clamp ? std::min(std::max(acc[i][j], lo), hi) : acc[i][j];
   }
+  if (rows != nullptr) row_epilogue(c, ldc, MR, nr, *rows);
 }
 
 #ifdef ETNP_GEMM_AVX2
@@ -92,12 +116,22 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* 
   }
 }
 
+/// row_epilogue on a register of row `r` (of the arrays): a multiply and an add, then max(lo, x) and min(hi, x),
+/// which keep x when it is NaN (as the portable compares do).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 row_epilogue_avx2(__m256 v, int r,
+                                                                                    const GemmRowEpilogue& ep) {
+  if (ep.scale != nullptr) v = _mm256_mul_ps(v, _mm256_broadcast_ss(ep.scale + r));
+  if (ep.bias != nullptr) v = _mm256_add_ps(v, _mm256_broadcast_ss(ep.bias + r));
+  if (ep.clamp) v = _mm256_min_ps(_mm256_set1_ps(ep.hi), _mm256_max_ps(_mm256_set1_ps(ep.lo), v));
+  return v;
+}
+
 // Accumulators are named variables (not arrays) so that GCC keeps all twelve in registers.
 template <bool Indirect, int MR>
 __attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a, size_t a_stride, size_t seg_k,
                                                      const float* panel, const float* bias, float lo, float hi,
                                                      float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
-                                                     const float* next_panel) {
+                                                     const GemmRowEpilogue* rows, const float* next_panel) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   // The last panel's columns past n are padding: only the first nr are loaded and stored.
   const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lane);
@@ -162,6 +196,15 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(size_t segs, const void* a,
       }
     }
   }
+  if (rows != nullptr) {  // in registers, before the store
+    c00 = row_epilogue_avx2(c00, 0, *rows);
+    c01 = row_epilogue_avx2(c01, 0, *rows);
+    if constexpr (MR > 1) c10 = row_epilogue_avx2(c10, 1, *rows), c11 = row_epilogue_avx2(c11, 1, *rows);
+    if constexpr (MR > 2) c20 = row_epilogue_avx2(c20, 2, *rows), c21 = row_epilogue_avx2(c21, 2, *rows);
+    if constexpr (MR > 3) c30 = row_epilogue_avx2(c30, 3, *rows), c31 = row_epilogue_avx2(c31, 3, *rows);
+    if constexpr (MR > 4) c40 = row_epilogue_avx2(c40, 4, *rows), c41 = row_epilogue_avx2(c41, 4, *rows);
+    if constexpr (MR > 5) c50 = row_epilogue_avx2(c50, 5, *rows), c51 = row_epilogue_avx2(c51, 5, *rows);
+  }
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   store_row(c, c00, c01, vlo, vhi, clamp, nr, mask0, mask1);
   if constexpr (MR > 1) store_row(c + ldc, c10, c11, vlo, vhi, clamp, nr, mask0, mask1);
@@ -177,7 +220,8 @@ template <bool Indirect, int MR>
 __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const void* a, size_t a_stride,
                                                             size_t seg_k, const float* panel, const float* bias,
                                                             float lo, float hi, float* c, size_t ldc, size_t nr,
-                                                            bool accumulate, bool clamp, const float* /*next_panel*/) {
+                                                            bool accumulate, bool clamp, const GemmRowEpilogue* rows,
+                                                            const float* /*next_panel*/) {
   const __m256i mask =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const __m256 b = _mm256_loadu_ps(bias);
@@ -198,7 +242,8 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    const __m256 v = clamp ? _mm256_min_ps(_mm256_max_ps(acc[i], vlo), vhi) : acc[i];
+    __m256 v = clamp ? _mm256_min_ps(_mm256_max_ps(acc[i], vlo), vhi) : acc[i];
+    if (rows != nullptr) v = row_epilogue_avx2(v, i, *rows);
     _mm256_maskstore_ps(c + i * ldc, mask, v);
   }
 }
@@ -268,7 +313,7 @@ inline void store_row_neon(float* row, float32x4_t (&v)[V], float32x4_t lo, floa
 template <bool Indirect, int MR, int V>
 void kernel_neon(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
                  float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
-                 const float* next_panel) {
+                 const GemmRowEpilogue* rows, const float* next_panel) {
   float32x4_t acc[MR][V];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
@@ -302,11 +347,12 @@ void kernel_neon(size_t segs, const void* a, size_t a_stride, size_t seg_k, cons
   const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) store_row_neon<V>(c + i * ldc, acc[i], vlo, vhi, clamp, nr);
+  if (rows != nullptr) row_epilogue(c, ldc, MR, nr, *rows);  // on the stored rows, as the portable level
 }
 #endif
 
 using Kernel = void (*)(size_t, const void*, size_t, size_t, const float*, const float*, float, float, float*, size_t,
-                        size_t, bool, bool, const float*);
+                        size_t, bool, bool, const GemmRowEpilogue*, const float*);
 
 template <bool Indirect>
 Kernel kernel_for(size_t mr) {
@@ -377,17 +423,27 @@ void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg
                                            kernel_neon<Indirect, 8, 2>};
   if (has_neon()) narrow = kNarrowNeon;
 #endif
+  // The row epilogue's arrays, offset to each kernel call's first row.
+  GemmRowEpilogue tile_rows;
+  auto rows_from = [&](size_t r) -> const GemmRowEpilogue* {
+    if (out.rows == nullptr) return nullptr;
+    tile_rows = *out.rows;
+    if (tile_rows.scale != nullptr) tile_rows.scale += r;
+    if (tile_rows.bias != nullptr) tile_rows.bias += r;
+    return &tile_rows;
+  };
   if (nr <= 8 && narrow != nullptr) {
     for (size_t r = 0; r < rows; r += kMrNarrow) {
       narrow[std::min(kMrNarrow, rows - r)](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi,
-                                            out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp, nullptr);
+                                            out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp, rows_from(r),
+                                            nullptr);
     }
     return;
   }
   for (size_t r = 0; r < rows; r += kMr) {
     kernel_for<Indirect>(std::min(kMr, rows - r))(segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo,
                                                   out.hi, out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp,
-                                                  r == 0 ? next_panel : nullptr);
+                                                  rows_from(r), r == 0 ? next_panel : nullptr);
   }
 }
 

@@ -16,6 +16,16 @@ inline constexpr size_t kGemmTileRows = 6;
 /// Where a panel's results go: c[r * ldc + j] for j < cols (at most 16; the panel's columns past them are
 /// padding, never read back). The sums start at c's values when `accumulate` (an earlier K block),
 /// else at bias[j] (16 floats; nullptr for zeros). With `clamp` each result is clamped to [lo, hi].
+/// A per-row output pass (an NCHW convolution's channels are rows): each sum of row r becomes
+/// sum * scale[r] + bias[r] (a null scale or bias: 1 or 0), then, with `clamp`, is clamped to [lo, hi] keeping
+/// NaN (aten::clamp: x < lo ? lo : x, then x > hi ? hi : x). Rows count from the panel call's first row.
+struct GemmRowEpilogue {
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+  bool clamp = false;
+  float lo = 0.0f, hi = 0.0f;
+};
+
 struct GemmPanelOut {
   float* c = nullptr;
   size_t ldc = 0;
@@ -24,6 +34,8 @@ struct GemmPanelOut {
   bool accumulate = false;
   bool clamp = false;
   float lo = 0.0f, hi = 0.0f;
+  /// Applied (with the last K block) to each tile right after it is stored, while its rows are in L1.
+  const GemmRowEpilogue* rows = nullptr;
 };
 
 /// C[rows x cols] (+)= A[rows x k] * panel[k x 16], row r of A being the k floats at a + r * a_stride.

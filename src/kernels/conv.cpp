@@ -2,9 +2,11 @@
 // output_padding, optional bias. Contiguous float32 runs as GEMM (1x1 kernels read the input directly, others
 // through an im2col buffer) or, for depthwise convolutions, as a direct row-vectorized loop; everything else
 // (other dtypes) uses a direct strided loop that accumulates in the op-math type. Transposed float32 runs as
-// GEMM + col2im.
+// GEMM + col2im. etnp::convolution_affine_clamp.out is the float32 path with a per-channel scale and a clamp
+// in its output pass: what the runtime makes of a convolution, batch norm and activation at load.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "etnp/threadpool.h"
@@ -36,6 +38,29 @@ struct ConvShape {
   int64_t groups;
   int64_t cin_g, cout_g;  // channels per group
   bool transposed;
+};
+
+/// What etnp::convolution_affine_clamp.out does to each output on its way out: times scale[channel] (when
+/// given, then the bias is added after it), clamped to [min, max] (aten::clamp's arithmetic: NaN stays).
+struct ConvEpilogue {
+  const float* scale = nullptr;
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+  bool clamps() const { return min != -std::numeric_limits<float>::infinity() || max != std::numeric_limits<float>::infinity(); }
+  bool active() const { return scale != nullptr || clamps(); }
+  /// One channel's output plane, computed without its bias when there is a scale.
+  void finish(float* __restrict plane, int64_t count, float channel_scale, float channel_bias) const {
+    const float lo = min, hi = max;
+    if (scale != nullptr) {
+      for (int64_t i = 0; i < count; ++i) plane[i] = plane[i] * channel_scale + channel_bias;
+    }
+    if (clamps()) {
+      for (int64_t i = 0; i < count; ++i) {
+        const float y = plane[i] < lo ? lo : plane[i];
+        plane[i] = y > hi ? hi : y;
+      }
+    }
+  }
 };
 
 /// Element strides of a rank-3 or rank-4 tensor as [n, c, h, w] (h stride 0 for rank 3).
@@ -305,13 +330,20 @@ __attribute__((target("avx2,fma"))) void fill_phase_planes_avx2(const ConvShape&
   }
 }
 
+/// The tiles' store: sum + bias, or sum * scale + bias (a multiply, then an add: as the portable level rounds),
+/// clamped when `clamps` (max(lo, x), then min(hi, x): x stays when NaN, as aten::clamp).
+struct DepthwiseStoreAvx2 {
+  __m256 scale, lo, hi;
+  bool scaled, clamps;
+};
+
 /// N output tiles of 8 columns: sum over taps of w[t] * planes[taps[t] + in_base[i] ...]. Tiles whose bit is
 /// set in `partial` are the last of a row shorter than 8: stored through `tail` so nothing past the row is
 /// written.
 template <int N>
 __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tiles_avx2(
     const float* planes, const int64_t* taps, int64_t num_taps, const float* w, float bias, const int64_t* in_base,
-    float* const* out, unsigned partial, __m256i tail) {
+    float* const* out, unsigned partial, __m256i tail, const DepthwiseStoreAvx2& store) {
   __m256 acc[N];
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t t = 0; t < num_taps; ++t) {
@@ -321,7 +353,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tiles_a
   }
   const __m256 b = _mm256_set1_ps(bias);
   for (int i = 0; i < N; ++i) {
-    const __m256 v = _mm256_add_ps(acc[i], b);
+    __m256 v = _mm256_add_ps(store.scaled ? _mm256_mul_ps(acc[i], store.scale) : acc[i], b);
+    if (store.clamps) v = _mm256_min_ps(store.hi, _mm256_max_ps(store.lo, v));
     if (partial & (1u << i)) {
       _mm256_maskstore_ps(out[i], tail, v);
     } else {
@@ -334,6 +367,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_tiles_a
 /// zeroed phase-plane buffer.
 __attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape& s, const DepthwiseLayout& l,
                                                                 const float* src, const float* w, const float* bias,
+                                                                const float* scale, const ConvEpilogue& post,
                                                                 int64_t mult, float* dst, float* planes) {
   const int64_t taps = s.kh * s.kw;
   fill_phase_planes_avx2(s, l, src, planes);
@@ -344,6 +378,8 @@ __attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape&
   for (int64_t m = 0; m < mult; ++m) {
     const float* wm = w + m * taps;
     const float bm = bias != nullptr ? bias[m] : 0.0f;
+    const DepthwiseStoreAvx2 store{_mm256_set1_ps(scale != nullptr ? scale[m] : 1.0f), _mm256_set1_ps(post.min),
+                                   _mm256_set1_ps(post.max), scale != nullptr, post.clamps()};
     float* out_plane = dst + m * s.oh * s.ow;
     // Tiles in row-major order, eight at a time (no divisions in the loop: they would cost more than the FMAs).
     int64_t base[8];
@@ -358,7 +394,7 @@ __attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape&
         out[pending] = row_out + c;
         if (c + 8 > s.ow) partial |= 1u << pending;
         if (++pending == 8) {
-          depthwise_tiles_avx2<8>(planes, l.tap_offset.data(), taps, wm, bm, base, out, partial, tail);
+          depthwise_tiles_avx2<8>(planes, l.tap_offset.data(), taps, wm, bm, base, out, partial, tail, store);
           pending = 0;
           partial = 0;
         }
@@ -366,7 +402,7 @@ __attribute__((target("avx2,fma"))) void depthwise_channel_avx2(const ConvShape&
     }
     for (int k = 0; k < pending; ++k) {
       depthwise_tiles_avx2<1>(planes, l.tap_offset.data(), taps, wm, bm, base + k, out + k, (partial >> k) & 1u,
-                              tail);
+                              tail, store);
     }
   }
 }
@@ -460,7 +496,16 @@ void depthwise_channel_neon(const ConvShape& s, const DepthwiseLayout& l, const 
 #endif
 
 void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, const float* bias, float* out,
-                        ThreadPool* pool) {
+                        ThreadPool* pool, const ConvEpilogue& post) {
+  // With a scale, the planes are summed without the bias, which post.finish adds after scaling.
+  const float* inner_bias = post.scale != nullptr ? nullptr : bias;
+  auto finish = [&](int64_t n, int64_t oc0, int64_t count) {
+    if (!post.active()) return;
+    for (int64_t oc = oc0; oc < oc0 + count; ++oc) {
+      post.finish(out + (n * s.c_out + oc) * s.oh * s.ow, s.oh * s.ow, post.scale != nullptr ? post.scale[oc] : 1.0f,
+                  bias != nullptr ? bias[oc] : 0.0f);
+    }
+  };
   const int64_t mult = s.cout_g;  // output channels per input channel
   const int64_t taps = s.kh * s.kw, plane_out = s.oh * s.ow;
   const size_t per_channel = static_cast<size_t>(std::max<int64_t>(1, plane_out * taps * mult));
@@ -469,10 +514,21 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
 #if defined(ETNP_CONV_AVX2) || defined(ETNP_CONV_NEON)
 #ifdef ETNP_CONV_AVX2
   const bool vector = has_avx2_fma();
-  constexpr auto depthwise_channel = depthwise_channel_avx2;
+  // The scale and clamp in the tiles' store.
+  const auto depthwise_channel = [&post](const ConvShape& cs, const DepthwiseLayout& l, const float* src,
+                                         const float* w, const float* channel_bias, int64_t count, float* dst,
+                                         float* planes, int64_t oc0) {
+    depthwise_channel_avx2(cs, l, src, w, channel_bias, post.scale != nullptr ? post.scale + oc0 : nullptr, post, count,
+                           dst, planes);
+  };
+  constexpr bool finished_in_store = true;
 #else
   const bool vector = has_neon();
-  constexpr auto depthwise_channel = depthwise_channel_neon;
+  const auto depthwise_channel = [&](const ConvShape& cs, const DepthwiseLayout& l, const float* src, const float* w,
+                                     const float* channel_bias, int64_t count, float* dst, float* planes, int64_t) {
+    depthwise_channel_neon(cs, l, src, w, post.scale != nullptr ? nullptr : channel_bias, count, dst, planes);
+  };
+  constexpr bool finished_in_store = false;
 #endif
   if (vector) {
     const DepthwiseLayout layout = depthwise_layout(s);
@@ -485,7 +541,8 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
         const int64_t n = static_cast<int64_t>(idx) / s.c_in, ic = static_cast<int64_t>(idx) % s.c_in;
         const int64_t oc0 = ic * mult;
         depthwise_channel(s, layout, in + idx * s.h * s.w, wt + oc0 * taps, bias != nullptr ? bias + oc0 : nullptr,
-                          mult, out + (n * s.c_out + oc0) * plane_out, scratch.data());
+                          mult, out + (n * s.c_out + oc0) * plane_out, scratch.data(), oc0);
+        if (!finished_in_store) finish(n, oc0, mult);
       }
     });
     return;
@@ -496,9 +553,10 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
       const int64_t n = static_cast<int64_t>(idx) / s.c_in, ic = static_cast<int64_t>(idx) % s.c_in;
       for (int64_t m = 0; m < mult; ++m) {
         const int64_t oc = ic * mult + m;
-        depthwise_plane_generic(s, in + idx * s.h * s.w, wt + oc * taps, bias != nullptr ? bias[oc] : 0.0f,
-                                out + (n * s.c_out + oc) * plane_out);
+        depthwise_plane_generic(s, in + idx * s.h * s.w, wt + oc * taps,
+                                inner_bias != nullptr ? inner_bias[oc] : 0.0f, out + (n * s.c_out + oc) * plane_out);
       }
+      finish(n, ic * mult, mult);
     }
   });
 }
@@ -541,9 +599,9 @@ void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* po
 
 /// Non-transposed float32 convolution on contiguous buffers.
 void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in, const float* wt, const float* bias,
-                         float* out, ThreadPool* pool) {
+                         float* out, ThreadPool* pool, const ConvEpilogue& post = {}) {
   if (s.cin_g == 1 && s.groups == s.c_in) {
-    conv_depthwise_f32(s, in, wt, bias, out, pool);
+    conv_depthwise_f32(s, in, wt, bias, out, pool, post);
     return;
   }
   const int64_t k = s.cin_g * s.kh * s.kw, plane_out = s.oh * s.ow, plane_in = s.h * s.w;
@@ -575,8 +633,10 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
       if (trimmed) {
         if (k_live == 0) {  // no tap reads the input: every output is the bias
           for (int64_t oc = 0; oc < s.cout_g; ++oc) {
-            std::fill(out_g + oc * plane_out, out_g + (oc + 1) * plane_out,
-                      bias == nullptr ? 0.0f : bias[g * s.cout_g + oc]);
+            const int64_t c = g * s.cout_g + oc;
+            const float b = bias == nullptr ? 0.0f : bias[c];
+            std::fill(out_g + oc * plane_out, out_g + (oc + 1) * plane_out, post.scale != nullptr ? 0.0f : b);
+            post.finish(out_g + oc * plane_out, plane_out, post.scale != nullptr ? post.scale[c] : 1.0f, b);
           }
           continue;
         }
@@ -599,6 +659,9 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
       }
       GemmEpilogue ep;
       if (bias != nullptr) ep.bias = GemmMatrix{bias + g * s.cout_g, 1, 0};
+      if (post.scale != nullptr) ep.scale = GemmMatrix{post.scale + g * s.cout_g, 1, 0};
+      ep.min = post.min;
+      ep.max = post.max;
       gemm_f32(s.cout_g, plane_out, k_live, a, b, out_g, plane_out, 1, ep, pool);
     }
   }
@@ -715,8 +778,48 @@ void convolution_out(KernelContext& ctx, KernelArgs args) {
   });
 }
 
+// etnp::convolution_affine_clamp.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride,
+//   SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups,
+//   Tensor? channel_scale, float min, float max, *, Tensor(a!) out)
+// out = clamp(conv(input, weight) * channel_scale[c] + bias[c], min, max): what the runtime makes at load of a
+// convolution followed by an inference batch norm (the scale and the shifted bias) and an activation (relu,
+// hardtanh, clamp), so that the three run as one pass. Float32, not transposed, contiguous.
+void convolution_affine_clamp_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "etnp::convolution_affine_clamp.out";
+  check_num_args(args, 14, op);
+  const Tensor& input = args[0]->to_tensor();
+  const Tensor& weight = args[1]->to_tensor();
+  const Tensor* bias = args[2]->to_optional_tensor();
+  const Tensor* scale = args[9]->to_optional_tensor();
+  Tensor& out = args[12]->to_tensor();
+  const ConvShape s = conv_shape(input, weight, bias, args);
+  for (const Tensor* t : {&input, &weight, bias, scale, static_cast<const Tensor*>(&out)}) {
+    ETNP_KERNEL_CHECK(t == nullptr || (t->dtype() == ScalarType::Float && t->is_contiguous_order()),
+                      op << ": every tensor must be float32 and contiguous");
+  }
+  ETNP_KERNEL_CHECK(!s.transposed, op << ": transposed convolutions are not supported");
+  ETNP_KERNEL_CHECK(bias == nullptr || bias->numel() == s.c_out, op << ": bias must have one value per output channel");
+  ETNP_KERNEL_CHECK(scale == nullptr || scale->numel() == s.c_out,
+                    op << ": channel_scale must have one value per output channel");
+  std::vector<int64_t> out_shape{s.n, s.c_out};
+  if (input.dim() == 4) out_shape.push_back(s.oh);
+  out_shape.push_back(s.ow);
+  resize_output(out, out_shape, op);
+  if (out.numel() == 0) return;
+  ConvEpilogue post;
+  post.scale = scale != nullptr ? scale->data_as<const float>() : nullptr;
+  post.min = static_cast<float>(args[10]->to_double());
+  post.max = static_cast<float>(args[11]->to_double());
+  conv_f32_contiguous(ctx, s, input.data_as<const float>(), weight.data_as<const float>(),
+                      bias != nullptr ? bias->data_as<const float>() : nullptr, out.data_as<float>(),
+                      ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global(), post);
+}
+
 }  // namespace
 
-void register_conv_kernels(KernelRegistry& registry) { registry.add("aten::convolution.out", 11, convolution_out); }
+void register_conv_kernels(KernelRegistry& registry) {
+  registry.add("aten::convolution.out", 11, convolution_out);
+  registry.add("etnp::convolution_affine_clamp.out", 14, convolution_affine_clamp_out);
+}
 
 }  // namespace etnp::kernels

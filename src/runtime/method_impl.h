@@ -70,6 +70,7 @@ struct Method::Impl {
   uint64_t arena_bytes = 0;                    // sum of the planned arenas' sizes
   std::deque<Tensor> load_time_tensors;        // constants the method computed at load (folded weights)
   std::deque<EValue> load_time_values;
+  std::deque<std::vector<EValue*>> load_time_args;  // argument lists of instructions the passes fused
   std::vector<bool> planned_input;             // per method input: copy into planned memory (else bind)
   std::vector<bool> input_set;
   /// Per method output: why set_output_buffer refuses it (Method::output_buffer_refusal), or empty.
@@ -132,7 +133,8 @@ struct Method::Impl {
   /// fold_constant_layout's zero-copy case: true when `ins` transposed a constant matrix that only packing
   /// kernels read, and its readers now read the constant in place, through a transposed dim order.
   bool fold_transpose_as_view(Instruction& ins, const runtime::UseAnalysis& usage);
-  void fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses);
+  /// A convolution and the batch norm and/or activation after it, as one fused convolution.
+  void fold_convolution_epilogue(size_t pc, const runtime::UseAnalysis& usage);
   void elide_copies(const runtime::UseAnalysis& refs);
   void mark_storage_checks();
   // method_bind.cpp

@@ -1,15 +1,17 @@
 // The load-time passes over a loaded method's instructions, decided on one UseAnalysis: constant layout
-// folding and batch-norm folding (fold_constants), copy elision of functionalized in-place updates
+// folding and convolution fusion (fold_constants), copy elision of functionalized in-place updates
 // (elide_copies) and the marking of instructions whose tensors can lack storage (mark_storage_checks).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "etnp/program.h"
 #include "compute/weight_cache.h"
 #include "etnp/threadpool.h"
 #include "runtime/method_impl.h"
+#include "runtime/registry.h"
 #include "runtime/use_analysis.h"
 
 namespace etnp {
@@ -18,22 +20,12 @@ using runtime::bytes_of;
 using runtime::Instruction;
 using runtime::UseAnalysis;
 
-namespace {
-
-/// dst[i] = float(double(src[i]) * scale), in a loop the compiler vectorizes: out of line, so that the
-/// restrict-qualified parameters still tell it the two do not overlap (inlined, they did not).
-[[gnu::noinline]] void scale_floats(const float* __restrict src, double scale, size_t n, float* __restrict dst) {
-  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale);
-}
-
-}  // namespace
-
 void Method::Impl::fold_constants() {
   const UseAnalysis usage(instructions, values, *plan);
   FoldedConstants folded;
   for (size_t i = 0; i < instructions.size(); ++i) {
     fold_constant_layout(instructions[i], usage, folded);
-    if (i + 1 < instructions.size()) fold_batch_norm(instructions[i], instructions[i + 1], usage.uses);
+    fold_convolution_epilogue(i, usage);
   }
 }
 
@@ -151,31 +143,59 @@ bool Method::Impl::fold_transpose_as_view(Instruction& ins, const UseAnalysis& u
   return true;
 }
 
-void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std::vector<uint32_t>& uses) {
-  // A convolution followed by an inference batch norm, both on constants, is one convolution with scaled
-  // weights and a shifted bias (what the XNNPACK exporter does before lowering): the batch norm's memory
-  // pass disappears and the convolution writes the batch norm's output directly.
+namespace {
+
+/// The clamp an activation applies, [lo, hi] (an open end infinite), when `act` is one the fused convolution
+/// can apply: relu, hardtanh and clamp with number bounds (a NaN bound, or none at all, stays a kernel call).
+bool activation_bounds(const Instruction& act, float& lo, float& hi) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  auto bound = [](const EValue* v, float none, float& b) {
+    if (v->is_none()) {
+      b = none;
+      return true;
+    }
+    if (!v->is_scalar() || v->is_bool()) return false;
+    b = static_cast<float>(v->to_scalar().to_double());
+    return !std::isnan(b);
+  };
+  if (*act.name == "aten::relu.out" && act.args.size() == 3) {
+    lo = 0.0f;
+    hi = kInf;
+    return true;
+  }
+  if ((*act.name == "aten::hardtanh.out" || *act.name == "aten::clamp.out") && act.args.size() == 5) {
+    if (*act.name == "aten::hardtanh.out" && (act.args[1]->is_none() || act.args[2]->is_none())) return false;
+    if (act.args[1]->is_none() && act.args[2]->is_none()) return false;
+    return bound(act.args[1], -kInf, lo) && bound(act.args[2], kInf, hi);
+  }
+  return false;
+}
+
+}  // namespace
+
+void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage) {
+  // A float convolution followed by an inference batch norm on constants, an activation (relu, hardtanh,
+  // clamp), or both, becomes one etnp::convolution_affine_clamp.out: the batch norm as a scale per channel
+  // and a shifted bias, applied with the activation's clamp as each output tile leaves the convolution (what
+  // the XNNPACK exporter does before lowering, done at load). Their memory passes disappear, the convolution
+  // writes the last one's output, and its weights stay where they are: no scaled copy is made.
   constexpr std::string_view kConv = "aten::convolution.out";
   constexpr std::string_view kBatchNorm = "aten::_native_batch_norm_legit_no_training.out";
+  Instruction& conv = instructions[pc];
+  if (conv.kind != Instruction::Kind::Kernel || *conv.name != kConv || conv.args.size() != 11) return;
+  const KernelEntry* fused = runtime::kernel_registry().find("etnp::convolution_affine_clamp.out");
+  if (fused == nullptr) return;
   auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
-  auto constant_f32 = [](const EValue* v, int64_t numel) {
-    if (!v->is_tensor()) return false;
-    const Tensor& t = v->to_tensor();
-    return t.is_constant() && t.dtype() == ScalarType::Float && t.numel() == numel && t.is_contiguous_order();
+  auto float_contiguous = [](const EValue* v) {
+    return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
   };
-  if (conv.kind != Instruction::Kind::Kernel || bn.kind != Instruction::Kind::Kernel || *conv.name != kConv ||
-      *bn.name != kBatchNorm || conv.args.size() != 11 || bn.args.size() != 11) {
-    return;
-  }
+  auto constant_f32 = [&](const EValue* v, int64_t numel) {
+    return float_contiguous(v) && v->to_tensor().is_constant() && v->to_tensor().numel() == numel;
+  };
   // conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out, ret)
-  // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret)
   const EValue* conv_out = conv.args[9];
-  if (conv.args[10] != conv_out || bn.args[0] != conv_out || !conv_out->is_tensor() ||
-      uses[index_of(conv_out)] != 3) {  // out and ret of the convolution, input of the batch norm
-    return;
-  }
-  if (!conv.args[0]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool() || !conv.args[1]->is_tensor() ||
-      !bn.args[6]->is_double()) {
+  if (conv.args[10] != conv_out || !float_contiguous(conv_out) || !float_contiguous(conv.args[0]) ||
+      !conv.args[1]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool()) {
     return;
   }
   const Tensor& w = conv.args[1]->to_tensor();
@@ -183,62 +203,102 @@ void Method::Impl::fold_batch_norm(Instruction& conv, Instruction& bn, const std
   const int64_t channels = w.size(0);
   const bool has_bias = !conv.args[2]->is_none();
   if (has_bias && !constant_f32(conv.args[2], channels)) return;
-  if ((!bn.args[1]->is_none() && !constant_f32(bn.args[1], channels)) ||
-      (!bn.args[2]->is_none() && !constant_f32(bn.args[2], channels)) || !constant_f32(bn.args[3], channels) ||
-      !constant_f32(bn.args[4], channels)) {
-    return;
-  }
-  // The convolution will write the batch norm's output: same shape and layout. The batch statistics outputs
-  // (empty in inference) must be unused.
-  if (!bn.args[7]->is_tensor() || bn.args[7]->to_tensor().dtype() != ScalarType::Float ||
-      !std::ranges::equal(bn.args[7]->to_tensor().sizes(), conv_out->to_tensor().sizes()) ||
-      !std::ranges::equal(bn.args[7]->to_tensor().dim_order(), conv_out->to_tensor().dim_order()) ||
-      bn.args[7]->to_tensor().dynamism() != conv_out->to_tensor().dynamism() ||
-      uses[index_of(bn.args[8])] != 1 || uses[index_of(bn.args[9])] != 1 ||
-      (bn.args[10] != bn.args[7] && uses[index_of(bn.args[10])] != 1)) {
-    return;
-  }
-
-  // The memory plan may have given the batch norm's output the bytes of the convolution's input (their
-  // lifetimes did not meet before the fusion); then the convolution would overwrite what it still reads.
   const Tensor& conv_in = conv.args[0]->to_tensor();
-  const Tensor& bn_out = bn.args[7]->to_tensor();
-  if (conv_in.data() == nullptr || bn_out.data() == nullptr || bytes_of(conv_in).overlaps(bytes_of(bn_out))) return;
+  if (conv_in.data() == nullptr) return;
 
-  const double eps = bn.args[6]->to_double();
-  auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
-  const int64_t per_channel = w.numel() / channels;
-  auto* new_w = own(static_cast<size_t>(w.numel()) * sizeof(float), "a folded convolution weight");
-  auto* new_b = own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias");
-  auto* wf = reinterpret_cast<float*>(new_w);
-  auto* bf = reinterpret_cast<float*>(new_b);
-  for (int64_t c = 0; c < channels; ++c) {
-    const double gamma = bn.args[1]->is_none() ? 1.0 : at(bn.args[1], c);
-    const double beta = bn.args[2]->is_none() ? 0.0 : at(bn.args[2], c);
-    const double scale = gamma / std::sqrt(at(bn.args[4], c) + eps);
-    scale_floats(w.data_as<const float>() + c * per_channel, scale, static_cast<size_t>(per_channel),
-                 wf + c * per_channel);
-    bf[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn.args[3], c)) * scale + beta);
+  // The kernel call at `at` that reads `value` (its first argument) and is its only reader: `value` is the out
+  // value of the call before (`refs` references there: out, and the returned value when the same), read once.
+  auto sole_reader = [&](const EValue* value, size_t at, uint32_t refs) -> Instruction* {
+    if (at >= instructions.size() || usage.uses[index_of(value)] != refs + 1) return nullptr;
+    Instruction& next = instructions[at];
+    if (next.kind != Instruction::Kind::Kernel || next.args.size() < 2 || next.args[0] != value) return nullptr;
+    for (size_t k = 1; k < next.args.size(); ++k) {
+      if (next.args[k] == value) return nullptr;
+    }
+    return &next;
+  };
+  // `out` takes the place of `current`: same shape and dynamism, contiguous float32, with storage.
+  auto same_kind = [&](const EValue* out, const EValue* current) {
+    if (!float_contiguous(out)) return false;
+    const Tensor& o = out->to_tensor();
+    const Tensor& c = current->to_tensor();
+    return std::ranges::equal(o.sizes(), c.sizes()) && o.dynamism() == c.dynamism() && o.data() != nullptr;
+  };
+  // The convolution can write `out`: bytes apart from its input (the memory plan may have given them the
+  // input's bytes, whose lifetime ended there before the fusion).
+  auto apart_from_input = [&](const EValue* out) { return !bytes_of(conv_in).overlaps(bytes_of(out->to_tensor())); };
+
+  size_t next = pc + 1;
+  EValue* out = conv.args[9];
+  // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret): the batch statistics
+  // outputs (empty in inference) unused.
+  Instruction* bn = sole_reader(out, next, 2);
+  if (bn != nullptr &&
+      (*bn->name != kBatchNorm || bn->args.size() != 11 || !bn->args[6]->is_double() ||
+       (bn->args[10] != bn->args[7] && usage.uses[index_of(bn->args[10])] != 1) ||
+       (!bn->args[1]->is_none() && !constant_f32(bn->args[1], channels)) ||
+       (!bn->args[2]->is_none() && !constant_f32(bn->args[2], channels)) || !constant_f32(bn->args[3], channels) ||
+       !constant_f32(bn->args[4], channels) || usage.uses[index_of(bn->args[8])] != 1 ||
+       usage.uses[index_of(bn->args[9])] != 1 || !same_kind(bn->args[7], out))) {
+    bn = nullptr;
   }
-  Tensor& wt = load_time_tensors.emplace_back(ScalarType::Float, w.sizes(), w.dim_order(), new_w);
-  wt.set_constant(true);
-  const int64_t bias_size[1] = {channels};
-  Tensor& bt = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(bias_size, 1),
-                                              std::span<const uint8_t>(), new_b);
-  bt.set_constant(true);
-  EValue* wv = &load_time_values.emplace_back(EValue::from_tensor(&wt));
-  EValue* bv = &load_time_values.emplace_back(EValue::from_tensor(&bt));
-  EValue** conv_args = arg_storage.data() + (conv.args.data() - arg_storage.data());
-  // The constants folded into these copies are not read at run time (unless another instruction shares them:
-  // then they come back from the file): their file pages are released, as a delegate's are.
-  release_file_pages(bytes_of(w).span());
-  for (const EValue* v : {conv.args[2], bn.args[1], bn.args[2], bn.args[3], bn.args[4]}) {
-    if (v->is_tensor()) release_file_pages(bytes_of(v->to_tensor()).span());
+  uint32_t refs = 2;  // the convolution's out and returned value
+  if (bn != nullptr) {
+    out = bn->args[7];
+    refs = bn->args[10] == bn->args[7] ? 2 : 1;  // or the batch norm's returned tuple, apart
+    ++next;
   }
-  conv_args[1] = wv;
-  conv_args[2] = bv;
-  conv_args[9] = conv_args[10] = bn.args[7];
-  bn.kind = Instruction::Kind::Folded;
+  float lo = 0.0f, hi = 0.0f;
+  Instruction* act = sole_reader(out, next, refs);
+  if (act != nullptr && (!activation_bounds(*act, lo, hi) || act->args.back() != act->args[act->args.size() - 2] ||
+                         !same_kind(act->args.back(), out))) {
+    act = nullptr;
+  }
+  // The convolution writes the last output only (the ones between are not written at all): that one must be
+  // apart from its input; else one fewer.
+  if (act != nullptr && !apart_from_input(act->args.back())) act = nullptr;
+  if (act != nullptr) out = act->args.back();
+  if (act == nullptr && bn != nullptr && !apart_from_input(bn->args[7])) bn = nullptr;
+  if (bn == nullptr && act == nullptr) return;
+
+  std::vector<EValue*> args(conv.args.begin(), conv.args.begin() + 9);
+  EValue* scale = &load_time_values.emplace_back();  // None: no batch norm
+  if (bn != nullptr) {
+    auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
+    const double eps = bn->args[6]->to_double();
+    auto* scale_data = reinterpret_cast<float*>(own(static_cast<size_t>(channels) * sizeof(float), "a batch norm's scale"));
+    auto* bias_data = reinterpret_cast<float*>(own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias"));
+    for (int64_t c = 0; c < channels; ++c) {
+      const double gamma = bn->args[1]->is_none() ? 1.0 : at(bn->args[1], c);
+      const double beta = bn->args[2]->is_none() ? 0.0 : at(bn->args[2], c);
+      const double k = gamma / std::sqrt(at(bn->args[4], c) + eps);
+      scale_data[c] = static_cast<float>(k);
+      bias_data[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn->args[3], c)) * k + beta);
+    }
+    const int64_t size[1] = {channels};
+    for (float* data : {scale_data, bias_data}) {
+      Tensor& t = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(size, 1),
+                                                 std::span<const uint8_t>(), data);
+      t.set_constant(true);
+      (data == scale_data ? scale : args[2]) = &load_time_values.emplace_back(EValue::from_tensor(&t));
+    }
+    // The batch norm's constants (and the bias it shifted) are not read at run time: their file pages are
+    // released, as a delegate's are.
+    for (const EValue* v : {conv.args[2], bn->args[1], bn->args[2], bn->args[3], bn->args[4]}) {
+      if (v->is_tensor()) release_file_pages(bytes_of(v->to_tensor()).span());
+    }
+    bn->kind = Instruction::Kind::Folded;
+  }
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  args.push_back(scale);
+  args.push_back(&load_time_values.emplace_back(EValue::from_double(act != nullptr ? lo : -kInf)));
+  args.push_back(&load_time_values.emplace_back(EValue::from_double(act != nullptr ? hi : kInf)));
+  args.push_back(out);
+  args.push_back(out);
+  if (act != nullptr) act->kind = Instruction::Kind::Folded;
+  conv.args = load_time_args.emplace_back(std::move(args));
+  conv.fn = fused->fn;
+  conv.prepare = fused->prepare;
 }
 
 namespace {

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "etnp/backend.h"
@@ -340,6 +342,105 @@ TEST(ConstantWeights, ConvolutionIsNotFusedOverItsOwnInput) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << i;
   ASSERT_EQ(a->profile_events().size(), 2u);
   EXPECT_FALSE(a->profile_events()[1].folded);
+}
+
+/// conv2d (3x3, padding 1, `groups`, with a bias), optionally an inference batch norm, then an activation:
+/// relu, hardtanh(0, 6), clamp(min -0.25) or clamp(max 0.5). Constants, or the same values as inputs (nothing
+/// fuses then: the weights are not constant).
+std::vector<uint8_t> conv_act_program(int32_t cin, int32_t cout, int32_t groups, bool with_bn, int act,
+                                      const std::vector<std::vector<float>>& params, bool as_inputs) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, cin, 5, 6}), 2);
+  auto param = [&](size_t i, std::vector<int32_t> sizes) {
+    return as_inputs ? m.planned_tensor(f32(std::move(sizes))) : m.constant_tensor(f32(std::move(sizes)), format::as_bytes(params[i]));
+  };
+  const int32_t w = param(0, {cout, cin / groups, 3, 3});
+  const int32_t b = param(1, {cout});
+  int32_t y = m.planned_tensor(f32({1, cout, 5, 6}));
+  m.kernel("aten::convolution.out", {x, w, b, m.int_list({1, 1}), m.int_list({1, 1}), m.int_list({1, 1}),
+                                     m.bool_value(false), m.int_list({0, 0}), m.int_value(groups), y, y});
+  std::vector<int32_t> inputs = {x, w, b};
+  if (with_bn) {
+    const int32_t gamma = param(2, {cout}), beta = param(3, {cout}), mean = param(4, {cout}), var = param(5, {cout});
+    const int32_t normed = m.planned_tensor(f32({1, cout, 5, 6}));
+    const int32_t save_mean = m.planned_tensor(f32({0})), save_invstd = m.planned_tensor(f32({0}));
+    m.kernel("aten::_native_batch_norm_legit_no_training.out",
+             {y, gamma, beta, mean, var, m.double_value(0.1), m.double_value(1e-5), normed, save_mean, save_invstd,
+              normed});
+    inputs.insert(inputs.end(), {gamma, beta, mean, var});
+    y = normed;
+  }
+  const int32_t out = m.planned_tensor(f32({1, cout, 5, 6}));
+  if (act == 0) m.kernel("aten::relu.out", {y, out, out});
+  if (act == 1) m.kernel("aten::hardtanh.out", {y, m.int_value(0), m.double_value(6.0), out, out});
+  if (act == 2) m.kernel("aten::clamp.out", {y, m.double_value(-0.25), m.none(), out, out});
+  if (act == 3) m.kernel("aten::clamp.out", {y, m.none(), m.double_value(0.5), out, out});
+  if (!as_inputs) inputs.resize(1);
+  m.set_inputs(inputs);
+  m.set_outputs({out});
+  return writer.serialize();
+}
+
+// A convolution and the activation after it (and a batch norm between them) run as one fused call: the same
+// bits as the separate calls without a batch norm (the clamp after the same sums), NaN kept; with one, the
+// double-precision definition within float rounding. Regular and depthwise convolutions.
+TEST(ConstantWeights, ActivationsAfterConvolutionsRunInTheirEpilogue) {
+  std::mt19937 rng(11);
+  const char* acts[] = {"aten::relu.out", "aten::hardtanh.out", "aten::clamp.out", "aten::clamp.out"};
+  for (int32_t groups : {1, 4}) {
+    for (bool with_bn : {false, true}) {
+      for (int act = 0; act < 4; ++act) {
+        const int32_t cin = 4, cout = 8;
+        std::vector<std::vector<float>> params = {
+            random_floats(rng, static_cast<size_t>(cout) * (cin / groups) * 9), random_floats(rng, cout),
+            random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout)};
+        for (float& v : params[0]) v *= 4.0f;          // outputs past hardtanh's 6 as well
+        for (float& v : params[5]) v = std::abs(v) + 0.1f;  // variances
+        LoadOptions profiled;
+        profiled.enable_profiling = true;
+        Program fused = load_bytes(conv_act_program(cin, cout, groups, with_bn, act, params, false), profiled);
+        Program plain = load_bytes(conv_act_program(cin, cout, groups, with_bn, act, params, true));
+        auto a = fused.load_method("forward");
+        auto b = plain.load_method("forward");
+        std::vector<float> x = random_floats(rng, static_cast<size_t>(cin) * 30);
+        for (float& v : x) v *= 3.0f;
+        x[7] = std::numeric_limits<float>::quiet_NaN();  // NaN stays NaN through every clamp
+        std::vector<Value> in_b = {tensor_input(x, {1, cin, 5, 6})};
+        for (size_t i = 0; i < (with_bn ? 6u : 2u); ++i) {
+          in_b.push_back(tensor_input(params[i], i == 0 ? std::vector<int64_t>{cout, cin / groups, 3, 3}
+                                                        : std::vector<int64_t>{cout}));
+        }
+        const std::string where = std::string(acts[act]) + " " + std::to_string(act) + ", groups " +
+                                  std::to_string(groups) + (with_bn ? ", batch norm" : "");
+        for (int run = 0; run < 2; ++run) {
+          const auto got = floats(exec(*a, {tensor_input(x, {1, cin, 5, 6})})[0]);
+          const auto want = floats(b->execute(in_b)[0]);
+          ASSERT_EQ(got.size(), want.size());
+          size_t nans = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << where << " at " << i;
+            nans += std::isnan(got[i]) ? 1 : 0;
+            if (std::isnan(want[i])) continue;
+            if (with_bn) {
+              ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << where << " at " << i;
+            } else {
+              ASSERT_EQ(got[i], want[i]) << where << " at " << i;
+            }
+          }
+          EXPECT_GT(nans, 0u) << where;
+        }
+        // The activation (and the batch norm) ran once, at load: folded into the convolution.
+        const auto& events = a->profile_events();
+        const size_t calls = with_bn ? 3 : 2;
+        ASSERT_EQ(events.size(), 2 * calls) << where;
+        EXPECT_EQ(events[0].name, "aten::convolution.out");
+        EXPECT_FALSE(events[0].folded);
+        for (size_t i = 1; i < calls; ++i) EXPECT_TRUE(events[i].folded) << where << " instruction " << i;
+        EXPECT_EQ(events[calls - 1].name, acts[act]);
+      }
+    }
+  }
 }
 
 // Transposed weights read as views where the kernel cannot use a packing (addmm with alpha 2, which is not

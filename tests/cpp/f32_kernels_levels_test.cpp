@@ -175,6 +175,64 @@ TEST(GemmF32, MatchesTheDefinitionAtEveryCpuLevel) {
   });
 }
 
+// The epilogue: a scale and a bias per row (an NCHW convolution's channels, applied in the micro-kernels'
+// registers) or a bias per column, alpha, and a clamp that keeps NaN, over the same layouts and sizes (K past
+// one 256 block, a single column, strided C). Integer sums and power-of-two scales keep every value exact.
+TEST(GemmF32, EpilogueMatchesTheDefinitionAtEveryCpuLevel) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  at_each_cpu_level([&](CpuLevel level) {
+    for (int64_t m : {1, 5, 6, 13}) {
+      for (int64_t n : {1, 8, 17, 40}) {
+        for (int64_t k : {1, 16, 300}) {
+          auto av = int_values(static_cast<size_t>(m * k), 41);
+          av[0] = nan;  // row 0, every column: NaN through the sums and every clamp
+          const auto bv = int_values(static_cast<size_t>(k * n), 42, true);
+          std::vector<float> scale(static_cast<size_t>(std::max(m, n))), bias(scale.size());
+          for (size_t i = 0; i < scale.size(); ++i) {
+            scale[i] = (i % 3 == 0) ? 0.5f : (i % 3 == 1 ? 2.0f : -1.0f);
+            bias[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+          }
+          for (int form = 0; form < 5; ++form) {
+            for (bool ct : {false, true}) {
+              GemmEpilogue ep;
+              if (form == 0 || form == 1) ep.bias = GemmMatrix{bias.data(), 1, 0};  // per row
+              if (form == 0 || form == 2) ep.scale = GemmMatrix{scale.data(), 1, 0};
+              if (form == 3) ep.bias = GemmMatrix{bias.data(), 0, 1};  // per column
+              if (form == 4) ep.alpha = 2.0f;
+              if (form != 2) {
+                ep.min = -20.0f;
+                ep.max = form == 4 ? std::numeric_limits<float>::infinity() : 30.0f;
+              }
+              std::vector<float> c(static_cast<size_t>(m * n), -7.0f);
+              const int64_t c_rs = ct ? 1 : n, c_cs = ct ? m : 1;
+              gemm_f32(m, n, k, GemmMatrix{av.data(), k, 1}, GemmMatrix{bv.data(), n, 1}, c.data(), c_rs, c_cs, ep,
+                       nullptr);
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) {
+                  double acc = 0.0;
+                  for (int64_t p = 0; p < k; ++p) acc += double(av[size_t(i * k + p)]) * bv[size_t(p * n + j)];
+                  float want = static_cast<float>(acc) * ep.alpha;
+                  if (ep.scale.data != nullptr) want *= scale[size_t(i)];
+                  if (ep.bias.data != nullptr) want += bias[size_t(ep.bias.col_stride == 0 ? i : j)];
+                  want = want < ep.min ? ep.min : want;
+                  want = want > ep.max ? ep.max : want;
+                  const float got = c[size_t(i * c_rs + j * c_cs)];
+                  if (std::isnan(want)) {
+                    ASSERT_TRUE(std::isnan(got)) << cpu_level_name(level) << " form " << form << " at " << i << "," << j;
+                  } else {
+                    ASSERT_EQ(got, want) << cpu_level_name(level) << " " << m << "x" << n << "x" << k << " form "
+                                         << form << (ct ? " strided C" : "") << " at " << i << "," << j;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(GemmF32, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
   // The GEMV forms (one row: k sequential; one row times a transposed B: dot products) and a tiled product.
   const int64_t k = 777, n = 53;

@@ -67,9 +67,9 @@ TEST(FilePages, ADelegatesPackedWeightsLeaveResidentMemory) {
 
 TEST(FilePages, ConstantsFoldedAtLoadLeaveResidentMemory) {
   ETNP_REQUIRE_FIXTURES();
-  // MobileNetV2 without a delegate: its batch norms fold into copies of the convolutions' weights and the
-  // classifier's permuted weight is folded too, so the file's weights are read at load (the run then reads
-  // the constants that were not folded, from the file).
+  // MobileNetV2 without a delegate: its classifier's transposed weight (5 MB) is packed at load and its batch
+  // norms' constants become scales and biases of the convolutions; those file pages are released (the run
+  // reads the convolutions' weights from the file).
   expect_consumed_weights_leave_resident_memory("exported/mobilenet_v2_portable");
 }
 
