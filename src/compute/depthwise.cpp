@@ -43,7 +43,7 @@ __attribute__((target("avx2,fma"))) void depthwise_row_avx2(const float* const* 
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(src + kx * c), _mm256_loadu_ps(wk + kx * period), acc);
       }
     }
-    acc = _mm256_min_ps(_mm256_max_ps(acc, vlo), vhi);
+    acc = _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc));
     if (j + 8 <= n) {
       _mm256_storeu_ps(out + j, acc);
     } else {
@@ -76,7 +76,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block_a
     }
   }
 #pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(_mm256_max_ps(acc[p], lo), hi));
+  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(hi, _mm256_max_ps(lo, acc[p])));
 }
 
 // The same for kernels 3 wide at stride 1, walking each kernel row's inputs once: an input feeds three
@@ -104,7 +104,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void depthwise_block3_
     }
   }
 #pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(_mm256_max_ps(acc[p], lo), hi));
+  for (int p = 0; p < P; ++p) _mm256_storeu_ps(out + p * c, _mm256_min_ps(hi, _mm256_max_ps(lo, acc[p])));
 }
 
 // Output pixels [x, x + P * blocks) of a row, P at a time; advances x.
@@ -142,7 +142,7 @@ __attribute__((target("avx2,fma"))) void depthwise_edge_pixel_c8_avx2(const floa
                               _mm256_loadu_ps(weights + ky * weight_row + t * c + ch), acc);
       }
     }
-    _mm256_storeu_ps(out + ch, _mm256_min_ps(_mm256_max_ps(acc, vlo), vhi));
+    _mm256_storeu_ps(out + ch, _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc)));
   }
 }
 

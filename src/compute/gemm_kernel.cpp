@@ -104,8 +104,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* 
                                                                           __m256 hi, bool clamp, size_t nr,
                                                                           __m256i mask0, __m256i mask1) {
   if (clamp) {
-    v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
-    v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
+    v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+    v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
   }
   if (nr == kNr) {
     _mm256_storeu_ps(row, v0);
@@ -242,7 +242,7 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    __m256 v = clamp ? _mm256_min_ps(_mm256_max_ps(acc[i], vlo), vhi) : acc[i];
+    __m256 v = clamp ? _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc[i])) : acc[i];
     if (rows != nullptr) v = row_epilogue_avx2(v, i, *rows);
     _mm256_maskstore_ps(c + i * ldc, mask, v);
   }

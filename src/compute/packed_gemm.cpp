@@ -60,8 +60,8 @@ __attribute__((target("avx2,fma"))) void gemv_panels_avx2(const float* x, size_t
       c0 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + i * kNr), c0);
       c1 = _mm256_fmadd_ps(a, _mm256_load_ps(panel + i * kNr + 8), c1);
     }
-    c0 = _mm256_min_ps(_mm256_max_ps(c0, vlo), vhi);
-    c1 = _mm256_min_ps(_mm256_max_ps(c1, vlo), vhi);
+    c0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, c0));
+    c1 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, c1));
     const size_t cols = std::min(kNr, n - p * kNr);
     if (cols == kNr) {
       _mm256_storeu_ps(out + p * kNr, c0);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "compute/depthwise.h"
@@ -427,6 +428,55 @@ TEST(VectorMath, SoftmaxMatchesTheDefinitionAtEveryCpuLevel) {
     std::vector<float> y(with_nan.size());
     softmax_rows_f32(with_nan.data(), y.data(), 1, with_nan.size());
     for (float v : y) EXPECT_TRUE(std::isnan(v)) << cpu_level_name(level);
+  });
+}
+
+}  // namespace
+}  // namespace etnp::compute
+
+namespace etnp::compute {
+namespace {
+
+// A NaN input makes NaN outputs through every clamp, at every level (XNNPACK's max(min, x) order, which the
+// official runtime's outputs show, and aten::clamp's): the GEMM micro-kernels (6x16 and narrow), the packed
+// GEMM's single-row path and its tiles, and both depthwise kernels. Before, the AVX2 kernels turned NaN into
+// the lower bound (-inf when unclamped).
+TEST(F32Kernels, ClampsKeepNaNAtEveryCpuLevel) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const float lo : {-inf, 0.0f}) {
+      const float hi = lo == 0.0f ? 6.0f : inf;
+      const std::string where = std::string(cpu_level_name(level)) + (lo == 0.0f ? " clamped" : " unclamped");
+      // Packed GEMM, k = 9, n = 24 (a full panel and a narrow one), rows 1 (GEMV) and 7 (tiles): row 0 has a NaN.
+      std::vector<float> w = int_values(24 * 9, 71, true);
+      const PackedGemm gemm(w.data(), true, 9, 24, nullptr);
+      for (size_t rows : {1, 7}) {
+        std::vector<float> in = int_values(rows * 9, 72);
+        in[4] = nan;
+        std::vector<float> out(rows * 24, 0.0f);
+        gemm.run(in.data(), rows, 9, lo, hi, out.data());
+        for (size_t j = 0; j < 24; ++j) ASSERT_TRUE(std::isnan(out[j])) << where << " rows " << rows << " at " << j;
+        for (size_t i = 24; i < out.size(); ++i) ASSERT_FALSE(std::isnan(out[i])) << where << " at " << i;
+      }
+      // Depthwise, 8 channels (pixel blocks) and 3 (flattened rows): pixel (0, 0) of channel 1 is NaN.
+      for (size_t c : {8, 3}) {
+        const auto f = int_values(9 * c, 73, true);
+        const DepthwiseConv conv(f.data(), nullptr, c, 3, 3, 1, 1, 1, 1);
+        std::vector<float> x = int_values(5 * 6 * c, 74);
+        x[1] = nan;
+        std::vector<float> out(5 * 6 * c, 0.0f), scratch;
+        conv.run(x.data(), 1, 5, 6, 5, 6, lo, hi, out.data(), scratch);
+        for (size_t y = 0; y < 5; ++y) {
+          for (size_t xx = 0; xx < 6; ++xx) {
+            for (size_t ch = 0; ch < c; ++ch) {
+              const bool touches = ch == 1 && y <= 1 && xx <= 1;  // the 3x3 windows over pixel (0, 0)
+              ASSERT_EQ(std::isnan(out[(y * 6 + xx) * c + ch]), touches)
+                  << where << " channels " << c << " at " << y << "," << xx << "," << ch;
+            }
+          }
+        }
+      }
+    }
   });
 }
 
