@@ -251,16 +251,22 @@ std::vector<uint8_t> conv_bn_program(int32_t cin, int32_t cout, int32_t groups, 
   return writer.serialize();
 }
 
+/// A 3x3 convolution's weights [cout, cin / groups, 3, 3], then cout values each of its bias and of a batch
+/// norm's gamma, beta, mean and variance (positive).
+std::vector<std::vector<float>> conv_bn_params(std::mt19937& rng, int32_t cin, int32_t cout, int32_t groups) {
+  std::vector<std::vector<float>> params = {random_floats(rng, static_cast<size_t>(cout) * (cin / groups) * 9)};
+  for (int i = 0; i < 5; ++i) params.push_back(random_floats(rng, static_cast<size_t>(cout)));
+  for (float& v : params[5]) v = std::abs(v) + 0.1f;  // variances
+  return params;
+}
+
 TEST(ConstantWeights, BatchNormFoldedIntoConvolutionMatchesTheUnfoldedPair) {
   std::mt19937 rng(7);
   for (int32_t groups : {1, 4}) {
     for (bool conv_bias : {false, true}) {
       for (bool bn_affine : {false, true}) {
         const int32_t cin = 4, cout = 8;
-        std::vector<std::vector<float>> params = {
-            random_floats(rng, static_cast<size_t>(cout) * (cin / groups) * 9), random_floats(rng, cout),
-            random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout)};
-        for (float& v : params[5]) v = std::abs(v) + 0.1f;  // variances
+        const std::vector<std::vector<float>> params = conv_bn_params(rng, cin, cout, groups);
         LoadOptions profiled;
         profiled.enable_profiling = true;
         Program folded = load_bytes(conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, false), profiled);
@@ -324,11 +330,7 @@ TEST(ConstantWeights, ConvolutionIsNotFusedOverItsOwnInput) {
   // One arena: the planner gives the batch norm's output the input's bytes (their lifetimes do not meet).
   std::mt19937 rng(8);
   const int32_t cin = 4, cout = 4;
-  std::vector<std::vector<float>> params = {random_floats(rng, static_cast<size_t>(cout) * cin * 9),
-                                            random_floats(rng, cout), random_floats(rng, cout),
-                                            random_floats(rng, cout), random_floats(rng, cout),
-                                            random_floats(rng, cout)};
-  for (float& v : params[5]) v = std::abs(v) + 0.1f;
+  const std::vector<std::vector<float>> params = conv_bn_params(rng, cin, cout, 1);
   LoadOptions profiled;
   profiled.enable_profiling = true;
   Program shared = load_bytes(conv_bn_program(cin, cout, 1, true, true, params, false, false), profiled);
@@ -392,11 +394,8 @@ TEST(ConstantWeights, ActivationsAfterConvolutionsRunInTheirEpilogue) {
     for (bool with_bn : {false, true}) {
       for (int act = 0; act < 4; ++act) {
         const int32_t cin = 4, cout = 8;
-        std::vector<std::vector<float>> params = {
-            random_floats(rng, static_cast<size_t>(cout) * (cin / groups) * 9), random_floats(rng, cout),
-            random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout), random_floats(rng, cout)};
-        for (float& v : params[0]) v *= 4.0f;          // outputs past hardtanh's 6 as well
-        for (float& v : params[5]) v = std::abs(v) + 0.1f;  // variances
+        std::vector<std::vector<float>> params = conv_bn_params(rng, cin, cout, groups);
+        for (float& v : params[0]) v *= 4.0f;  // outputs past hardtanh's 6 as well
         LoadOptions profiled;
         profiled.enable_profiling = true;
         Program fused = load_bytes(conv_act_program(cin, cout, groups, with_bn, act, params, false), profiled);
