@@ -185,7 +185,8 @@ def test_nan_input_gives_nan_where_the_official_does(live, runtime, request):
     for i, (got, want) in enumerate(zip(actual, expected)):
         if want.dtype.kind != "f":
             continue
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="%s output %d: NaN where" % (case["dir"], i))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want),
+                                      err_msg="%s output %d: NaN where" % (case["dir"], i))
         atol, rtol = tolerance(live["form"], [want])
         finite = ~np.isnan(want)
         assert_close([got[finite]], [want[finite]], atol, rtol, "%s output %d, outside the NaN" % (case["dir"], i))
