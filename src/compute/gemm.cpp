@@ -190,51 +190,6 @@ bool needs_epilogue(const GemmEpilogue& ep) {
   return ep.alpha != 1.0f || (ep.bias.data != nullptr && ep.beta != 0.0f) || ep.scale.data != nullptr || ep.clamps();
 }
 
-/// row[j] = clamp(row[j] * a + b[j * b_stride]) for one contiguous output row (b_stride 0: one bias for the
-/// row); the clamp only when `clamps` (aten::clamp's compares: NaN stays).
-[[gnu::always_inline]] inline void epilogue_row(float* __restrict row, int64_t n, float a, const float* b,
-                                                int64_t b_stride, float beta, bool clamps, float lo, float hi) {
-  if (b == nullptr) {
-    for (int64_t j = 0; j < n; ++j) row[j] *= a;
-  } else if (b_stride == 0) {
-    const float bias = beta * b[0];
-    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * a + bias;
-  } else {
-    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * a + beta * b[j];
-  }
-  if (clamps) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float y = row[j] < lo ? lo : row[j];
-      row[j] = y > hi ? hi : y;
-    }
-  }
-}
-
-/// epilogue_row over rows [i0, i0 + mc) and columns [j0, j0 + nc) of contiguous output rows, the scale (if
-/// any) and the bias per row or (bias only) per column.
-[[gnu::always_inline]] inline void epilogue_rows(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
-  const GemmEpilogue& ep = pr.ep;
-  const bool has_bias = ep.bias.data != nullptr && ep.beta != 0.0f;
-  const bool clamps = ep.clamps();
-  for (int64_t i = i0; i < i0 + mc; ++i) {
-    const float alpha = ep.scale.data != nullptr ? ep.alpha * ep.scale.data[i * ep.scale.row_stride] : ep.alpha;
-    const float* b = has_bias ? ep.bias.data + i * ep.bias.row_stride + j0 * ep.bias.col_stride : nullptr;
-    epilogue_row(pr.c + i * pr.c_rs + j0, nc, alpha, b, has_bias ? ep.bias.col_stride : 0, ep.beta, clamps, ep.min,
-                 ep.max);
-  }
-}
-
-// Compiled twice, the second time with AVX2 (and without FMA, so that both round the same).
-void epilogue_rows_generic(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
-  epilogue_rows(pr, i0, mc, j0, nc);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) void epilogue_rows_avx2(const Problem& pr, int64_t i0, int64_t mc, int64_t j0,
-                                                        int64_t nc) {
-  epilogue_rows(pr, i0, mc, j0, nc);
-}
-#endif
-
 void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
   const GemmEpilogue& ep = pr.ep;
   const bool has_bias = ep.bias.data != nullptr && ep.beta != 0.0f;
@@ -245,10 +200,23 @@ void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64
       (!has_scale || ep.scale.col_stride == 0)) {
     // Contiguous output rows with a bias per row (a convolution's channel) or per column: loops the compiler
     // vectorizes (the strided loop below was ~8% of a portable CNN). Same arithmetic, same results.
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (has_avx2_fma()) return epilogue_rows_avx2(pr, i0, mc, j0, nc);
-#endif
-    return epilogue_rows_generic(pr, i0, mc, j0, nc);
+    for (int64_t i = i0; i < i0 + mc; ++i) {
+      float* row = pr.c + i * pr.c_rs + j0;
+      const float alpha = has_scale ? ep.alpha * ep.scale.data[i * ep.scale.row_stride] : ep.alpha;
+      if (!has_bias) {
+        for (int64_t j = 0; j < nc; ++j) row[j] *= alpha;
+      } else if (ep.bias.col_stride == 0) {
+        const float bias = ep.beta * ep.bias.data[i * ep.bias.row_stride];
+        for (int64_t j = 0; j < nc; ++j) row[j] = row[j] * alpha + bias;
+      } else {
+        const float* bias = ep.bias.data + i * ep.bias.row_stride + j0;
+        for (int64_t j = 0; j < nc; ++j) row[j] = row[j] * alpha + ep.beta * bias[j];
+      }
+      if (clamps) {
+        for (int64_t j = 0; j < nc; ++j) row[j] = clamp_keep_nan(row[j], lo, hi);
+      }
+    }
+    return;
   }
   for (int64_t i = i0; i < i0 + mc; ++i) {
     float* row = pr.c + i * pr.c_rs;
@@ -257,11 +225,7 @@ void apply_epilogue(const Problem& pr, int64_t i0, int64_t mc, int64_t j0, int64
     for (int64_t j = j0; j < j0 + nc; ++j) {
       float v = row[j * pr.c_cs] * (has_scale ? ep.alpha * scale_row[j * ep.scale.col_stride] : ep.alpha);
       if (has_bias) v += ep.beta * bias_row[j * ep.bias.col_stride];
-      if (clamps) {
-        v = v < lo ? lo : v;
-        v = v > hi ? hi : v;
-      }
-      row[j * pr.c_cs] = v;
+      row[j * pr.c_cs] = clamps ? clamp_keep_nan(v, lo, hi) : v;
     }
   }
 }

@@ -19,6 +19,17 @@ struct GemmMatrix {
   int64_t col_stride = 0;
 };
 
+/// aten::clamp's compares, which keep a NaN: x < lo ? lo : x, then > hi ? hi : x.
+inline float clamp_keep_nan(float x, float lo, float hi) {
+  const float y = x < lo ? lo : x;
+  return y > hi ? hi : y;
+}
+
+/// Whether [lo, hi] clamps anything (an infinite bound clamps nothing).
+inline bool clamps_anything(float lo, float hi) {
+  return lo != -std::numeric_limits<float>::infinity() || hi != std::numeric_limits<float>::infinity();
+}
+
 /// What is done to the product on its way out: C = clamp(alpha * (A B) * scale(i, j) + beta * bias(i, j), min,
 /// max). A scale or bias of nullptr is absent (and never read); broadcasting uses zero strides (per column:
 /// row_stride 0, col_stride 1; per row, a convolution's channel: row_stride 1, col_stride 0). The clamp keeps
@@ -30,7 +41,7 @@ struct GemmEpilogue {
   GemmMatrix scale;
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
-  bool clamps() const { return min != -std::numeric_limits<float>::infinity() || max != std::numeric_limits<float>::infinity(); }
+  bool clamps() const { return clamps_anything(min, max); }
 };
 
 /// C[m x n] = alpha * A[m x k] * B[k x n] (+ beta * bias). C may have any strides (its elements must not

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "compute/gemm.h"
 #include "core/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -37,29 +38,6 @@ inline const float* row_segment(const void* a, size_t a_stride, int i, size_t s)
   }
 }
 
-/// GemmRowEpilogue over `count` stored rows of `nr` columns, its arrays indexed from `c`'s row 0: a multiply
-/// and an add (no fused multiply-add, so that every level rounds the same), then the compares.
-inline void row_epilogue(float* c, size_t ldc, size_t count, size_t nr, const GemmRowEpilogue& ep) {
-  const float lo = ep.lo, hi = ep.hi;
-  for (size_t r = 0; r < count; ++r) {
-    float* __restrict row = c + r * ldc;
-    if (ep.scale != nullptr) {
-      const float s = ep.scale[r];
-      for (size_t j = 0; j < nr; ++j) row[j] *= s;
-    }
-    if (ep.bias != nullptr) {
-      const float b = ep.bias[r];
-      for (size_t j = 0; j < nr; ++j) row[j] += b;
-    }
-    if (ep.clamp) {
-      for (size_t j = 0; j < nr; ++j) {
-        const float y = row[j] < lo ? lo : row[j];
-        row[j] = y > hi ? hi : y;
-      }
-    }
-  }
-}
-
 template <bool Indirect, int MR>
 void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, const float* panel, const float* bias,
                     float lo, float hi, float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
@@ -85,7 +63,7 @@ void kernel_generic(size_t segs, const void* a, size_t a_stride, size_t seg_k, c
   for (int i = 0; i < MR; ++i) {
     for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = clamp ? std::min(std::max(acc[i][j], lo), hi) : acc[i][j];
   }
-  if (rows != nullptr) row_epilogue(c, ldc, MR, nr, *rows);
+  if (rows != nullptr) gemm_row_epilogue(c, ldc, MR, nr, *rows);
 }
 
 #ifdef ETNP_GEMM_AVX2
@@ -116,7 +94,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row(float* 
   }
 }
 
-/// row_epilogue on a register of row `r` (of the arrays): a multiply and an add, then max(lo, x) and min(hi, x),
+/// gemm_row_epilogue on a register of row `r` (of the arrays): a multiply and an add, then max(lo, x) and min(hi, x),
 /// which keep x when it is NaN (as the portable compares do).
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 row_epilogue_avx2(__m256 v, int r,
                                                                                     const GemmRowEpilogue& ep) {
@@ -347,7 +325,7 @@ void kernel_neon(size_t segs, const void* a, size_t a_stride, size_t seg_k, cons
   const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) store_row_neon<V>(c + i * ldc, acc[i], vlo, vhi, clamp, nr);
-  if (rows != nullptr) row_epilogue(c, ldc, MR, nr, *rows);  // on the stored rows, as the portable level
+  if (rows != nullptr) gemm_row_epilogue(c, ldc, MR, nr, *rows);  // on the stored rows, as the portable level
 }
 #endif
 
@@ -448,6 +426,24 @@ void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg
 }
 
 }  // namespace
+
+void gemm_row_epilogue(float* c, size_t ldc, size_t rows, size_t cols, const GemmRowEpilogue& ep) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* __restrict row = c + r * ldc;
+    if (ep.scale != nullptr) {
+      const float s = ep.scale[r];
+      for (size_t j = 0; j < cols; ++j) row[j] *= s;
+    }
+    if (ep.bias != nullptr) {
+      const float b = ep.bias[r];
+      for (size_t j = 0; j < cols; ++j) row[j] += b;
+    }
+    if (ep.clamp) {
+      const float lo = ep.lo, hi = ep.hi;
+      for (size_t j = 0; j < cols; ++j) row[j] = clamp_keep_nan(row[j], lo, hi);
+    }
+  }
+}
 
 void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
                     const GemmPanelOut& out, const float* next_panel) {

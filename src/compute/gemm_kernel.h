@@ -26,6 +26,11 @@ struct GemmRowEpilogue {
   float lo = 0.0f, hi = 0.0f;
 };
 
+/// GemmRowEpilogue on `rows` rows of `cols` floats, `ldc` apart (its arrays indexed from the first row): a
+/// multiply and an add, never fused into one (so that every level and architecture rounds the same), then the
+/// clamp. The micro-kernels apply it in registers; this is the same arithmetic on stored rows.
+void gemm_row_epilogue(float* c, size_t ldc, size_t rows, size_t cols, const GemmRowEpilogue& ep);
+
 struct GemmPanelOut {
   float* c = nullptr;
   size_t ldc = 0;

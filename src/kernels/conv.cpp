@@ -12,6 +12,7 @@
 #include "etnp/threadpool.h"
 #include "compute/conv_rows.h"
 #include "compute/gemm.h"
+#include "compute/gemm_kernel.h"
 #include "core/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -46,20 +47,19 @@ struct ConvEpilogue {
   const float* scale = nullptr;
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
-  bool clamps() const { return min != -std::numeric_limits<float>::infinity() || max != std::numeric_limits<float>::infinity(); }
+  bool clamps() const { return compute::clamps_anything(min, max); }
   bool active() const { return scale != nullptr || clamps(); }
-  /// One channel's output plane, computed without its bias when there is a scale.
-  void finish(float* __restrict plane, int64_t count, float channel_scale, float channel_bias) const {
-    const float lo = min, hi = max;
+  /// Output channel `c`'s plane of `count` floats, computed without its bias when there is a scale.
+  void finish(float* plane, int64_t count, int64_t c, const float* bias) const {
+    compute::GemmRowEpilogue ep;
     if (scale != nullptr) {
-      for (int64_t i = 0; i < count; ++i) plane[i] = plane[i] * channel_scale + channel_bias;
+      ep.scale = scale + c;
+      ep.bias = bias != nullptr ? bias + c : nullptr;
     }
-    if (clamps()) {
-      for (int64_t i = 0; i < count; ++i) {
-        const float y = plane[i] < lo ? lo : plane[i];
-        plane[i] = y > hi ? hi : y;
-      }
-    }
+    ep.clamp = clamps();
+    ep.lo = min;
+    ep.hi = max;
+    compute::gemm_row_epilogue(plane, 0, 1, static_cast<size_t>(count), ep);
   }
 };
 
@@ -502,8 +502,7 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
   auto finish = [&](int64_t n, int64_t oc0, int64_t count) {
     if (!post.active()) return;
     for (int64_t oc = oc0; oc < oc0 + count; ++oc) {
-      post.finish(out + (n * s.c_out + oc) * s.oh * s.ow, s.oh * s.ow, post.scale != nullptr ? post.scale[oc] : 1.0f,
-                  bias != nullptr ? bias[oc] : 0.0f);
+      post.finish(out + (n * s.c_out + oc) * s.oh * s.ow, s.oh * s.ow, oc, bias);
     }
   };
   const int64_t mult = s.cout_g;  // output channels per input channel
@@ -636,7 +635,7 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
             const int64_t c = g * s.cout_g + oc;
             const float b = bias == nullptr ? 0.0f : bias[c];
             std::fill(out_g + oc * plane_out, out_g + (oc + 1) * plane_out, post.scale != nullptr ? 0.0f : b);
-            post.finish(out_g + oc * plane_out, plane_out, post.scale != nullptr ? post.scale[c] : 1.0f, b);
+            post.finish(out_g + oc * plane_out, plane_out, c, bias);
           }
           continue;
         }
@@ -711,6 +710,14 @@ void conv_transposed_f32_contiguous(KernelContext& ctx, const ConvShape& s, cons
   }
 }
 
+/// Resizes `out` to the convolution's [n, c_out, (oh,) ow] for an input of rank `input_rank` (3 or 4).
+void resize_conv_output(Tensor& out, const ConvShape& s, int input_rank, const char* op) {
+  std::vector<int64_t> out_shape{s.n, s.c_out};
+  if (input_rank == 4) out_shape.push_back(s.oh);
+  out_shape.push_back(s.ow);
+  resize_output(out, out_shape, op);
+}
+
 /// Logical-order copy of a float tensor (so any dim order can use the contiguous path).
 std::vector<float> contiguous_f32(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -732,10 +739,7 @@ void convolution_out(KernelContext& ctx, KernelArgs args) {
   check_same_dtype(input, weight, kConvOp);
   check_same_dtype(input, out, kConvOp);
   if (bias != nullptr) check_same_dtype(input, *bias, kConvOp);
-  std::vector<int64_t> out_shape{s.n, s.c_out};
-  if (input.dim() == 4) out_shape.push_back(s.oh);
-  out_shape.push_back(s.ow);
-  resize_output(out, out_shape, kConvOp);
+  resize_conv_output(out, s, input.dim(), kConvOp);
   if (out.numel() == 0) return;
   ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
 
@@ -801,10 +805,7 @@ void convolution_affine_clamp_out(KernelContext& ctx, KernelArgs args) {
   ETNP_KERNEL_CHECK(bias == nullptr || bias->numel() == s.c_out, op << ": bias must have one value per output channel");
   ETNP_KERNEL_CHECK(scale == nullptr || scale->numel() == s.c_out,
                     op << ": channel_scale must have one value per output channel");
-  std::vector<int64_t> out_shape{s.n, s.c_out};
-  if (input.dim() == 4) out_shape.push_back(s.oh);
-  out_shape.push_back(s.ow);
-  resize_output(out, out_shape, op);
+  resize_conv_output(out, s, input.dim(), op);
   if (out.numel() == 0) return;
   ConvEpilogue post;
   post.scale = scale != nullptr ? scale->data_as<const float>() : nullptr;

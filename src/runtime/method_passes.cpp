@@ -193,8 +193,8 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
     return float_contiguous(v) && v->to_tensor().is_constant() && v->to_tensor().numel() == numel;
   };
   // conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out, ret)
-  const EValue* conv_out = conv.args[9];
-  if (conv.args[10] != conv_out || !float_contiguous(conv_out) || !float_contiguous(conv.args[0]) ||
+  EValue* out = conv.args[9];  // then the output of the last call fused
+  if (conv.args[10] != out || !float_contiguous(out) || !float_contiguous(conv.args[0]) ||
       !conv.args[1]->is_tensor() || !conv.args[6]->is_bool() || conv.args[6]->to_bool()) {
     return;
   }
@@ -217,19 +217,20 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
     }
     return &next;
   };
-  // `out` takes the place of `current`: same shape and dynamism, contiguous float32, with storage.
-  auto same_kind = [&](const EValue* out, const EValue* current) {
-    if (!float_contiguous(out)) return false;
-    const Tensor& o = out->to_tensor();
+  // `candidate` takes the place of `current`: same shape and dynamism, contiguous float32, with storage.
+  auto same_kind = [&](const EValue* candidate, const EValue* current) {
+    if (!float_contiguous(candidate)) return false;
+    const Tensor& o = candidate->to_tensor();
     const Tensor& c = current->to_tensor();
     return std::ranges::equal(o.sizes(), c.sizes()) && o.dynamism() == c.dynamism() && o.data() != nullptr;
   };
-  // The convolution can write `out`: bytes apart from its input (the memory plan may have given them the
+  // The convolution can write `candidate`: bytes apart from its input (the memory plan may have given them the
   // input's bytes, whose lifetime ended there before the fusion).
-  auto apart_from_input = [&](const EValue* out) { return !bytes_of(conv_in).overlaps(bytes_of(out->to_tensor())); };
+  auto apart_from_input = [&](const EValue* candidate) {
+    return !bytes_of(conv_in).overlaps(bytes_of(candidate->to_tensor()));
+  };
 
   size_t next = pc + 1;
-  EValue* out = conv.args[9];
   // bn(input, weight, bias, mean, var, momentum, eps, out, save_mean, save_invstd, ret): the batch statistics
   // outputs (empty in inference) unused.
   Instruction* bn = sole_reader(out, next, 2);
@@ -248,16 +249,21 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
     refs = bn->args[10] == bn->args[7] ? 2 : 1;  // or the batch norm's returned tuple, apart
     ++next;
   }
-  float lo = 0.0f, hi = 0.0f;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float lo = -kInf, hi = kInf, act_lo = 0.0f, act_hi = 0.0f;  // no activation: no clamp
   Instruction* act = sole_reader(out, next, refs);
-  if (act != nullptr && (!activation_bounds(*act, lo, hi) || act->args.back() != act->args[act->args.size() - 2] ||
-                         !same_kind(act->args.back(), out))) {
+  if (act != nullptr && (!activation_bounds(*act, act_lo, act_hi) ||
+                         act->args.back() != act->args[act->args.size() - 2] || !same_kind(act->args.back(), out))) {
     act = nullptr;
   }
   // The convolution writes the last output only (the ones between are not written at all): that one must be
   // apart from its input; else one fewer.
   if (act != nullptr && !apart_from_input(act->args.back())) act = nullptr;
-  if (act != nullptr) out = act->args.back();
+  if (act != nullptr) {
+    out = act->args.back();
+    lo = act_lo;
+    hi = act_hi;
+  }
   if (act == nullptr && bn != nullptr && !apart_from_input(bn->args[7])) bn = nullptr;
   if (bn == nullptr && act == nullptr) return;
 
@@ -266,8 +272,9 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
   if (bn != nullptr) {
     auto at = [](const EValue* v, int64_t c) { return static_cast<double>(v->to_tensor().data_as<const float>()[c]); };
     const double eps = bn->args[6]->to_double();
-    auto* scale_data = reinterpret_cast<float*>(own(static_cast<size_t>(channels) * sizeof(float), "a batch norm's scale"));
-    auto* bias_data = reinterpret_cast<float*>(own(static_cast<size_t>(channels) * sizeof(float), "a folded convolution bias"));
+    const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
+    auto* scale_data = reinterpret_cast<float*>(own(bytes, "a batch norm's scale"));
+    auto* bias_data = reinterpret_cast<float*>(own(bytes, "a folded convolution bias"));
     for (int64_t c = 0; c < channels; ++c) {
       const double gamma = bn->args[1]->is_none() ? 1.0 : at(bn->args[1], c);
       const double beta = bn->args[2]->is_none() ? 0.0 : at(bn->args[2], c);
@@ -276,12 +283,14 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
       bias_data[c] = static_cast<float>(((has_bias ? at(conv.args[2], c) : 0.0) - at(bn->args[3], c)) * k + beta);
     }
     const int64_t size[1] = {channels};
-    for (float* data : {scale_data, bias_data}) {
+    auto per_channel_constant = [&](float* data) {
       Tensor& t = load_time_tensors.emplace_back(ScalarType::Float, std::span<const int64_t>(size, 1),
                                                  std::span<const uint8_t>(), data);
       t.set_constant(true);
-      (data == scale_data ? scale : args[2]) = &load_time_values.emplace_back(EValue::from_tensor(&t));
-    }
+      return &load_time_values.emplace_back(EValue::from_tensor(&t));
+    };
+    scale = per_channel_constant(scale_data);
+    args[2] = per_channel_constant(bias_data);
     // The batch norm's constants (and the bias it shifted) are not read at run time: their file pages are
     // released, as a delegate's are.
     for (const EValue* v : {conv.args[2], bn->args[1], bn->args[2], bn->args[3], bn->args[4]}) {
@@ -289,10 +298,9 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
     }
     bn->kind = Instruction::Kind::Folded;
   }
-  constexpr float kInf = std::numeric_limits<float>::infinity();
   args.push_back(scale);
-  args.push_back(&load_time_values.emplace_back(EValue::from_double(act != nullptr ? lo : -kInf)));
-  args.push_back(&load_time_values.emplace_back(EValue::from_double(act != nullptr ? hi : kInf)));
+  args.push_back(&load_time_values.emplace_back(EValue::from_double(lo)));
+  args.push_back(&load_time_values.emplace_back(EValue::from_double(hi)));
   args.push_back(out);
   args.push_back(out);
   if (act != nullptr) act->kind = Instruction::Kind::Folded;

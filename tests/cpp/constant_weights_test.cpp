@@ -442,6 +442,52 @@ TEST(ConstantWeights, ActivationsAfterConvolutionsRunInTheirEpilogue) {
   }
 }
 
+/// A program calling etnp::convolution_affine_clamp.out itself: a 1x1 convolution of a [1, 2, 1, 2] input to 2
+/// channels, weights [[1, 2], [3, 4]], bias (10, 20), the given channel scale, clamp [-inf, 100], transposed or not.
+std::vector<uint8_t> affine_clamp_program(const std::vector<float>& scale, bool transposed) {
+  static const std::vector<float> w = {1, 2, 3, 4}, b = {10, 20};
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, 2, 1, 2}));
+  const int32_t out = m.planned_tensor(f32({1, 2, 1, 2}));
+  m.kernel("etnp::convolution_affine_clamp.out",
+           {x, m.constant_tensor(f32({2, 2, 1, 1}), format::as_bytes(w)),
+            m.constant_tensor(f32({2}), format::as_bytes(b)), m.int_list({1, 1}), m.int_list({0, 0}),
+            m.int_list({1, 1}), m.bool_value(transposed), m.int_list({0, 0}), m.int_value(1),
+            m.constant_tensor(f32({static_cast<int32_t>(scale.size())}), format::as_bytes(scale)),
+            m.double_value(-std::numeric_limits<double>::infinity()), m.double_value(100.0), out, out});
+  m.set_inputs({x});
+  m.set_outputs({out});
+  return writer.serialize();
+}
+
+// The fused operator as a program may call it: its definition, and a precise error for what it cannot run.
+TEST(ConstantWeights, FusedConvolutionOperatorRunsItsDefinitionAndRefusesTheRest) {
+  // x = [[1, 2], [3, 4]] (channel, pixel): conv = [[1*1 + 2*3, 1*2 + 2*4], [3*1 + 4*3, 3*2 + 4*4]] = [[7, 10],
+  // [15, 22]]; times (2, 5), plus (10, 20): [[24, 30], [95, 130]]; clamped to 100.
+  const std::vector<float> x = {1, 2, 3, 4};
+  Program ok = load_bytes(affine_clamp_program({2, 5}, false));
+  auto method = ok.load_method("forward");
+  EXPECT_EQ(floats(exec(*method, {tensor_input(x, {1, 2, 1, 2})})[0]), (std::vector<float>{24, 30, 95, 100}));
+
+  const std::pair<std::vector<uint8_t>, std::string> refused[] = {
+      {affine_clamp_program({2, 5, 7}, false), "channel_scale must have one value per output channel"},
+      {affine_clamp_program({2, 5}, true), "transposed convolutions are not supported"},
+  };
+  for (const auto& [bytes, message] : refused) {
+    Program p = load_bytes(bytes);
+    auto bad = p.load_method("forward");
+    try {
+      exec(*bad, {tensor_input(x, {1, 2, 1, 2})});
+      ADD_FAILURE() << "no error for: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::ExecutionError) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("etnp::convolution_affine_clamp.out: " + message), std::string::npos) << what;
+    }
+  }
+}
+
 // Transposed weights read as views where the kernel cannot use a packing (addmm with alpha 2, which is not
 // packed) run the general path on the transposed dim order: same result as the definition, each of the three
 // transposing operators.
