@@ -9,10 +9,12 @@ one benchmark-sized llama-architecture model, side by side in interleaved rounds
         llama-cpp-python==0.3.36 gguf==0.19.0            # llama.cpp (built from source) and the GGUF writer
     /usr/bin/python3 bench/llm_bench.py [--build-dir build] [--output bench/RESULTS.md] [--quick] [--rounds R]
                                         [--layers L]     # fewer than SmolLM2's 30 layers: a shorter export
+                                        [--dim D]        # wider than SmolLM2's 576: 128 divides 640
 
 What it does:
 1. Exports, once (cached under `<live-export cache>/llm-bench/`), a SmolLM2-135M-shaped llama_transformer
-   (dim 576, 30 layers or --layers, 9 heads, 3 KV heads, hidden 1536, vocab 49152) with random seeded weights through
+   (dim 576 or --dim, 30 layers or --layers, 9 heads, 3 KV heads, hidden 1536, vocab 49152; --dim sets the heads
+   too, below) with random seeded weights through
    ExecuTorch's LLM export, reusing tests/live/export.py's export_llm: fp32 (XNNPACK) and 8da4w in groups of
    32 and 128. The same checkpoint is written as GGUF files for llama.cpp: F32, and Q4_0 for the 4-bit rows.
 2. Times, in the same rounds (every runtime once per round and cell, the order rotating), at 1 and 2 threads,
@@ -26,8 +28,10 @@ What it does:
    Prefill tokens/s = prompt tokens / time of the prompt's call(s); decode tokens/s = the tokens after the first
    / their time (the first token comes from the prefill logits): the figures `etnp generate` prints.
 3. Decode memory-bandwidth efficiency: the weight bytes one token reads (every linear, the output projection
-   included, and the norms; one embedding row) times decode tokens/s, against the best of several numpy copies
-   of a 256 MiB array in the same run (read + write bytes).
+   included, and the norms; one embedding row) times decode tokens/s, against the best plain read of 256 MiB on
+   2 MiB pages at the same thread count (`etnp_bench_machine_peak`, at the start and the end: a decoding step
+   only reads its weights, so that is its wall), and the best of several numpy copies of a 256 MiB array in the
+   same run (read + write bytes).
 
 Internal modes: `--export` (dev venv), `--worker official|llama|etnp_py` (JSON lines on stdin/stdout),
 `--write-gguf` (llama venv). Benchmarks are reported, never asserted.
@@ -37,6 +41,7 @@ import json
 import math
 import os
 import pathlib
+import platform
 import subprocess
 import sys
 import time
@@ -47,7 +52,7 @@ LIVE = ROOT / "tests" / "live"
 DEV_VENV_PYTHON = pathlib.Path.home() / ".cache" / "etnp" / "dev-venv" / "bin" / "python"
 LLAMA_VENV_PYTHON = pathlib.Path.home() / ".cache" / "etnp" / "llama-venv" / "bin" / "python"
 
-MODEL_NAME = "smollm2_135m"  # with the layer count when it is not 30: smollm2_135m_L8 (configure)
+MODEL_NAME = "smollm2_135m"  # with the layer count and width where they differ: smollm2_135m_L8_d640 (configure)
 # SmolLM2-135M's shape (its tied embeddings are exported untied: see zoo._smollm).
 PARAMS = {"dim": 576, "n_layers": 30, "n_heads": 9, "n_kv_heads": 3, "head_dim": 64, "hidden_dim": 1536,
           "vocab_size": 49152, "norm_eps": 1e-5, "rope_theta": 100000.0}
@@ -64,11 +69,27 @@ ARGS_LIVE_CACHE = None  # --live-cache
 BOS = 1
 
 
-def configure(layers: int) -> None:
-    """SmolLM2-135M's shape with `layers` layers (30 is the real model; fewer export faster)."""
+def configure(layers: int, dim: int = 576) -> None:
+    """SmolLM2-135M's shape with `layers` layers (30 is the real model; fewer export faster) and width `dim` (576
+    is the real model's). The exporter quantizes in groups of 128 only the linears whose input size 128 divides,
+    which 576 is not: a 640-wide model makes the groups-of-128 form 4-bit throughout. The width keeps the head
+    size (64): dim / 64 heads, and as KV heads the largest divisor of that at most a third of it (SmolLM2's 9
+    and 3; 10 and 2 at 640)."""
     global MODEL_NAME
-    PARAMS["n_layers"] = layers
-    MODEL_NAME = "smollm2_135m" if layers == 30 else "smollm2_135m_L%d" % layers
+    head_dim = PARAMS["head_dim"]
+    if dim % head_dim:
+        raise SystemExit("--dim %d: not a multiple of the head size %d" % (dim, head_dim))
+    heads = dim // head_dim
+    PARAMS.update(n_layers=layers, dim=dim, n_heads=heads,
+                  n_kv_heads=max(k for k in range(1, heads + 1) if heads % k == 0 and 3 * k <= heads) if heads >= 3
+                  else heads)
+    MODEL_NAME = "smollm2_135m" + ("" if layers == 30 else "_L%d" % layers) + ("" if dim == 576 else "_d%d" % dim)
+
+
+def shape_args(args) -> list:
+    """The options that choose the model, for the sub-processes (export, GGUF writer, workers)."""
+    return ["--layers", str(args.layers), "--dim", str(args.dim)] + \
+        (["--live-cache", args.live_cache] if args.live_cache else [])
 
 
 def cache_root(arg=None) -> pathlib.Path:
@@ -394,8 +415,7 @@ def pinned(threads):
 class Worker:
     def __init__(self, python, runtime, threads, args, env=None):
         cmd = [str(python), str(HERE / "llm_bench.py"), "--worker", runtime, "--threads", str(threads),
-               "--build-dir", args.build_dir, "--layers", str(args.layers)]
-        cmd += ["--live-cache", args.live_cache] if args.live_cache else []
+               "--build-dir", args.build_dir] + shape_args(args)
         self.name = "%s-%d" % (runtime, threads)
         self.stderr = open("/tmp/llm_bench_%s.log" % self.name, "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
@@ -442,6 +462,18 @@ def etnp_cli(args, root, form, threads, text, new_tokens):
 
 # --- measurement ----------------------------------------------------------------------------------------------------
 
+def read_stream_gbps(build_dir):
+    """{threads: GB/s} of the best plain read of 256 MiB on 2 MiB pages (bench/machine_peak.cpp), at 1 thread and
+    at the most THREADS, or {} where the tool is not built or fails."""
+    tool = pathlib.Path(build_dir) / "bench" / "etnp_bench_machine_peak"
+    try:
+        r = json.loads(subprocess.run([str(tool), "--threads", str(max(THREADS))], capture_output=True, text=True,
+                                      check=True, timeout=300).stdout)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return {}
+    return {1: r["read_gbs_1"], r["threads"]: r["read_gbs_all"]}
+
+
 def memcpy_gbps(repeats=7):
     """Best of `repeats` numpy copies of a 256 MiB array (one thread), counting bytes read plus written."""
     import numpy as np
@@ -484,12 +516,35 @@ def load_average():
         return f.read().split()[:3]
 
 
+def _cpuinfo() -> dict:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return fields
+
+
 def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
+    """The CPU's name, with its family and model where it has them: a virtual machine may call a Zen 1 and a Zen 4
+    both "AMD EPYC"."""
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or "unknown"
+    if "cpu family" in info and "model" in info:
+        name += " (family %s, model %s)" % (info["cpu family"], info["model"])
+    return name
+
+
+def cpu_isa():
+    """The vector extensions the kernels choose between, as /proc/cpuinfo lists them."""
+    flags = set(_cpuinfo().get("flags", "").split())
+    return ", ".join(x for x in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16") if x in flags) or "unknown"
 
 
 def median(xs):
@@ -524,6 +579,7 @@ def measure(args, root, worker_runtimes):
     ids_seen = {}  # (form, runtime) -> generated ids at 1 thread, first round
     round_loads = []
     bandwidth = [memcpy_gbps()]
+    reads = [read_stream_gbps(args.build_dir)]
     for rnd in range(args.rounds):
         round_loads.append(float(load_average()[0]))
         log("round %d/%d (load %.1f)" % (rnd + 1, args.rounds, round_loads[-1]))
@@ -550,7 +606,12 @@ def measure(args, root, worker_runtimes):
         bandwidth.append(memcpy_gbps())
     for w in workers.values():
         w.close()
-    return results, ids_seen, bandwidth, round_loads, notes, llama_version, prompt
+    reads.append(read_stream_gbps(args.build_dir))
+    read_walls = {t: max(r.get(t, 0.0) for r in reads) for t in THREADS}
+    if not all(read_walls.values()):
+        notes.append("The read stream was not measured (%s/bench/etnp_bench_machine_peak): the decode GB/s are "
+                     "shown against the memcpy only." % args.build_dir)
+    return results, ids_seen, (bandwidth, read_walls), round_loads, notes, llama_version, prompt
 
 
 def summarize(replies):
@@ -586,6 +647,7 @@ def fmt_ratio(a, b, key):
 
 def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_version, prompt, load_start, load_end,
              started, minutes, versions):
+    bandwidth, read_walls = bandwidth
     best_bw = max(bandwidth)
     # The 1-minute figures: the 5- and 15-minute ones still count whatever ran before the benchmark started.
     loaded = max([float(load_start[0]), float(load_end[0])] + round_loads) > 2
@@ -598,9 +660,9 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "Benchmarks are reported, never asserted.\n" % (started.strftime("%Y-%m-%d %H:%M UTC"), minutes,
                                      " (--quick)" if args.quick else "", len(prompt["ids"]) - 1, DECODE_TOKENS,
                                      args.rounds))
-    md.append("Machine: %s, %d logical CPUs. Load average (1, 5, 15 min) at the start: %s; at the end: %s; 1-minute "
+    md.append("Machine: %s (%s), %d logical CPUs. Load average (1, 5, 15 min) at the start: %s; at the end: %s; 1-minute "
               "load at each round's start: %s.%s\n"
-              % (cpu_model(), os.cpu_count() or 0, ", ".join(load_start), ", ".join(load_end),
+              % (cpu_model(), cpu_isa(), os.cpu_count() or 0, ", ".join(load_start), ", ".join(load_end),
                  ", ".join("%.1f" % x for x in round_loads),
                  " **These figures are from a loaded machine** (load above 2 on %d cores): other work shared the "
                  "cores, the 2-thread cells most of all." % (os.cpu_count() or 0) if loaded else ""))
@@ -611,12 +673,13 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "cache, custom SDPA, dynamic shapes, max_seq_len %d) to XNNPACK: fp32, and 8da4w (int8 dynamic "
               "activations, int4 weights in groups of 32 with an 8-bit embedding, or of 128 with a 4-bit "
               "embedding in groups of 32; in groups of 128 the exporter quantizes only the linears whose input "
-              "size 128 divides, here the MLP's down projections, and leaves the others fp32). Cached in `%s`.\n"
+              "size 128 divides: %s). Cached in `%s`.\n"
               % (p["dim"], p["n_layers"], "" if p["n_layers"] == 30 else
                  " where the real model has 30, for a shorter export: %d layers took up to %.0f minutes a form "
                  "here" % (p["n_layers"], export_minutes()),
                  p["n_heads"], p["n_kv_heads"], p["head_dim"], p["hidden_dim"],
-                 p["vocab_size"], total_params() / 1e6, MAX_SEQ, cache_root(args.live_cache)))
+                 p["vocab_size"], total_params() / 1e6, MAX_SEQ, quantized_in_groups_of(128),
+                 cache_root(args.live_cache)))
     md.append("Runtimes: **etnp C++** `etnp generate --json` (a fresh process per measurement: its first prefill "
               "call is also its first call); **etnp Py** `executorch_numpy_runtime.LLM.generate` on the ids (the "
               "same C++ Generator, warm); **official** ExecuTorch %s, a greedy loop over `executorch.runtime` "
@@ -641,13 +704,19 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
               "runtime's `_unsafe_reset_threadpool(1)` alone leaves it on both cores (its process CPU time is twice "
               "its wall time while decoding); the 2-thread ones run unpinned. Cores used (process CPU time over "
               "wall time, median over cells) at 1 / 2 threads: %s.\n" % (ONE_THREAD_CPU, "; ".join(cores) or "—"))
+    walls = all(read_walls.values())
     md.append("Decode bandwidth: the weight bytes one token reads (every linear and the output projection, the "
               "norms, one embedding row; fp32 4 B a weight, 8da4w 0.5 B and a bf16 scale per group as XNNPACK "
-              "packs it, Q4_0 18 B per 32) times decode tokens/s, against a numpy copy of 256 MiB in the same run "
-              "(best of 7, bytes read plus written, one thread): %s GB/s, best %.1f. Median over the rounds, and the best "
-              "round's: a round on a quiet machine shows the wall itself, the medians what the other tenants of "
-              "the memory bus left.\n"
-              % (", ".join("%.1f" % b for b in bandwidth), best_bw))
+              "packs it, Q4_0 18 B per 32) times decode tokens/s. %sAlso a numpy copy of 256 MiB in each round "
+              "(best of 7, bytes read plus written, one thread): %s GB/s, best %.1f. Median over the rounds, and "
+              "the best round's: a round on a quiet machine shows the wall itself, the medians what the other "
+              "tenants of the memory bus left.\n"
+              % ("The percentages are of the best plain read of 256 MiB on 2 MiB pages at the same thread count "
+                 "(`etnp_bench_machine_peak`, at the start and at the end of the run), the most a step that only "
+                 "reads its weights can stream: %s. " % ", ".join("%.1f GB/s at %d thread%s" % (read_walls[t], t,
+                                                                 "s" if t > 1 else "") for t in THREADS)
+                 if walls else "The percentages are of the best memcpy below (the read stream was not measured). ",
+                 ", ".join("%.1f" % b for b in bandwidth), best_bw))
     md.append("```sh\n./scripts/build.sh && VENV=$(./scripts/dev-venv.sh)\npython3 -m venv ~/.cache/etnp/llama-venv "
               "&& ~/.cache/etnp/llama-venv/bin/pip install llama-cpp-python==0.3.36 gguf==0.19.0\n"
               "/usr/bin/python3 bench/llm_bench.py %s\n```\n" % " ".join(sys.argv[1:]))
@@ -655,7 +724,8 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
     head += ["prefill %s" % RUNTIME_TITLES[rt] for rt in RUNTIMES]
     head += ["decode %s" % RUNTIME_TITLES[rt] for rt in RUNTIMES]
     head += ["etnp / official prefill, decode", "etnp / llama.cpp prefill, decode",
-             "decode GB/s etnp (% of memcpy): median, best round", "official", "llama.cpp"]
+             "decode GB/s etnp (%% of %s): median, best round" % ("the read stream" if walls else "memcpy"),
+             "official", "llama.cpp"]
     md_notes = []
     md.append("| " + " | ".join(head) + " |")
     md.append("|" + "---|" * len(head))
@@ -679,8 +749,8 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
                     continue
                 gbps = weight_bytes_per_token(kind) * c["decode"] / 1e9
                 best = weight_bytes_per_token(kind) * c["decode_best"] / 1e9
-                row.append("%.1f (%.0f%%), best %.1f (%.0f%%)" % (gbps, 100 * gbps / best_bw, best,
-                                                                 100 * best / best_bw))
+                wall = read_walls[threads] if walls else best_bw
+                row.append("%.1f (%.0f%%), best %.1f (%.0f%%)" % (gbps, 100 * gbps / wall, best, 100 * best / wall))
             md.append("| " + " | ".join(row) + " |")
     md.append("")
     agree = []
@@ -705,6 +775,20 @@ def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_versi
     if md_notes or notes:
         md.append("")
     return "\n".join(md) + "\n"
+
+
+def quantized_in_groups_of(group: int) -> str:
+    """Which linears the exporter makes 4-bit in groups of `group` (those whose input size it divides), in words."""
+    p = PARAMS
+    inputs = {"the attention's q, k and v and the MLP's gate and up projections": p["dim"],
+              "the attention's output projection": p["n_heads"] * p["head_dim"],
+              "the MLP's down projection": p["hidden_dim"], "the output projection": p["dim"]}
+    fits = [name for name, k in inputs.items() if k % group == 0]
+    if len(fits) == len(inputs):
+        return "here every one (dim %d)" % p["dim"]
+    if not fits:
+        return "here none: all stay fp32"
+    return "here %s; the others stay fp32 (dim %d: `--dim 640` makes them all 4-bit)" % (" and ".join(fits), p["dim"])
 
 
 def export_minutes():
@@ -772,6 +856,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--layers", type=int, default=30, help="layers of the SmolLM2-135M shape (default 30, "
                                                                "the real model's; fewer export faster)")
+    parser.add_argument("--dim", type=int, default=576, help="width of the SmolLM2-135M shape (default 576, the "
+                        "real model's; 640 makes every linear's input a multiple of 128, for the groups-of-128 form)")
     parser.add_argument("--exported-only", action="store_true",
                         help="time the forms already exported, export none")
     parser.add_argument("--form", action="append", choices=tuple(FORMS), help=argparse.SUPPRESS)
@@ -781,7 +867,7 @@ def main() -> int:
     parser.add_argument("--worker", choices=("official", "etnp_py", "llama"), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    configure(args.layers)
+    configure(args.layers, args.dim)
     ARGS_LIVE_CACHE = args.live_cache
     root = cache_root(args.live_cache)
     if args.worker:
@@ -812,8 +898,8 @@ def main() -> int:
             or not (root / (MODEL_NAME + ".prompt.json")).is_file() \
             or not (root / (MODEL_NAME + ".checkpoint.npz")).is_file():
         log("exporting (once) into %s" % root)
-        subprocess.run([str(DEV_VENV_PYTHON), str(HERE / "llm_bench.py"), "--export", "--layers", str(args.layers)]
-                       + (["--live-cache", args.live_cache] if args.live_cache else []), check=True)
+        subprocess.run([str(DEV_VENV_PYTHON), str(HERE / "llm_bench.py"), "--export"] + shape_args(args),
+                       check=True)
     runtimes = ["etnp_py", "official", "llama"]
     skipped = []
     probe = subprocess.run([str(LLAMA_VENV_PYTHON), "-c", "import gguf, llama_cpp"], capture_output=True) \
@@ -823,9 +909,8 @@ def main() -> int:
         skipped.append("llama.cpp: not timed, %s has no llama_cpp and gguf (install them as above)."
                        % LLAMA_VENV_PYTHON)
     elif not all(gguf_path(root, FORMS[form][1]).is_file() for form in exported_forms(root)):
-        subprocess.run([str(LLAMA_VENV_PYTHON), str(HERE / "llm_bench.py"), "--write-gguf", "--layers",
-                        str(args.layers)]
-                       + (["--live-cache", args.live_cache] if args.live_cache else []), check=True)
+        subprocess.run([str(LLAMA_VENV_PYTHON), str(HERE / "llm_bench.py"), "--write-gguf"] + shape_args(args),
+                       check=True)
     versions = dev_venv_versions()
     results, ids_seen, bandwidth, round_loads, notes, llama_version, prompt = measure(args, root, runtimes)
     notes = skipped + notes

@@ -1,8 +1,10 @@
 // The physical limits the efficiency section of bench/RESULTS.md measures each model against, on the machine at
 // hand: fp32 multiply-add throughput of one core and of all cores (AVX2 FMA, and AVX-512 where the CPU has it),
-// and the bandwidth of a large memcpy on one thread. Prints one JSON object:
+// the bandwidth of a large memcpy on one thread, and that of a plain read of a large array (what a memory-bound
+// matrix-vector product can reach at most: it only reads) on one thread and on all. Prints one JSON object:
 //
-//   etnp_bench_machine_peak [--threads N]     {"fma_gflops_1": ..., "fma_gflops_all": ..., "memcpy_gbs_1": ...}
+//   etnp_bench_machine_peak [--threads N]     {"fma_gflops_1": ..., "fma_gflops_all": ..., "memcpy_gbs_1": ...,
+//                                              "read_gbs_1": ..., "read_gbs_all": ...}
 //
 // The FMA loops keep 12 independent accumulators (more than the latency x throughput of any x86 core's FMA
 // units), so they run at the issue rate; the best of several timed repetitions is reported.
@@ -11,12 +13,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 namespace {
@@ -103,6 +109,42 @@ double memcpy_gbs(int reps) {
   return best;
 }
 
+// Best GB/s of reading 256 MiB (each thread its share), `threads` threads: eight independent XOR chains of 32-byte
+// vectors per thread, so that the loads, not the arithmetic, set the pace. On 2 MiB pages where the kernel gives
+// them, as the packed weights a decoding step streams are (4 KiB pages read about 20% slower here: TLB misses).
+double read_gbs(unsigned threads, int reps) {
+  using V = unsigned long long __attribute__((vector_size(32)));
+  const size_t bytes = size_t{256} << 20, count = bytes / sizeof(V);
+  std::unique_ptr<V, decltype(&std::free)> owner(static_cast<V*>(std::aligned_alloc(size_t{2} << 20, bytes)), &std::free);
+  V* data = owner.get();
+  if (data == nullptr) return 0.0;
+#if defined(__linux__)
+  madvise(data, bytes, MADV_HUGEPAGE);
+#endif
+  for (size_t i = 0; i < count; ++i) data[i] = V{i, i + 1, i + 2, i + 3};  // written: the pages exist
+  std::vector<V> sink(threads);
+  double best = 0.0;
+  for (int r = 0; r < reps; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t begin = count / threads * t / 8 * 8, end = t + 1 == threads ? count : count / threads * (t + 1) / 8 * 8;
+        V x0{}, x1{}, x2{}, x3{}, x4{}, x5{}, x6{}, x7{};
+        for (size_t i = begin; i + 8 <= end; i += 8) {
+          x0 ^= data[i], x1 ^= data[i + 1], x2 ^= data[i + 2], x3 ^= data[i + 3];
+          x4 ^= data[i + 4], x5 ^= data[i + 5], x6 ^= data[i + 6], x7 ^= data[i + 7];
+        }
+        sink[t] = x0 ^ x1 ^ x2 ^ x3 ^ x4 ^ x5 ^ x6 ^ x7;
+      });
+    }
+    for (std::thread& th : pool) th.join();
+    best = std::max(best, static_cast<double>(count * sizeof(V)) / seconds_since(t0) / 1e9);
+  }
+  if (sink[0][0] == 12345) std::puts("");  // keeps the reads alive
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,8 +161,8 @@ int main(int argc, char** argv) {
   const double avx512_1 = fma_gflops(true, 1, 5), avx512_all = fma_gflops(true, threads, 5);
   std::printf("{\"threads\": %u, \"fma_gflops_1\": %.1f, \"fma_gflops_all\": %.1f, \"avx2_fma_gflops_1\": %.1f, "
               "\"avx2_fma_gflops_all\": %.1f, \"avx512_fma_gflops_1\": %.1f, \"avx512_fma_gflops_all\": %.1f, "
-              "\"memcpy_gbs_1\": %.1f}\n",
+              "\"memcpy_gbs_1\": %.1f, \"read_gbs_1\": %.1f, \"read_gbs_all\": %.1f}\n",
               threads, std::max(avx2_1, avx512_1), std::max(avx2_all, avx512_all), avx2_1, avx2_all, avx512_1,
-              avx512_all, memcpy_gbs(7));
+              avx512_all, memcpy_gbs(7), read_gbs(1, 7), read_gbs(threads, 7));
   return 0;
 }

@@ -667,18 +667,9 @@ def main():
 # --- RESULTS.md -----------------------------------------------------------------------------------------------------
 
 def cpu_description():
-    cpu, flags = platform.processor() or "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu in ("unknown", platform.processor()):
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    isa = ", ".join(x for x in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16") if x in flags) or "unknown"
-    return cpu, isa
+    import llm_bench  # the one reader of /proc/cpuinfo
+
+    return llm_bench.cpu_model(), llm_bench.cpu_isa()
 
 
 def plain(text):
