@@ -49,7 +49,6 @@ import hashlib
 import json
 import os
 import pathlib
-import platform
 import queue
 import re
 import shutil
