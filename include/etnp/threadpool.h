@@ -13,8 +13,11 @@ namespace etnp {
 
 class ThreadPool {
  public:
-  /// The shared pool. Created on first use with one thread per core.
+  /// The shared pool. Created on first use with default_threads() threads.
   static ThreadPool& global();
+  /// What a thread count of 0 means: one thread per CPU the calling thread may run on (its affinity mask, which
+  /// taskset or a container's cpuset can make smaller than the machine), at least 1.
+  static size_t default_threads();
   /// The pool work started on this thread runs on: the one a ThreadPool::Use on this thread names, else
   /// global(). Kernels that split work take this one, so a caller can run them on a pool of its own.
   static ThreadPool& current();
@@ -31,7 +34,7 @@ class ThreadPool {
     ThreadPool* previous_;
   };
 
-  /// A pool of its own with `n` threads (n == 0: one per core), e.g. for a delegate loaded with its own
+  /// A pool of its own with `n` threads (n == 0: default_threads()), e.g. for a delegate loaded with its own
   /// thread count.
   explicit ThreadPool(size_t n);
   ThreadPool(const ThreadPool&) = delete;
@@ -39,7 +42,7 @@ class ThreadPool {
 
   /// Threads the pool runs with now (including the calling thread).
   size_t num_threads() const;
-  /// Recreates the pool with `n` threads (n == 0: one per core). Safe while methods run, from any thread: a
+  /// Recreates the pool with `n` threads (n == 0: default_threads()). Safe while methods run, from any thread: a
   /// parallel section (a parallel_for, or a Lease's holder) that started before finishes on the threads it
   /// started on, which are stopped when the last such section ends; sections that start afterwards get the
   /// new threads. Never waits for running sections.

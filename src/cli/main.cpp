@@ -79,7 +79,7 @@ constexpr Command kCommands[] = {
   --method NAME   the method to time (default: forward)
   --warmup N      untimed runs first (default 5)
   --iters N       timed runs (default 50)
-  --threads N     threads of the runtime's pool (default 0: one per core)
+  --threads N     threads of the runtime's pool (default 0: one per CPU it may run on)
   --input X       the first inputs, in order (.npy, .npz, directories or literals, as for run)
   --fill F        the other inputs: random (default), ones or zeros; integer inputs that index a table stay
                   in its range (docs/cli.md)
@@ -104,7 +104,7 @@ constexpr Command kCommands[] = {
   --seed S            seed of the sampler (default 0)
   --stop TEXT         stop when TEXT appears (repeatable)
   --no-bos            do not put the program's BOS before the prompt
-  --threads N         threads of the runtime's pool (default 0: one per core)
+  --threads N         threads of the runtime's pool (default 0: one per CPU it may run on)
   --json              one JSON object on stdout with the text, ids and figures
 )", etnp::cli::run_generate},
     {"completion", "print a shell completion script (bash or zsh)", R"(usage: etnp completion bash|zsh

@@ -507,7 +507,7 @@ class Harness {
         profile(subject, s, own, rng);
         break;
       case kSetThreads:
-        ThreadPool::global().set_num_threads(rng() % 5);  // 0: one per core
+        ThreadPool::global().set_num_threads(rng() % 5);  // 0: ThreadPool::default_threads()
         if (ThreadPool::global().num_threads() < 1) fail("the pool reports no threads");
         break;
       case kBackendOption:

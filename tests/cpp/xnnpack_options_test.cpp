@@ -2,6 +2,10 @@
 // XNNPACK operators and its own kernels) on a pool of that many threads; workspace_sharing_mode accepts only 0.
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -97,6 +101,37 @@ struct Linear {
     return y->values<float>();
   }
 };
+
+#if defined(__linux__)
+// A thread count of 0 is one thread per CPU the calling thread may run on. Pinned to one CPU (taskset, a
+// container's cpuset), that is one thread: pthreadpool's own default counts the machine's CPUs, and its spinning
+// threads on one CPU wait out each other's time slices.
+TEST(XnnpackOptions, DefaultThreadsAreTheCpusTheThreadMayRunOn) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  const auto count = static_cast<size_t>(CPU_COUNT(&allowed));
+  EXPECT_EQ(ThreadPool::default_threads(), count);
+  EXPECT_EQ(ThreadPool(0).num_threads(), count);
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) ++first;
+  int pinned = -1;
+  size_t pinned_default = 0, pinned_pool = 0;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    pinned = sched_setaffinity(0, sizeof(one), &one);
+    pinned_default = ThreadPool::default_threads();
+    ThreadPool pool(0);
+    pinned_pool = pool.num_threads();
+    pool.set_num_threads(0);
+    EXPECT_EQ(pool.num_threads(), 1u);
+  }).join();
+  ASSERT_EQ(pinned, 0) << "sched_setaffinity failed";
+  EXPECT_EQ(pinned_default, 1u);
+  EXPECT_EQ(pinned_pool, 1u);
+}
+#endif
 
 TEST(XnnpackOptions, NumThreadsAtLoadGivesTheDelegateItsOwnPool) {
   const Linear linear;

@@ -281,3 +281,22 @@ print('ok')
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_default_thread_count_is_the_cpus_the_process_may_run_on():
+    # taskset or a container's cpuset can allow fewer CPUs than the machine has; a pool sized for the machine
+    # would spin two threads on one CPU (a MobileNetV2 run 20x slower).
+    allowed = os.sched_getaffinity(0)
+    script = "import executorch_numpy_runtime as et; print(et.runtime_info()['num_threads'])"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+
+    def threads(cpus):
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        assert result.returncode == 0, result.stderr
+        return int(result.stdout)
+
+    assert threads({min(allowed)}) == 1
+    assert threads(allowed) == len(allowed)
+

@@ -26,7 +26,8 @@ int64_t num_threads_from(const BackendOptionValue& value) {
   const auto* n = std::get_if<int64_t>(&value);
   if (n == nullptr || *n < 0 || *n > 1024) {
     throw Error(ErrorKind::InvalidArgument,
-                "XnnpackBackend option 'num_threads' must be an integer in [0, 1024] (0 = one per core)");
+                "XnnpackBackend option 'num_threads' must be an integer in [0, 1024] (0 = one per CPU the process "
+                "may run on)");
   }
   return *n;
 }
