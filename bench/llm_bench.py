@@ -611,7 +611,7 @@ def measure(args, root, worker_runtimes):
     if not all(read_walls.values()):
         notes.append("The read stream was not measured (%s/bench/etnp_bench_machine_peak): the decode GB/s are "
                      "shown against the memcpy only." % args.build_dir)
-    return results, ids_seen, (bandwidth, read_walls), round_loads, notes, llama_version, prompt
+    return results, ids_seen, bandwidth, read_walls, round_loads, notes, llama_version, prompt
 
 
 def summarize(replies):
@@ -645,9 +645,8 @@ def fmt_ratio(a, b, key):
     return "%.2f" % median(paired) if paired else "—"
 
 
-def markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_version, prompt, load_start, load_end,
-             started, minutes, versions):
-    bandwidth, read_walls = bandwidth
+def markdown(args, summary, ids_seen, bandwidth, read_walls, round_loads, notes, llama_version, prompt, load_start,
+             load_end, started, minutes, versions):
     best_bw = max(bandwidth)
     # The 1-minute figures: the 5- and 15-minute ones still count whatever ran before the benchmark started.
     loaded = max([float(load_start[0]), float(load_end[0])] + round_loads) > 2
@@ -912,12 +911,13 @@ def main() -> int:
         subprocess.run([str(LLAMA_VENV_PYTHON), str(HERE / "llm_bench.py"), "--write-gguf"] + shape_args(args),
                        check=True)
     versions = dev_venv_versions()
-    results, ids_seen, bandwidth, round_loads, notes, llama_version, prompt = measure(args, root, runtimes)
+    results, ids_seen, bandwidth, read_walls, round_loads, notes, llama_version, prompt = measure(args, root,
+                                                                                                  runtimes)
     notes = skipped + notes
     summary = {key: summarize(replies) for key, replies in results.items()}
     load_end = load_average()
-    section = markdown(args, summary, ids_seen, bandwidth, round_loads, notes, llama_version, prompt, load_start,
-                       load_end, started, (time.time() - t0) / 60, versions)
+    section = markdown(args, summary, ids_seen, bandwidth, read_walls, round_loads, notes, llama_version, prompt,
+                       load_start, load_end, started, (time.time() - t0) / 60, versions)
     sys.stdout.write(section)
     if args.output:
         replace_section(pathlib.Path(args.output), section)

@@ -115,7 +115,8 @@ double memcpy_gbs(int reps) {
 double read_gbs(unsigned threads, int reps) {
   using V = unsigned long long __attribute__((vector_size(32)));
   const size_t bytes = size_t{256} << 20, count = bytes / sizeof(V);
-  std::unique_ptr<V, decltype(&std::free)> owner(static_cast<V*>(std::aligned_alloc(size_t{2} << 20, bytes)), &std::free);
+  const std::unique_ptr<V, decltype(&std::free)> owner(static_cast<V*>(std::aligned_alloc(size_t{2} << 20, bytes)),
+                                                       &std::free);
   V* data = owner.get();
   if (data == nullptr) return 0.0;
 #if defined(__linux__)
@@ -129,7 +130,8 @@ double read_gbs(unsigned threads, int reps) {
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
-        const size_t begin = count / threads * t / 8 * 8, end = t + 1 == threads ? count : count / threads * (t + 1) / 8 * 8;
+        const size_t share = count / threads / 8 * 8;  // whole rounds of the eight chains; the last thread the rest
+        const size_t begin = share * t, end = t + 1 == threads ? count : begin + share;
         V x0{}, x1{}, x2{}, x3{}, x4{}, x5{}, x6{}, x7{};
         for (size_t i = begin; i + 8 <= end; i += 8) {
           x0 ^= data[i], x1 ^= data[i + 1], x2 ^= data[i + 2], x3 ^= data[i + 3];
