@@ -31,6 +31,10 @@ struct KernelState {
   /// in no method's load_time_bytes() (packed_weight_cache_stats() counts it) but held to the method's
   /// max_method_bytes, once per method however many of its instructions share it. {nullptr, 0}: none.
   virtual std::pair<const void*, size_t> shared_packing() const { return {nullptr, 0}; }
+  /// Positions in the instruction's arguments of the constants packed into the state, which its calls no longer
+  /// read: the runtime releases their pages of the program file at load (read again from the file should a call
+  /// fall back to them), so that the weights are not resident twice.
+  virtual std::vector<size_t> packed_constant_args() const { return {}; }
 };
 
 class ThreadPool;

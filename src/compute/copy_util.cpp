@@ -5,7 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "etnp/threadpool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ETNP_COPY_AVX2 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNP_COPY_NEON 1
+#endif
 
 namespace etnp::compute {
 
@@ -139,6 +148,58 @@ CopyPlan make_plan(std::span<const int64_t> shape, const int64_t* ds, const int6
   return p;
 }
 
+// dst[i * drow + j] = src[i + j * scol] for 4-byte elements, whole register blocks of the tile transposed in
+// registers (8x8 with AVX2, 4x4 with NEON); returns the rows and columns done (the caller finishes the edges). The
+// layout changes of convolutions (NCHW <-> NHWC) and permutes are such tiles: element by element, they took a
+// third of a small CNN's time.
+#ifdef ETNP_COPY_AVX2
+__attribute__((target("avx2"))) void transpose_blocks_avx2(uint32_t* d, const uint32_t* s, int64_t rows, int64_t cols,
+                                                            int64_t drow, int64_t scol, int64_t& rows_done,
+                                                            int64_t& cols_done) {
+  rows_done = rows / 8 * 8;
+  cols_done = cols / 8 * 8;
+  for (int64_t i = 0; i < rows_done; i += 8) {
+    for (int64_t j = 0; j < cols_done; j += 8) {
+      // r[k] = source column j + k, its rows i .. i + 7.
+      __m256 r[8];
+      for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(s + i + (j + k) * scol));
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      const __m256 out[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                             _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                             _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                             _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(reinterpret_cast<float*>(d + (i + k) * drow + j), out[k]);
+    }
+  }
+}
+#endif
+
+#ifdef ETNP_COPY_NEON
+void transpose_blocks_neon(uint32_t* d, const uint32_t* s, int64_t rows, int64_t cols, int64_t drow, int64_t scol,
+                           int64_t& rows_done, int64_t& cols_done) {
+  rows_done = rows / 4 * 4;
+  cols_done = cols / 4 * 4;
+  for (int64_t i = 0; i < rows_done; i += 4) {
+    for (int64_t j = 0; j < cols_done; j += 4) {
+      const uint32x4_t r0 = vld1q_u32(s + i + j * scol), r1 = vld1q_u32(s + i + (j + 1) * scol);
+      const uint32x4_t r2 = vld1q_u32(s + i + (j + 2) * scol), r3 = vld1q_u32(s + i + (j + 3) * scol);
+      const uint32x4x2_t a = vtrnq_u32(r0, r1), b = vtrnq_u32(r2, r3);
+      vst1q_u32(d + i * drow + j, vcombine_u32(vget_low_u32(a.val[0]), vget_low_u32(b.val[0])));
+      vst1q_u32(d + (i + 1) * drow + j, vcombine_u32(vget_low_u32(a.val[1]), vget_low_u32(b.val[1])));
+      vst1q_u32(d + (i + 2) * drow + j, vcombine_u32(vget_high_u32(a.val[0]), vget_high_u32(b.val[0])));
+      vst1q_u32(d + (i + 3) * drow + j, vcombine_u32(vget_high_u32(a.val[1]), vget_high_u32(b.val[1])));
+    }
+  }
+}
+#endif
+
 /// Same-dtype element mover: E is an unsigned type of the element's size.
 template <typename E>
 struct SameTypeMover {
@@ -167,8 +228,17 @@ struct SameTypeMover {
   void tile(int64_t doff, int64_t soff, int64_t rows, int64_t cols, int64_t drow, int64_t scol) const {
     E* d = dst + doff;
     const E* s = src + soff;
+    int64_t rows_done = 0, cols_done = 0;  // the top-left block transposed in registers
+    if constexpr (sizeof(E) == 4) {
+#ifdef ETNP_COPY_AVX2
+      static const bool avx2 = has_avx2_fma();
+      if (avx2) transpose_blocks_avx2(d, s, rows, cols, drow, scol, rows_done, cols_done);
+#elif defined(ETNP_COPY_NEON)
+      transpose_blocks_neon(d, s, rows, cols, drow, scol, rows_done, cols_done);
+#endif
+    }
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) d[i * drow + j] = s[i + j * scol];
+      for (int64_t j = i < rows_done ? cols_done : 0; j < cols; ++j) d[i * drow + j] = s[i + j * scol];
     }
   }
 };

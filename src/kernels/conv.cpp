@@ -1,5 +1,6 @@
 // aten::convolution.out for 1-D and 2-D inputs: stride, padding, dilation, groups, transposed convolution with
-// output_padding, optional bias. Contiguous float32 runs as GEMM (1x1 kernels read the input directly, others
+// output_padding, optional bias. Float32 with constant weights on small maps runs on weights packed at load for
+// the NHWC engines (NhwcConv below). Contiguous float32 runs as GEMM (1x1 kernels read the input directly, others
 // through an im2col buffer) or, for depthwise convolutions, as a direct row-vectorized loop; everything else
 // (other dtypes) uses a direct strided loop that accumulates in the op-math type. Transposed float32 runs as
 // GEMM + col2im. etnp::convolution_affine_clamp.out is the float32 path with a per-channel scale and a clamp
@@ -7,12 +8,18 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "etnp/threadpool.h"
+#include "compute/conv_indirect.h"
 #include "compute/conv_rows.h"
+#include "compute/copy_util.h"
+#include "compute/depthwise.h"
 #include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
+#include "compute/packed_gemm.h"
+#include "compute/weight_cache.h"
 #include "core/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -727,6 +734,172 @@ std::vector<float> contiguous_f32(const Tensor& t) {
   return v;
 }
 
+// ---- Constant weights, packed at load for the NHWC engines --------------------------------------------------
+
+/// A float32 2-D (or 1-D) convolution with one group, or depthwise with one output per input channel, whose
+/// weights are constants: packed when it was loaded for the NHWC engines the XNNPACK delegate runs
+/// (compute/conv_indirect.h and compute/depthwise.h), the batch norm's scale of a fused
+/// convolution_affine_clamp folded into them. A call transposes its input to NHWC, runs the engine with the
+/// bias and the clamp in its output pass, and transposes the output back. The NCHW GEMM multiplies per-call
+/// packed weights by columns that are the output pixels, which the small maps of a network's later layers
+/// (and of small inputs) leave too few to fill its tiles; its depthwise loop vectorizes along a row, as short.
+struct NhwcConv final : KernelState {
+  std::shared_ptr<const compute::PackedGemm> gemm;            ///< one group: [Cout, KH, KW, Cin] as [n, k]
+  std::shared_ptr<const compute::DepthwiseConv> depthwise;    ///< depthwise: [KH, KW, C]
+  const void* weight_source = nullptr;  ///< the weight tensor's data when packed: the call checks it is still bound
+  const void* scale_source = nullptr;   ///< the folded scale's data, or null
+  int64_t kh = 0, kw = 0;
+  compute::Conv2dScratch scratch;           // a Method runs on one thread at a time: its state may keep scratch
+  std::vector<float> depthwise_scratch;
+  std::vector<size_t> packed_args;       ///< the weight, the bias and the scale: not read by the calls
+  std::pair<const void*, size_t> shared_packing() const override {
+    if (gemm) return {gemm.get(), gemm->bytes()};
+    return {depthwise.get(), depthwise->bytes()};
+  }
+  std::vector<size_t> packed_constant_args() const override { return packed_args; }
+};
+
+/// The largest output plane the NHWC route takes. On larger maps the NCHW GEMM's columns fill its tiles and
+/// the two layout changes, out of cache, cost more than the engines save: the MobileNetV2 of etnp_demo at 224x224
+/// (maps of 112x112 down to 7x7) ran 28 ms a call on a Zen 1 core through NCHW alone, 23-26 with the maps of at
+/// most 2,000 pixels through NHWC, 27-32 with every map; at 64x64 (maps of 32x32 down to 2x2), 4.4 ms, 2.6-2.9.
+constexpr int64_t kNhwcMaxOutputPixels = 2048;
+
+/// Whether the NHWC engines take a convolution of this shape: 2-D or 1-D, not transposed, one group (any
+/// kernel, stride, dilation) or depthwise with one output per channel that compute::DepthwiseConv runs.
+bool nhwc_engines_take(const ConvShape& s) {
+  if (s.transposed) return false;
+  if (s.groups == 1) return true;
+  return s.cin_g == 1 && s.groups == s.c_in && s.cout_g == 1 && s.dh == 1 && s.dw == 1 &&
+         compute::DepthwiseConv::supported(static_cast<size_t>(s.c_in), static_cast<size_t>(s.kh),
+                                           static_cast<size_t>(s.sh), static_cast<size_t>(s.sw));
+}
+
+/// Packs a convolution's constant float32 weights (`scale`, one per output channel, multiplied in; `bias` added
+/// after it) for the NHWC engines, or nullptr when they do not take it. Shapes are the serialized ones.
+std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, const Tensor* scale) {
+  const Tensor& input = args[0]->to_tensor();
+  const Tensor& weight = args[1]->to_tensor();
+  const Tensor* bias = args[2]->to_optional_tensor();
+  if (input.dtype() != ScalarType::Float || weight.dtype() != ScalarType::Float || !weight.is_constant() ||
+      weight.data() == nullptr || !weight.is_contiguous_order()) {
+    return nullptr;
+  }
+  for (const Tensor* t : {bias, scale}) {
+    if (t != nullptr && (t->dtype() != ScalarType::Float || !t->is_constant() || t->data() == nullptr ||
+                         !t->is_contiguous_order())) {
+      return nullptr;
+    }
+  }
+  ConvShape s;
+  try {
+    s = conv_shape(input, weight, bias, args);
+  } catch (const Error&) {
+    return nullptr;  // the call reports it, with its arguments
+  }
+  if (!nhwc_engines_take(s) || (scale != nullptr && scale->numel() != s.c_out)) return nullptr;
+  if (s.oh * s.ow > kNhwcMaxOutputPixels) return nullptr;
+  const float* w = weight.data_as<const float>();
+  const float* sc = scale != nullptr ? scale->data_as<const float>() : nullptr;
+  const float* b = bias != nullptr ? bias->data_as<const float>() : nullptr;
+  const int64_t taps = s.kh * s.kw;
+  auto state = std::make_unique<NhwcConv>();
+  state->weight_source = weight.data();
+  state->scale_source = scale != nullptr ? scale->data() : nullptr;
+  state->kh = s.kh;
+  state->kw = s.kw;
+  state->packed_args = {1, 2};
+  if (scale != nullptr) state->packed_args.push_back(9);
+  if (s.groups == 1) {
+    // [Cout, Cin, KH, KW] -> [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
+    std::vector<float> packed(static_cast<size_t>(s.c_out * taps * s.c_in));
+    for (int64_t oc = 0; oc < s.c_out; ++oc) {
+      const float k = sc != nullptr ? sc[oc] : 1.0f;
+      for (int64_t ic = 0; ic < s.c_in; ++ic) {
+        for (int64_t t = 0; t < taps; ++t) {
+          packed[static_cast<size_t>((oc * taps + t) * s.c_in + ic)] = w[(oc * s.c_in + ic) * taps + t] * k;
+        }
+      }
+    }
+    state->gemm = compute::WeightCache::global().share(std::make_shared<const compute::PackedGemm>(
+        packed.data(), true, static_cast<size_t>(taps * s.c_in), static_cast<size_t>(s.c_out), b));
+  } else {
+    // [C, 1, KH, KW] -> [KH, KW, C].
+    std::vector<float> packed(static_cast<size_t>(taps * s.c_in));
+    for (int64_t c = 0; c < s.c_in; ++c) {
+      const float k = sc != nullptr ? sc[c] : 1.0f;
+      for (int64_t t = 0; t < taps; ++t) packed[static_cast<size_t>(t * s.c_in + c)] = w[c * taps + t] * k;
+    }
+    state->depthwise = compute::WeightCache::global().share(std::make_shared<const compute::DepthwiseConv>(
+        packed.data(), b, static_cast<size_t>(s.c_in), static_cast<size_t>(s.kh), static_cast<size_t>(s.kw),
+        static_cast<size_t>(s.sh), static_cast<size_t>(s.sw), static_cast<size_t>(s.ph), static_cast<size_t>(s.pw)));
+  }
+  return state;
+}
+
+std::unique_ptr<KernelState> prepare_convolution(KernelArgs args) {
+  if (args.size() != 11 || !args[0]->is_tensor() || !args[1]->is_tensor()) return nullptr;
+  return pack_nhwc_conv(args, nullptr);
+}
+
+std::unique_ptr<KernelState> prepare_convolution_affine_clamp(KernelArgs args) {
+  if (args.size() != 14 || !args[0]->is_tensor() || !args[1]->is_tensor()) return nullptr;
+  return pack_nhwc_conv(args, args[9]->to_optional_tensor());
+}
+
+/// Runs the convolution on the state's packed weights when they still fit the call (the same constants bound,
+/// contiguous float32 tensors of the packed geometry); false leaves it to the NCHW paths.
+bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const Tensor& weight,
+              const Tensor* scale, float out_min, float out_max, Tensor& out) {
+  auto* state = static_cast<NhwcConv*>(ctx.state());
+  if (state == nullptr || state->weight_source != weight.data() ||
+      state->scale_source != (scale != nullptr ? scale->data() : nullptr) || s.kh != state->kh || s.kw != state->kw ||
+      !input.is_contiguous_order() || !out.is_contiguous_order()) {
+    return false;
+  }
+  const int64_t in_floats = s.n * s.c_in * s.h * s.w, out_floats = s.n * s.c_out * s.oh * s.ow;
+  auto* in_nhwc = static_cast<float*>(ctx.scratch(static_cast<size_t>(in_floats + out_floats) * sizeof(float)));
+  float* out_nhwc = in_nhwc + in_floats;
+  // [n, C, HW] <-> [n, HW, C], as a tiled transpose.
+  auto transpose = [](float* dst, const float* src, int64_t n, int64_t channels, int64_t plane, bool to_nhwc) {
+    const int64_t shape[3] = {n, to_nhwc ? plane : channels, to_nhwc ? channels : plane};
+    const int64_t dst_strides[3] = {channels * plane, to_nhwc ? channels : plane, 1};
+    const int64_t src_strides[3] = {channels * plane, 1, to_nhwc ? plane : channels};
+    compute::strided_copy(dst, ScalarType::Float, dst_strides, src, ScalarType::Float, src_strides, shape);
+  };
+  transpose(in_nhwc, input.data_as<const float>(), s.n, s.c_in, s.h * s.w, true);
+  if (state->gemm) {
+    compute::Conv2dGeometry g;
+    g.in_h = static_cast<size_t>(s.h);
+    g.in_w = static_cast<size_t>(s.w);
+    g.channels = static_cast<size_t>(s.c_in);
+    g.kernel_h = static_cast<size_t>(s.kh);
+    g.kernel_w = static_cast<size_t>(s.kw);
+    g.stride_h = static_cast<size_t>(s.sh);
+    g.stride_w = static_cast<size_t>(s.sw);
+    g.dilation_h = static_cast<size_t>(s.dh);
+    g.dilation_w = static_cast<size_t>(s.dw);
+    g.pad_top = static_cast<size_t>(s.ph);
+    g.pad_left = static_cast<size_t>(s.pw);
+    g.out_h = static_cast<size_t>(s.oh);
+    g.out_w = static_cast<size_t>(s.ow);
+    const bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
+    if (pointwise) {
+      state->gemm->run(in_nhwc, static_cast<size_t>(s.n * s.h * s.w), static_cast<size_t>(s.c_in), out_min, out_max,
+                       out_nhwc);
+    } else {
+      compute::conv2d_indirect(*state->gemm, g, static_cast<size_t>(s.n), in_nhwc, out_min, out_max, out_nhwc,
+                               state->scratch);
+    }
+  } else {
+    state->depthwise->run(in_nhwc, static_cast<size_t>(s.n), static_cast<size_t>(s.h), static_cast<size_t>(s.w),
+                          static_cast<size_t>(s.oh), static_cast<size_t>(s.ow), out_min, out_max, out_nhwc,
+                          state->depthwise_scratch);
+  }
+  transpose(out.data_as<float>(), out_nhwc, s.n, s.c_out, s.oh * s.ow, false);
+  return true;
+}
+
 // aten::convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
 //   SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) out)
 void convolution_out(KernelContext& ctx, KernelArgs args) {
@@ -744,6 +917,8 @@ void convolution_out(KernelContext& ctx, KernelArgs args) {
   ThreadPool* pool = ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global();
 
   if (input.dtype() == ScalarType::Float) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    if (run_nhwc(ctx, s, input, weight, nullptr, -kInf, kInf, out)) return;
     const bool contiguous = input.is_contiguous_order() && weight.is_contiguous_order() && out.is_contiguous_order();
     const float* bias_data = nullptr;
     std::vector<float> bias_copy;
@@ -811,6 +986,7 @@ void convolution_affine_clamp_out(KernelContext& ctx, KernelArgs args) {
   post.scale = scale != nullptr ? scale->data_as<const float>() : nullptr;
   post.min = static_cast<float>(args[10]->to_double());
   post.max = static_cast<float>(args[11]->to_double());
+  if (run_nhwc(ctx, s, input, weight, scale, post.min, post.max, out)) return;
   conv_f32_contiguous(ctx, s, input.data_as<const float>(), weight.data_as<const float>(),
                       bias != nullptr ? bias->data_as<const float>() : nullptr, out.data_as<float>(),
                       ctx.pool() != nullptr ? ctx.pool() : &ThreadPool::global(), post);
@@ -819,8 +995,9 @@ void convolution_affine_clamp_out(KernelContext& ctx, KernelArgs args) {
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& registry) {
-  registry.add("aten::convolution.out", 11, convolution_out);
-  registry.add("etnp::convolution_affine_clamp.out", 14, convolution_affine_clamp_out);
+  registry.add("aten::convolution.out", 11, convolution_out, prepare_convolution);
+  registry.add("etnp::convolution_affine_clamp.out", 14, convolution_affine_clamp_out,
+               prepare_convolution_affine_clamp);
 }
 
 }  // namespace etnp::kernels

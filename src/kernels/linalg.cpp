@@ -155,13 +155,17 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
 /// The weights (and bias) of one mm/addmm/linear instruction, packed when it was loaded. Instructions that
 /// pack the same weights (a model whose layers share them) hold one packing, through compute::WeightCache.
 struct PackedWeights final : KernelState {
-  PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source)
+  PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source,
+                std::vector<size_t> packed_args)
       : gemm(compute::WeightCache::global().share(std::make_shared<const PackedGemm>(w, w_is_nk, k, n, bias))),
-        source(source) {}
+        source(source),
+        packed_args(std::move(packed_args)) {}
   // bytes() stays 0: the cache counts the packing once (etnp::packed_weight_cache_stats()).
   std::pair<const void*, size_t> shared_packing() const override { return {gemm.get(), gemm->bytes()}; }
+  std::vector<size_t> packed_constant_args() const override { return packed_args; }
   std::shared_ptr<const PackedGemm> gemm;
   const void* source;  ///< The weight tensor's data when packed: the fast path checks it is still bound.
+  std::vector<size_t> packed_args;  ///< the weight's and the bias's positions in the arguments
 };
 
 bool is_scalar_one(const EValue& v) {
@@ -169,9 +173,10 @@ bool is_scalar_one(const EValue& v) {
 }
 
 /// Packs a constant float32 weight seen as W[k, n] with element (i, j) at i * rs + j * cs, where one of the
-/// strides is 1 (a row-major [k, n] or [n, k] matrix); `bias` (n floats, contiguous) may be null.
+/// strides is 1 (a row-major [k, n] or [n, k] matrix); `bias` (n floats, contiguous) may be null; `packed_args`: the
+/// positions of the weight and the bias in the instruction's arguments.
 std::unique_ptr<KernelState> pack_weights(const Tensor& w, int64_t k, int64_t n, int64_t rs, int64_t cs,
-                                          const Tensor* bias) {
+                                          const Tensor* bias, std::vector<size_t> packed_args) {
   if (w.dtype() != ScalarType::Float || !w.is_constant() || w.data() == nullptr || k <= 0 || n <= 0) return nullptr;
   const bool nk = rs == 1 && cs == k;  // [n, k] row-major: the linear layout
   const bool kn = cs == 1 && rs == n;
@@ -182,7 +187,7 @@ std::unique_ptr<KernelState> pack_weights(const Tensor& w, int64_t k, int64_t n,
   }
   return std::make_unique<PackedWeights>(w.data_as<const float>(), nk, static_cast<size_t>(k),
                                          static_cast<size_t>(n), bias != nullptr ? bias->data_as<const float>() : nullptr,
-                                         w.data());
+                                         w.data(), std::move(packed_args));
 }
 
 /// Runs out[rows, n] = a[rows, k] @ W (+ bias) on the packed weights when the operands fit (row-major
@@ -205,7 +210,7 @@ std::unique_ptr<KernelState> prepare_mm(KernelArgs args) {
   if (args.size() != 4 || !args[1]->is_tensor()) return nullptr;
   const Tensor& b = args[1]->to_tensor();
   if (b.dim() != 2) return nullptr;
-  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), nullptr);
+  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), nullptr, {1});
 }
 
 // addmm(self, mat1, mat2, beta, alpha): mat2 is the weight, self the bias; only the plain form (beta = alpha
@@ -216,7 +221,7 @@ std::unique_ptr<KernelState> prepare_addmm(KernelArgs args) {
   const Tensor& self = args[0]->to_tensor();
   const Tensor& b = args[2]->to_tensor();
   if (b.dim() != 2 || self.dim() < 1 || self.dim() > 2 || (self.dim() == 2 && self.size(0) != 1)) return nullptr;
-  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), &self);
+  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), &self, {0, 2});
 }
 
 // linear(input, weight, bias): weight [n, k].
@@ -225,7 +230,7 @@ std::unique_ptr<KernelState> prepare_linear(KernelArgs args) {
   const Tensor& w = args[1]->to_tensor();
   const Tensor* bias = args[2]->to_optional_tensor();
   if (w.dim() != 2 || (bias != nullptr && bias->dim() != 1)) return nullptr;
-  return pack_weights(w, w.size(1), w.size(0), w.stride(1), w.stride(0), bias);
+  return pack_weights(w, w.size(1), w.size(0), w.stride(1), w.stride(0), bias, {1, 2});
 }
 
 // aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)

@@ -422,6 +422,12 @@ void Method::Impl::prepare_kernels() {
       throw Error(ErrorKind::ProgramLoadError, e.detail(), where);
     }
     ins.state = kernel_states.back().get();
+    if (ins.state == nullptr) continue;
+    for (size_t arg : ins.state->packed_constant_args()) {
+      if (arg < ins.args.size() && ins.args[arg]->is_tensor() && ins.args[arg]->to_tensor().is_constant()) {
+        release_file_pages(runtime::bytes_of(ins.args[arg]->to_tensor()).span());
+      }
+    }
   }
 }
 

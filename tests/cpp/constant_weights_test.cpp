@@ -384,9 +384,10 @@ std::vector<uint8_t> conv_act_program(int32_t cin, int32_t cout, int32_t groups,
   return writer.serialize();
 }
 
-// A convolution and the activation after it (and a batch norm between them) run as one fused call: the same
-// bits as the separate calls without a batch norm (the clamp after the same sums), NaN kept; with one, the
-// double-precision definition within float rounding. Regular and depthwise convolutions.
+// A convolution and the activation after it (and a batch norm between them) run as one fused call, NaN kept.
+// Without a batch norm, grouped: the same bits as the separate calls with the weights as inputs (the clamp after
+// the same sums); with one group the constant weights take the NHWC engines, which sum the taps in another order
+// (float rounding apart, as with a batch norm). Regular and grouped convolutions.
 TEST(ConstantWeights, ActivationsAfterConvolutionsRunInTheirEpilogue) {
   std::mt19937 rng(11);
   const char* acts[] = {"aten::relu.out", "aten::hardtanh.out", "aten::clamp.out", "aten::clamp.out"};
@@ -421,7 +422,7 @@ TEST(ConstantWeights, ActivationsAfterConvolutionsRunInTheirEpilogue) {
             ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << where << " at " << i;
             nans += std::isnan(got[i]) ? 1 : 0;
             if (std::isnan(want[i])) continue;
-            if (with_bn) {
+            if (with_bn || groups == 1) {
               ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << where << " at " << i;
             } else {
               ASSERT_EQ(got[i], want[i]) << where << " at " << i;
@@ -437,6 +438,117 @@ TEST(ConstantWeights, ActivationsAfterConvolutionsRunInTheirEpilogue) {
         EXPECT_FALSE(events[0].folded);
         for (size_t i = 1; i < calls; ++i) EXPECT_TRUE(events[i].folded) << where << " instruction " << i;
         EXPECT_EQ(events[calls - 1].name, acts[act]);
+      }
+    }
+  }
+}
+
+/// One convolution: input [n, cin, (h,) w], weight [cout, cin / groups, (kh,) kw], bias; constants or inputs.
+struct ConvCase {
+  int32_t n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  bool one_d = false;
+  int32_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+  int32_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+  std::vector<int64_t> in_shape() const {
+    return one_d ? std::vector<int64_t>{n, cin, w} : std::vector<int64_t>{n, cin, h, w};
+  }
+};
+
+std::vector<uint8_t> conv_program(const ConvCase& c, const std::vector<float>& w, const std::vector<float>& b,
+                                  bool as_inputs) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  auto dims = [&](int32_t a, int32_t b2, int32_t h, int32_t w2) {
+    return c.one_d ? std::vector<int32_t>{a, b2, w2} : std::vector<int32_t>{a, b2, h, w2};
+  };
+  auto pair = [&](int32_t y, int32_t x) { return c.one_d ? m.int_list({x}) : m.int_list({y, x}); };
+  const int32_t x = m.planned_tensor(f32(dims(c.n, c.cin, c.h, c.w)));
+  const std::vector<int32_t> w_sizes = dims(c.cout, c.cin / c.groups, c.kh, c.kw);
+  const int32_t wv = as_inputs ? m.planned_tensor(f32(w_sizes)) : m.constant_tensor(f32(w_sizes), format::as_bytes(w));
+  const int32_t bv = as_inputs ? m.planned_tensor(f32({c.cout})) : m.constant_tensor(f32({c.cout}), format::as_bytes(b));
+  const int32_t out = m.planned_tensor(f32(dims(c.n, c.cout, c.oh(), c.ow())));
+  m.kernel("aten::convolution.out", {x, wv, bv, pair(c.sh, c.sw), pair(c.ph, c.pw), pair(c.dh, c.dw),
+                                     m.bool_value(false), pair(0, 0), m.int_value(c.groups), out, out});
+  m.set_inputs(as_inputs ? std::vector<int32_t>{x, wv, bv} : std::vector<int32_t>{x});
+  m.set_outputs({out});
+  return writer.serialize();
+}
+
+// Convolutions with constant weights on maps of at most 2,048 output pixels run on weights packed at load for the
+// NHWC engines (one group: the indirect GEMM; depthwise: compute::DepthwiseConv), the layout changed around them;
+// the same program with the weights as inputs runs the NCHW paths. Both match the double-precision definition,
+// over strides, padding, dilation, odd channel counts, batches, 1-D inputs and a larger map that stays NCHW; a
+// NaN input reaches exactly the outputs whose windows hold it.
+TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneralPath) {
+  const ConvCase cases[] = {
+      {1, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},      // pointwise
+      {2, 16, 9, 9, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // pointwise, batch 2
+      {1, 3, 11, 10, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // a stem: 3 channels, stride 2
+      {1, 8, 9, 8, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // dilated
+      {1, 6, 7, 9, 5, 5, 3, 1, 2, 2, 1, 1, 1, 1},      // 5x3, strides (1, 2)
+      {1, 4, 2, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // 2x2 map: most taps read padding
+      {1, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16},   // depthwise
+      {2, 24, 9, 7, 24, 3, 3, 2, 2, 1, 1, 1, 1, 24},   // depthwise, stride 2, batch 2
+      {1, 3, 6, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3},      // depthwise on 3 channels
+      {1, 32, 7, 7, 32, 5, 5, 1, 1, 2, 2, 1, 1, 32},   // depthwise 5x5
+      {1, 4, 1, 40, 6, 1, 5, 1, 2, 0, 2, 1, 1, 1, true},  // 1-D
+      {1, 4, 50, 50, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2,500 output pixels: NCHW
+  };
+  std::mt19937 rng(5);
+  for (const ConvCase& c : cases) {
+    const std::string where = "cin " + std::to_string(c.cin) + " cout " + std::to_string(c.cout) + " kernel " +
+                              std::to_string(c.kh) + "x" + std::to_string(c.kw) + " groups " + std::to_string(c.groups) +
+                              " map " + std::to_string(c.h) + "x" + std::to_string(c.w);
+    const int32_t cin_g = c.cin / c.groups, cout_g = c.cout / c.groups;
+    const std::vector<float> w = random_floats(rng, static_cast<size_t>(c.cout) * cin_g * c.kh * c.kw);
+    const std::vector<float> b = random_floats(rng, static_cast<size_t>(c.cout));
+    std::vector<float> x = random_floats(rng, static_cast<size_t>(c.n) * c.cin * c.h * c.w);
+    const size_t nan_at = x.size() / 3;
+    const PackedWeightCacheStats before = packed_weight_cache_stats();
+    Program packed = load_bytes(conv_program(c, w, b, false));
+    Program general = load_bytes(conv_program(c, w, b, true));
+    auto a = packed.load_method("forward");
+    auto g = general.load_method("forward");
+    const bool nhwc = c.oh() * c.ow() <= 2048;
+    EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (nhwc ? 1 : 0)) << where;
+    for (int with_nan = 0; with_nan < 2; ++with_nan) {
+      if (with_nan == 1) x[nan_at] = std::numeric_limits<float>::quiet_NaN();
+      const auto got = floats(exec(*a, {tensor_input(x, c.in_shape())})[0]);
+      const std::vector<int64_t> w_shape = c.one_d ? std::vector<int64_t>{c.cout, cin_g, c.kw}
+                                                   : std::vector<int64_t>{c.cout, cin_g, c.kh, c.kw};
+      const auto want = floats(exec(*g, {tensor_input(x, c.in_shape()), tensor_input(w, w_shape),
+                                           tensor_input(b, {c.cout})})[0]);
+      ASSERT_EQ(got.size(), static_cast<size_t>(c.n) * c.cout * c.oh() * c.ow()) << where;
+      ASSERT_EQ(want.size(), got.size()) << where;
+      size_t i = 0;
+      for (int32_t n = 0; n < c.n; ++n) {
+        for (int32_t oc = 0; oc < c.cout; ++oc) {
+          for (int32_t oy = 0; oy < c.oh(); ++oy) {
+            for (int32_t ox = 0; ox < c.ow(); ++ox, ++i) {
+              double ref = b[oc], magnitude = std::abs(b[oc]);
+              bool nan = false;
+              const int32_t group = oc / cout_g;
+              for (int32_t ic = 0; ic < cin_g; ++ic) {
+                for (int32_t ky = 0; ky < c.kh; ++ky) {
+                  for (int32_t kx = 0; kx < c.kw; ++kx) {
+                    const int32_t iy = oy * c.sh - c.ph + ky * c.dh, ix = ox * c.sw - c.pw + kx * c.dw;
+                    if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                    const size_t at = ((static_cast<size_t>(n) * c.cin + group * cin_g + ic) * c.h + iy) * c.w + ix;
+                    const double term = double(x[at]) * w[((static_cast<size_t>(oc) * cin_g + ic) * c.kh + ky) * c.kw + kx];
+                    nan = nan || std::isnan(x[at]);
+                    ref += term;
+                    magnitude += std::abs(term);
+                  }
+                }
+              }
+              ASSERT_EQ(std::isnan(got[i]), nan) << where << " at " << i;
+              ASSERT_EQ(std::isnan(want[i]), nan) << where << " at " << i;
+              if (nan) continue;
+              ASSERT_NEAR(got[i], ref, 1e-6 * (1 + magnitude)) << where << " at " << i;
+              ASSERT_NEAR(want[i], ref, 1e-6 * (1 + magnitude)) << where << " at " << i;
+            }
+          }
+        }
       }
     }
   }
