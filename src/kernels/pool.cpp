@@ -7,9 +7,15 @@
 #include <optional>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "etnp/threadpool.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ETNP_POOL_AVX2 1
+#endif
 
 namespace etnp::kernels {
 namespace {
@@ -111,6 +117,107 @@ Pool2dParams pool2d_params(const Tensor& in, const EValue& kernel_v, const EValu
   return p;
 }
 
+#ifdef ETNP_POOL_AVX2
+/// Max pooling of 8 outputs at a time along one output row of a float32 plane with unit column strides and
+/// dilation 1, for the outputs [ow_begin, ow_end) whose windows lie inside the row (the caller leaves the rest to
+/// the scalar loop and passes a range whose vector reads stay inside the plane): rows [h0, h1) of `s` (`row_stride`
+/// apart, `w` wide), kernel width `kw`, column stride `sw`, left padding `pw`. The scalar loop's arithmetic, in
+/// lanes: start from -inf at the window's first element, in window order take a greater value or any NaN.
+__attribute__((target("avx2,fma"))) void max_pool_row_avx2(const float* s, int64_t row_stride, int64_t w, int64_t h0,
+                                                             int64_t h1, int64_t kw, int64_t sw, int64_t pw,
+                                                             int64_t ow_begin, int64_t ow_end, float* d, int64_t* x) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lane_cols = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(static_cast<int>(sw)));
+  for (int64_t ow = ow_begin; ow + 8 <= ow_end; ow += 8) {
+    const int64_t w0 = ow * sw - pw;
+    // Plane indices of lane j's first window element (row h0, column w0 + j * sw).
+    const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(h0 * w + w0)), lane_cols);
+    __m256 best = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    __m256i best_index = first;
+    for (int64_t ih = h0; ih < h1; ++ih) {
+      const float* row = s + ih * row_stride + w0;
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        __m256 v;
+        if (sw == 1) {
+          v = _mm256_loadu_ps(row + kx);
+        } else if (sw == 2) {
+          const __m256 lo = _mm256_loadu_ps(row + kx), hi = _mm256_loadu_ps(row + kx + 8);
+          v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+        } else {
+          v = _mm256_i32gather_ps(row + kx, lane_cols, 4);
+        }
+        const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        const __m256i index = _mm256_add_epi32(first, _mm256_set1_epi32(static_cast<int>((ih - h0) * w + kx)));
+        best = _mm256_blendv_ps(best, v, take);
+        best_index = _mm256_blendv_epi8(best_index, index, _mm256_castps_si256(take));
+      }
+    }
+    _mm256_storeu_ps(d + ow, best);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(x + ow), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(best_index)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(x + ow + 4),
+                        _mm256_cvtepi32_epi64(_mm256_extracti128_si256(best_index, 1)));
+  }
+}
+
+/// Max pooling of a whole float32 plane through a table of its windows, 8 output pixels at a time whatever their
+/// rows: for the small maps of a network's later layers, whose rows are too short for max_pool_row_avx2. `offsets`:
+/// per block of 8 pixels, per tap of the window (row-major), the 8 pixels' input offsets row * w + col, -1 where the
+/// tap falls outside the input (padding, ceil mode) or the pixel is past the last; `first`: per block, the offsets
+/// of the windows' first elements (the index a window of -inf reports). Contiguous planes in and out.
+__attribute__((target("avx2,fma"))) void max_pool_plane_avx2(const float* s, const int32_t* offsets,
+                                                               const int32_t* first, int64_t taps, int64_t pixels,
+                                                               float* d, int64_t* x) {
+  const __m256i none = _mm256_set1_epi32(-1);
+  for (int64_t p0 = 0; p0 < pixels; p0 += 8) {
+    const int32_t* block = offsets + p0 * taps;
+    __m256 best = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    __m256i best_index = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + p0));
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + t * 8));
+      const __m256 inside = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, none));
+      const __m256 v = _mm256_mask_i32gather_ps(best, s, at, inside, 4);
+      const __m256 take = _mm256_and_ps(
+          inside, _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+      best = _mm256_blendv_ps(best, v, take);
+      best_index = _mm256_blendv_epi8(best_index, at, _mm256_castps_si256(take));
+    }
+    alignas(32) float values[8];
+    alignas(32) int64_t indices[8];
+    _mm256_store_ps(values, best);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(indices), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(best_index)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(indices + 4),
+                       _mm256_cvtepi32_epi64(_mm256_extracti128_si256(best_index, 1)));
+    const int64_t lanes = std::min<int64_t>(8, pixels - p0);
+    std::copy(values, values + lanes, d + p0);
+    std::copy(indices, indices + lanes, x + p0);
+  }
+}
+#endif
+
+/// The window table of max_pool_plane_avx2 for an h x w input, in `table` (resized): blocks of 8 output pixels x
+/// taps x 8 offsets, then one first offset per pixel (the pixel count rounded up to 8).
+void max_pool_window_table(const Pool2dParams& p, int64_t h, int64_t w, std::vector<int32_t>& table) {
+  const int64_t taps = p.kernel[0] * p.kernel[1], pixels = p.oh * p.ow, padded = (pixels + 7) / 8 * 8;
+  table.assign(static_cast<size_t>(padded * taps + padded), -1);
+  int32_t* first = table.data() + padded * taps;
+  for (int64_t px = 0; px < pixels; ++px) {
+    const int64_t oy = px / p.ow, ox = px % p.ow;
+    int32_t* lane = table.data() + (px / 8) * taps * 8 + px % 8;
+    first[px] = -1;
+    for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
+      for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+        const int64_t iy = oy * p.stride[0] - p.pad[0] + ky * p.dilation[0];
+        const int64_t ix = ox * p.stride[1] - p.pad[1] + kx * p.dilation[1];
+        if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+        const auto at = static_cast<int32_t>(iy * w + ix);
+        lane[(ky * p.kernel[1] + kx) * 8] = at;
+        if (first[px] < 0) first[px] = at;
+      }
+    }
+  }
+  for (int64_t px = pixels; px < padded; ++px) first[px] = 0;
+}
+
 // aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
 //   int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
 void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
@@ -134,15 +241,66 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
     const T* src = in.data_as<const T>();
     T* dst = out.data_as<T>();
     int64_t* idx = indices.data_as<int64_t>();
+    // Outputs [vec_begin, vec_end) of a row have every window column inside the input row (and, for stride 2,
+    // the float after it): the vector loop takes them where the planes' columns are contiguous.
+    int64_t vec_begin = 0, vec_end = 0;
+#ifdef ETNP_POOL_AVX2
+    if constexpr (std::is_same_v<T, float>) {
+      const bool vector = has_avx2_fma() && p.dilation[0] == 1 && p.dilation[1] == 1 && pi.stride_w == 1 &&
+                          po.stride_w == 1 && px.stride_w == 1 && pi.h * pi.w < (int64_t{1} << 31);
+      if (vector) {
+        vec_begin = (p.pad[1] + p.stride[1] - 1) / p.stride[1];
+        // Output o's window is columns o * stride - pad + [0, kernel); the stride-2 loads read one float past it.
+        const int64_t last = pi.w - (p.stride[1] == 2 ? 1 : 0) + p.pad[1] - p.kernel[1];
+        vec_end = last >= 0 ? std::min(p.ow, last / p.stride[1] + 1) : 0;
+        vec_end = std::max(vec_end, vec_begin);
+      }
+    }
+#endif
+    // Short rows (under 32 outputs), planes contiguous in and out, a table of at most 64 Ki offsets: whole
+    // planes through the window table.
+    bool by_table = false;
+    std::vector<int32_t> table;
+#ifdef ETNP_POOL_AVX2
+    if constexpr (std::is_same_v<T, float>) {
+      by_table = has_avx2_fma() && p.ow < 32 && (p.oh * p.ow + 8) * (p.kernel[0] * p.kernel[1] + 1) <= (1 << 16) &&
+                 pi.stride_w == 1 && pi.stride_h == pi.w && po.stride_w == 1 && po.stride_h == p.ow &&
+                 px.stride_w == 1 && px.stride_h == p.ow;
+      if (by_table) max_pool_window_table(p, pi.h, pi.w, table);
+    }
+#endif
     for_planes(ctx, pi.count, p.oh * p.ow * p.kernel[0] * p.kernel[1], [&](int64_t plane) {
       const T* s = src + pi.base(plane);
       T* d = dst + po.base(plane);
       int64_t* x = idx + px.base(plane);
+#ifdef ETNP_POOL_AVX2
+      if constexpr (std::is_same_v<T, float>) {
+        if (by_table) {
+          const int64_t taps = p.kernel[0] * p.kernel[1], pixels = p.oh * p.ow;
+          max_pool_plane_avx2(s, table.data(), table.data() + (pixels + 7) / 8 * 8 * taps, taps, pixels, d, x);
+          return;
+        }
+      }
+#endif
       for (int64_t oh = 0; oh < p.oh; ++oh) {
         int64_t h0 = oh * p.stride[0] - p.pad[0];
         const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, pi.h);
         while (h0 < 0) h0 += p.dilation[0];
+        int64_t vec_done = vec_begin;
+#ifdef ETNP_POOL_AVX2
+        if constexpr (std::is_same_v<T, float>) {
+          if (vec_end - vec_begin >= 8) {
+            max_pool_row_avx2(s, pi.stride_h, pi.w, h0, h1, p.kernel[1], p.stride[1], p.pad[1], vec_begin, vec_end,
+                              d + oh * po.stride_h, x + oh * px.stride_h);
+            vec_done = vec_begin + (vec_end - vec_begin) / 8 * 8;
+          }
+        }
+#endif
         for (int64_t ow = 0; ow < p.ow; ++ow) {
+          if (ow == vec_begin && vec_done > vec_begin) {
+            ow = vec_done - 1;
+            continue;
+          }
           int64_t w0 = ow * p.stride[1] - p.pad[1];
           const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, pi.w);
           while (w0 < 0) w0 += p.dilation[1];
@@ -153,12 +311,11 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
           for (int64_t ih = h0; ih < h1; ih += p.dilation[0]) {
             for (int64_t iw = w0; iw < w1; iw += p.dilation[1]) {
               const Acc v = static_cast<Acc>(s[ih * pi.stride_h + iw * pi.stride_w]);
+              // Selects, not a branch: on real data whether a tap takes over is a coin toss.
               bool take = v > best;
-              if constexpr (std::is_floating_point_v<Acc>) take = take || std::isnan(v);
-              if (take) {
-                best = v;
-                best_index = ih * pi.w + iw;
-              }
+              if constexpr (std::is_floating_point_v<Acc>) take = take | (v != v);
+              best = take ? v : best;
+              best_index = take ? ih * pi.w + iw : best_index;
             }
           }
           d[oh * po.stride_h + ow * po.stride_w] = convert<T>(best);

@@ -660,6 +660,86 @@ TEST(NnKernelsPool, MaxPoolNaNWinsAnd3DInput) {
                Error);
 }
 
+// Rows wide enough for the row loop (8 outputs at a time, strides 1, 2 and 3, the windows inside the row) and
+// its edges, short rows for the window table (8 pixels of any rows at a time), values drawn from a few levels so that windows tie, with NaN and -inf: ATen's definition (start from
+// -inf at the window's first element, take a greater value or any NaN in window order), values and indices, for
+// contiguous and channels-last inputs and outputs.
+TEST(NnKernelsPool, MaxPoolWideRowsMatchTheDefinition) {
+  std::mt19937 rng(7);
+  const float levels[] = {-1.5f, 0.0f, 2.0f, 2.0f, 3.25f, -std::numeric_limits<float>::infinity(), kNaN};
+  struct Case {
+    int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+    bool ceil;
+  };
+  const Case cases[] = {
+      {1, 3, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, false}, {2, 2, 31, 31, 3, 3, 2, 2, 0, 0, 1, 1, true},
+      {1, 4, 12, 37, 2, 2, 2, 2, 0, 0, 1, 1, false}, {1, 2, 10, 50, 3, 5, 3, 3, 1, 2, 1, 1, true},
+      {1, 1, 7, 64, 1, 4, 1, 1, 0, 0, 1, 1, false}, {1, 2, 11, 45, 3, 3, 2, 2, 1, 1, 2, 2, false},
+      {1, 5, 8, 17, 3, 3, 2, 2, 1, 1, 1, 1, true}, {1, 2, 6, 80, 3, 3, 2, 2, 1, 1, 1, 1, true},
+      {1, 1, 5, 110, 3, 3, 3, 3, 0, 0, 1, 1, false},
+  };
+  for (const Case& c : cases) {
+    for (bool channels_last : {false, true}) {
+      std::vector<float> xv(static_cast<size_t>(c.n * c.c * c.h * c.w));
+      for (float& v : xv) v = rng() % 50 == 0 ? levels[5 + rng() % 2] : levels[rng() % 5];
+      const std::vector<uint8_t> order = channels_last ? std::vector<uint8_t>{0, 2, 3, 1} : std::vector<uint8_t>{};
+      auto x = f32({c.n, c.c, c.h, c.w}, xv, order);
+      auto size = [&](int64_t in, int64_t k, int64_t st, int64_t pad, int64_t dil) {
+        const int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+        int64_t out = (c.ceil ? (span + st - 1) / st : span / st) + 1;
+        if (c.ceil && (out - 1) * st >= in + pad) --out;
+        return out;
+      };
+      const int64_t oh = size(c.h, c.kh, c.sh, c.ph, c.dh), ow = size(c.w, c.kw, c.sw, c.pw, c.dw);
+      auto out = out_tensor(ScalarType::Float, {c.n, c.c, oh, ow}, -1, order);
+      auto idx = out_tensor(ScalarType::Long, {c.n, c.c, oh, ow}, -1, order);
+      Call()
+          .t(*x)
+          .ints({c.kh, c.kw})
+          .ints({c.sh, c.sw})
+          .ints({c.ph, c.pw})
+          .ints({c.dh, c.dw})
+          .b(c.ceil)
+          .t(*out)
+          .t(*idx)
+          .run("aten::max_pool2d_with_indices.out");
+      const auto got = logical<float>(*out);
+      const auto got_idx = logical<int64_t>(*idx);
+      const std::string where = "kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
+                                std::to_string(c.sw) + " width " + std::to_string(c.w) +
+                                (channels_last ? " channels-last" : "");
+      size_t i = 0;
+      for (int64_t plane = 0; plane < c.n * c.c; ++plane) {
+        const float* xp = xv.data() + plane * c.h * c.w;
+        for (int64_t y = 0; y < oh; ++y) {
+          for (int64_t z = 0; z < ow; ++z, ++i) {
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t best_at = -1;
+            for (int64_t ky = 0; ky < c.kh; ++ky) {
+              for (int64_t kx = 0; kx < c.kw; ++kx) {
+                const int64_t iy = y * c.sh - c.ph + ky * c.dh, ix = z * c.sw - c.pw + kx * c.dw;
+                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                const float v = xp[iy * c.w + ix];
+                if (best_at < 0) best_at = iy * c.w + ix;
+                if (v > best || std::isnan(v)) {
+                  best = v;
+                  best_at = iy * c.w + ix;
+                }
+              }
+            }
+            ASSERT_EQ(got_idx[i], best_at) << where << " at " << i;
+            if (std::isnan(best)) {
+              ASSERT_TRUE(std::isnan(got[i])) << where << " at " << i;
+            } else {
+              ASSERT_EQ(got[i], best) << where << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(NnKernelsPool, AvgPoolMatchesTorch) {
   std::vector<float> yv(25);
   for (int i = 0; i < 25; ++i) yv[size_t(i)] = float(i);
