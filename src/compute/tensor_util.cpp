@@ -115,9 +115,15 @@ std::string shape_str(std::span<const int64_t> shape) {
   return r + "]";
 }
 
-std::vector<int64_t> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const char* op) {
+InlineShape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
+  if (n > static_cast<size_t>(kMaxTensorRank)) {
+    kernel_fail(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) + " have more than " +
+                std::to_string(kMaxTensorRank) + " dims");
+  }
+  InlineShape shape;
+  shape.rank = n;
+  int64_t* out = shape.dims.data();
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
@@ -126,7 +132,7 @@ std::vector<int64_t> broadcast_shapes(std::span<const int64_t> a, std::span<cons
     }
     out[i] = da == 1 ? db : da;
   }
-  return out;
+  return shape;
 }
 
 void resize_output(Tensor& out, std::span<const int64_t> shape, const char* op) {

@@ -3,6 +3,7 @@
 // makes every dim order (contiguous, channels-last, ...) work; fast paths test is_contiguous_order() first.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -120,8 +121,26 @@ bool can_cast(ScalarType from, ScalarType to);
 
 /// Wraps a possibly negative dim into [0, rank); rank 0 accepts -1 and 0. Fails the kernel otherwise.
 int64_t normalize_dim(int64_t dim, int64_t rank, const char* op);
+/// A shape of at most kMaxTensorRank dims held in place: what kernels compute on every call, without an
+/// allocation (a small model's many small operators paid two per binary call).
+struct InlineShape {
+  std::array<int64_t, kMaxTensorRank> dims{};
+  size_t rank = 0;
+  std::span<const int64_t> span() const { return {dims.data(), rank}; }
+  operator std::span<const int64_t>() const { return span(); }  // NOLINT: a shape wherever one is taken
+  std::vector<int64_t> to_vector() const { return {dims.begin(), dims.begin() + static_cast<ptrdiff_t>(rank)}; }
+  /// A tensor's sizes (at most kMaxTensorRank dims, as every tensor has).
+  static InlineShape of(std::span<const int64_t> sizes) {
+    InlineShape shape;
+    shape.rank = std::min(sizes.size(), shape.dims.size());
+    std::copy_n(sizes.begin(), shape.rank, shape.dims.begin());
+    return shape;
+  }
+  int64_t& operator[](size_t i) { return dims[i]; }
+};
+
 /// Broadcast shape of two shapes; fails the kernel with both shapes in the message when incompatible.
-std::vector<int64_t> broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const char* op);
+InlineShape broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b, const char* op);
 std::string shape_str(std::span<const int64_t> shape);
 /// Resizes `out` to `shape`, failing the kernel with the op name when the output cannot take it.
 void resize_output(Tensor& out, std::span<const int64_t> shape, const char* op);

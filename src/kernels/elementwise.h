@@ -135,8 +135,12 @@ inline void check_can_cast(ScalarType common, const Tensor& out, const char* op)
 
 /// Resizes `out` to the broadcast shape of `inputs`; fails the kernel when they are incompatible.
 inline void resize_to_broadcast(Tensor& out, std::span<const Tensor* const> inputs, const char* op) {
-  std::vector<int64_t> shape(inputs[0]->sizes().begin(), inputs[0]->sizes().end());
-  for (size_t k = 1; k < inputs.size(); ++k) shape = broadcast_shapes(shape, inputs[k]->sizes(), op);
+  if (inputs.size() == 1) {
+    resize_output(out, inputs[0]->sizes(), op);
+    return;
+  }
+  InlineShape shape = broadcast_shapes(inputs[0]->sizes(), inputs[1]->sizes(), op);
+  for (size_t k = 2; k < inputs.size(); ++k) shape = broadcast_shapes(shape, inputs[k]->sizes(), op);
   resize_output(out, shape, op);
 }
 

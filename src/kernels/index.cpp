@@ -172,7 +172,7 @@ IndexPlan plan_index(const Tensor& self, const OptionalTensorListRef& list, cons
   }
   for (size_t k = 0; k < plan.indices.size(); ++k) {
     const DimIndex& di = plan.indices[k];
-    plan.bshape = k == 0 ? di.shape : broadcast_shapes(plan.bshape, di.shape, op);
+    plan.bshape = k == 0 ? di.shape : broadcast_shapes(plan.bshape, di.shape, op).to_vector();
     plan.indexed[di.dim] = true;
   }
   for (int64_t s : plan.bshape) plan.bnumel *= s;

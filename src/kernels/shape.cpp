@@ -109,9 +109,9 @@ void squeeze_dims(const Tensor& self, Tensor& out, const std::vector<int64_t>& d
     const int64_t nd = normalize_dim(d, self.dim(), op);
     if (self.dim() > 0 && self.size(static_cast<int>(nd)) == 1) squeeze[nd] = true;
   }
-  std::vector<int64_t> shape;
+  InlineShape shape;
   for (int d = 0; d < self.dim(); ++d) {
-    if (!squeeze[d]) shape.push_back(self.size(d));
+    if (!squeeze[d]) shape.dims[shape.rank++] = self.size(d);
   }
   resize_output(out, shape, op);
   copy_flat(out, self, op);
@@ -130,8 +130,12 @@ void unsqueeze_copy_out(KernelContext&, KernelArgs args) {
   const Tensor& self = tensor_arg(args, 0);
   Tensor& out = tensor_arg(args, 2);
   const int64_t dim = normalize_dim(args[1]->to_int(), self.dim() + 1, op);
-  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-  shape.insert(shape.begin() + dim, 1);
+  ETNP_KERNEL_CHECK(self.dim() < kMaxTensorRank, op << ": a rank-" << self.dim() << " input has no room for a dim");
+  InlineShape shape = InlineShape::of(self.sizes());
+  std::copy_backward(shape.dims.begin() + dim, shape.dims.begin() + static_cast<ptrdiff_t>(shape.rank),
+                     shape.dims.begin() + static_cast<ptrdiff_t>(shape.rank) + 1);
+  shape.dims[static_cast<size_t>(dim)] = 1;
+  ++shape.rank;
   resize_output(out, shape, op);
   copy_flat(out, self, op);
 }
@@ -476,8 +480,8 @@ void slice_copy_tensor_out(KernelContext&, KernelArgs args) {
   const int dim = static_cast<int>(normalize_dim(args[1]->to_int(), self.dim(), op));
   const int64_t step = args[4]->to_int();
   const SliceRange r = slice_range(self.size(dim), optional_int(args[2]), optional_int(args[3]), step, op);
-  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-  shape[dim] = r.length;
+  InlineShape shape = InlineShape::of(self.sizes());
+  shape[static_cast<size_t>(dim)] = r.length;
   resize_output(out, shape, op);
   if (out.numel() == 0) return;
   copy_block(out, 0, self, r.start * self.stride(dim), slice_block(self, dim, r.length, r.step, out.strides()));
@@ -700,8 +704,8 @@ void split_into(const Tensor& self, int dim, const std::vector<int64_t>& sizes, 
   int64_t pos = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     Tensor& out = outs[i];
-    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-    shape[dim] = sizes[i];
+    InlineShape shape = InlineShape::of(self.sizes());
+    shape[static_cast<size_t>(dim)] = sizes[i];
     resize_output(out, shape, op);
     if (out.numel() > 0) copy_block(out, 0, self, pos * self.stride(dim), slice_block(self, dim, sizes[i], 1, out.strides()));
     pos += sizes[i];
