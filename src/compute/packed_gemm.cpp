@@ -106,7 +106,9 @@ void gemv_panels_neon(const float* x, size_t k, const float* packed, const float
 
 }  // namespace
 
-PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias) : k_(k), n_(n) {
+PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const uint32_t* k_order,
+                       const float* column_scale)
+    : k_(k), n_(n) {
   const size_t panels = (n + kNr - 1) / kNr;
   panels_.resize(panels * k * kNr + 16);  // not zeroed (LargePageAllocator): every element read is written below
   bias_.assign(panels * kNr + 16, 0.0f);
@@ -121,7 +123,12 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
     if (w_is_nk) {
       for (size_t c = 0; c < cols; ++c) {
         const float* row = w + (j0 + c) * k;
-        for (size_t i = 0; i < k; ++i) panel[i * kNr + c] = row[i];
+        if (k_order == nullptr && column_scale == nullptr) {
+          for (size_t i = 0; i < k; ++i) panel[i * kNr + c] = row[i];
+          continue;
+        }
+        const float scale = column_scale != nullptr ? column_scale[j0 + c] : 1.0f;
+        for (size_t i = 0; i < k; ++i) panel[i * kNr + c] = row[k_order != nullptr ? k_order[i] : i] * scale;
       }
       for (size_t i = 0; cols < kNr && i < k; ++i) std::fill(panel + i * kNr + cols, panel + (i + 1) * kNr, 0.0f);
       continue;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "compute/large_pages.h"
@@ -16,8 +17,11 @@ namespace etnp::compute {
 class PackedGemm {
  public:
   /// `w`: the weights as [n, k] (w_is_nk, the fully-connected layout) or [k, n], row-major; `bias`: n
-  /// floats or null.
-  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias);
+  /// floats or null. For [n, k] weights, optionally: `k_order` (k entries) takes row i of the product from
+  /// element k_order[i] of each weight row (a convolution's [Cout, Cin, KH, KW] filter read as [Cout, KH, KW, Cin]
+  /// without a reordered copy), and `column_scale` (n floats) multiplies column j's weights by it.
+  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const uint32_t* k_order = nullptr,
+             const float* column_scale = nullptr);
 
   size_t k() const { return k_; }
   size_t n() const { return n_; }

@@ -811,18 +811,13 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, const Tensor* scale
   state->packed_args = {1, 2};
   if (scale != nullptr) state->packed_args.push_back(9);
   if (s.groups == 1) {
-    // [Cout, Cin, KH, KW] -> [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
-    std::vector<float> packed(static_cast<size_t>(s.c_out * taps * s.c_in));
-    for (int64_t oc = 0; oc < s.c_out; ++oc) {
-      const float k = sc != nullptr ? sc[oc] : 1.0f;
-      for (int64_t ic = 0; ic < s.c_in; ++ic) {
-        for (int64_t t = 0; t < taps; ++t) {
-          packed[static_cast<size_t>((oc * taps + t) * s.c_in + ic)] = w[(oc * s.c_in + ic) * taps + t] * k;
-        }
-      }
+    // Read as [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
+    std::vector<uint32_t> k_order(static_cast<size_t>(taps * s.c_in));
+    for (int64_t t = 0; t < taps; ++t) {
+      for (int64_t ic = 0; ic < s.c_in; ++ic) k_order[static_cast<size_t>(t * s.c_in + ic)] = static_cast<uint32_t>(ic * taps + t);
     }
     state->gemm = compute::WeightCache::global().share(std::make_shared<const compute::PackedGemm>(
-        packed.data(), true, static_cast<size_t>(taps * s.c_in), static_cast<size_t>(s.c_out), b));
+        w, true, static_cast<size_t>(taps * s.c_in), static_cast<size_t>(s.c_out), b, k_order.data(), sc));
   } else {
     // [C, 1, KH, KW] -> [KH, KW, C].
     std::vector<float> packed(static_cast<size_t>(taps * s.c_in));
