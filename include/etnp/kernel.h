@@ -35,6 +35,13 @@ struct KernelState {
   /// read: the runtime releases their pages of the program file at load (read again from the file should a call
   /// fall back to them), so that the weights are not resident twice.
   virtual std::vector<size_t> packed_constant_args() const { return {}; }
+  /// Channels-last exchange, decided at load: a state that runs its operator in NHWC order may read its first
+  /// argument and write its result in that order instead of the tensors' own, where the runtime finds that a
+  /// tensor's only writer and every reader are such kernels (the tensor's sizes stay NCHW; its bytes hold NHWC),
+  /// so that no transpose runs between them. Default: never.
+  virtual bool exchanges_channels_last() const { return false; }
+  /// Called at load, before any run, with what the runtime paired: argument 0 and/or the result as NHWC bytes.
+  virtual void use_channels_last(bool /*input*/, bool /*output*/) {}
 };
 
 class ThreadPool;

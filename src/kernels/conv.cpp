@@ -757,6 +757,12 @@ struct NhwcConv final : KernelState {
     return {depthwise.get(), depthwise->bytes()};
   }
   std::vector<size_t> packed_constant_args() const override { return packed_args; }
+  bool exchanges_channels_last() const override { return true; }
+  void use_channels_last(bool input, bool output) override {
+    input_nhwc = input_nhwc || input;
+    output_nhwc = output_nhwc || output;
+  }
+  bool input_nhwc = false, output_nhwc = false;  ///< paired at load: no transpose on that side
 };
 
 /// The largest output plane the NHWC route takes. On larger maps the NCHW GEMM's columns fill its tiles and
@@ -850,11 +856,19 @@ bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const
   if (state == nullptr || state->weight_source != weight.data() ||
       state->scale_source != (scale != nullptr ? scale->data() : nullptr) || s.kh != state->kh || s.kw != state->kw ||
       !input.is_contiguous_order() || !out.is_contiguous_order()) {
+    // What the load paired holds NHWC bytes: no NCHW path may read or write them.
+    ETNP_KERNEL_CHECK(state == nullptr || (!state->input_nhwc && !state->output_nhwc),
+                      kConvOp << ": a convolution paired with its neighbours in NHWC order no longer fits its packed "
+                                 "weights (a rebound constant or a changed layout)");
     return false;
   }
-  const int64_t in_floats = s.n * s.c_in * s.h * s.w, out_floats = s.n * s.c_out * s.oh * s.ow;
-  auto* in_nhwc = static_cast<float*>(ctx.scratch(static_cast<size_t>(in_floats + out_floats) * sizeof(float)));
-  float* out_nhwc = in_nhwc + in_floats;
+  const int64_t in_floats = state->input_nhwc ? 0 : s.n * s.c_in * s.h * s.w;
+  const int64_t out_floats = state->output_nhwc ? 0 : s.n * s.c_out * s.oh * s.ow;
+  auto* scratch = in_floats + out_floats == 0
+                      ? nullptr
+                      : static_cast<float*>(ctx.scratch(static_cast<size_t>(in_floats + out_floats) * sizeof(float)));
+  const float* in_nhwc = state->input_nhwc ? input.data_as<const float>() : scratch;
+  float* out_nhwc = state->output_nhwc ? out.data_as<float>() : scratch + in_floats;
   // [n, C, HW] <-> [n, HW, C], as a tiled transpose.
   auto transpose = [](float* dst, const float* src, int64_t n, int64_t channels, int64_t plane, bool to_nhwc) {
     const int64_t shape[3] = {n, to_nhwc ? plane : channels, to_nhwc ? channels : plane};
@@ -862,7 +876,7 @@ bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const
     const int64_t src_strides[3] = {channels * plane, 1, to_nhwc ? plane : channels};
     compute::strided_copy(dst, ScalarType::Float, dst_strides, src, ScalarType::Float, src_strides, shape);
   };
-  transpose(in_nhwc, input.data_as<const float>(), s.n, s.c_in, s.h * s.w, true);
+  if (!state->input_nhwc) transpose(scratch, input.data_as<const float>(), s.n, s.c_in, s.h * s.w, true);
   if (state->gemm) {
     compute::Conv2dGeometry g;
     g.in_h = static_cast<size_t>(s.h);
@@ -891,7 +905,7 @@ bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const
                           static_cast<size_t>(s.oh), static_cast<size_t>(s.ow), out_min, out_max, out_nhwc,
                           state->depthwise_scratch);
   }
-  transpose(out.data_as<float>(), out_nhwc, s.n, s.c_out, s.oh * s.ow, false);
+  if (!state->output_nhwc) transpose(out.data_as<float>(), out_nhwc, s.n, s.c_out, s.oh * s.ow, false);
   return true;
 }
 

@@ -136,6 +136,9 @@ struct Method::Impl {
   /// A convolution and the batch norm and/or activation after it, as one fused convolution.
   void fold_convolution_epilogue(size_t pc, const runtime::UseAnalysis& usage);
   void elide_copies(const runtime::UseAnalysis& refs);
+  /// After prepare_kernels: tensors that one channels-last kernel writes and only such kernels read keep their
+  /// bytes in NHWC order (KernelState::exchanges_channels_last).
+  void pair_channels_last();
   void mark_storage_checks();
   // method_bind.cpp
   void find_output_refusals(const runtime::UseAnalysis& refs);

@@ -53,6 +53,7 @@ void Method::Impl::load() {
     refuse_writes_to_constants();
     refuse_overlapping_writes();
     prepare_kernels();
+    pair_channels_last();
     check_memory_limit(0, "packing its kernels' weights");
     mark_storage_checks();
     build_delegates();

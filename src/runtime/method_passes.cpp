@@ -29,6 +29,51 @@ void Method::Impl::fold_constants() {
   }
 }
 
+void Method::Impl::pair_channels_last() {
+  // A convolution on small maps transposes its input to NHWC and its result back (kernels/conv.cpp); between two
+  // of them both transposes are wasted. The writer's result is the value of its last argument (its out slot, the
+  // one before, is the same value); every reference to that value must be the writer's or a reader's first
+  // argument, with no other reference in between (a view, a free, a method output or a jump could see the bytes).
+  const UseAnalysis usage(instructions, values, *plan);
+  if (usage.has_jumps || !usage.tensor_lists_well_formed) return;
+  auto exchanges = [&](const Instruction& ins) {
+    return ins.kind == Instruction::Kind::Kernel && ins.state != nullptr && ins.state->exchanges_channels_last() &&
+           ins.args.size() >= 3;
+  };
+  for (size_t pc = 0; pc < instructions.size(); ++pc) {
+    Instruction& writer = instructions[pc];
+    if (!exchanges(writer)) continue;
+    EValue* result = writer.args.back();
+    const size_t v = static_cast<size_t>(result - values.data());
+    if (writer.args[writer.args.size() - 2] != result || !result->is_tensor() || usage.io[v] ||
+        usage.freed_or_moved[v] || usage.writes[v] != 1) {
+      continue;
+    }
+    uint32_t refs = 0;
+    for (const EValue* a : writer.args) refs += a == result ? 1 : 0;
+    if (refs != 2) continue;  // then the folded instructions' references, then one per reader
+    std::vector<Instruction*> readers;
+    bool all = true;
+    for (const uint32_t at : usage.by_value[v]) {
+      if (at == pc) continue;
+      Instruction& reader = instructions[at];
+      if (reader.kind == Instruction::Kind::Folded) {  // an activation folded into the writer: it never runs
+        for (const EValue* a : reader.args) refs += a == result ? 1 : 0;
+        continue;
+      }
+      if (at < pc || !exchanges(reader) || reader.args[0] != result ||
+          std::count(reader.args.begin(), reader.args.end(), result) != 1) {
+        all = false;
+        break;
+      }
+      readers.push_back(&reader);
+    }
+    if (!all || readers.empty() || usage.uses[v] != refs + readers.size()) continue;
+    writer.state->use_channels_last(false, true);
+    for (Instruction* reader : readers) reader->state->use_channels_last(true, false);
+  }
+}
+
 void Method::Impl::fold_constant_layout(Instruction& ins, const UseAnalysis& usage, FoldedConstants& folded) {
   // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
   // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;

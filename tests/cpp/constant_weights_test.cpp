@@ -554,6 +554,73 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
   }
 }
 
+/// x [1, 8, 7, 6] -> conv 3x3 (16) -> relu -> y1 -> conv 1x1 (12) -> y2 -> depthwise 3x3 (12) -> y3, and, by
+/// `shape`: 0 nothing else; 1 y1 also a method output; 2 y2 also read by an add (z = y2 + y2, an output).
+std::vector<uint8_t> conv_chain_program(const std::vector<std::vector<float>>& p, bool as_inputs, int shape) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, 8, 7, 6}), 2);
+  std::vector<int32_t> params;
+  const std::vector<std::vector<int32_t>> sizes = {{16, 8, 3, 3}, {16}, {12, 16, 1, 1}, {12}, {12, 1, 3, 3}, {12}};
+  for (size_t i = 0; i < p.size(); ++i) {
+    params.push_back(as_inputs ? m.planned_tensor(f32(sizes[i])) : m.constant_tensor(f32(sizes[i]), format::as_bytes(p[i])));
+  }
+  const int32_t c1 = m.planned_tensor(f32({1, 16, 7, 6})), y1 = m.planned_tensor(f32({1, 16, 7, 6}));
+  const int32_t y2 = m.planned_tensor(f32({1, 12, 7, 6})), y3 = m.planned_tensor(f32({1, 12, 7, 6}));
+  const int32_t z = m.planned_tensor(f32({1, 12, 7, 6}));
+  auto conv = [&](int32_t in, int32_t w, int32_t b, int32_t pad, int32_t groups, int32_t out) {
+    m.kernel("aten::convolution.out", {in, w, b, m.int_list({1, 1}), m.int_list({pad, pad}), m.int_list({1, 1}),
+                                       m.bool_value(false), m.int_list({0, 0}), m.int_value(groups), out, out});
+  };
+  conv(x, params[0], params[1], 1, 1, c1);
+  m.kernel("aten::relu.out", {c1, y1, y1});
+  conv(y1, params[2], params[3], 0, 1, y2);
+  conv(y2, params[4], params[5], 1, 12, y3);
+  std::vector<int32_t> outputs = {y3};
+  if (shape == 1) outputs.push_back(y1);
+  if (shape == 2) {
+    m.kernel("aten::add.out", {y2, y2, m.int_value(1), z, z});
+    outputs.push_back(z);
+  }
+  std::vector<int32_t> inputs = {x};
+  if (as_inputs) inputs.insert(inputs.end(), params.begin(), params.end());
+  m.set_inputs(inputs);
+  m.set_outputs(outputs);
+  return writer.serialize();
+}
+
+// Convolutions on packed weights that feed each other pass NHWC bytes between them (no transposes, paired at
+// load): the outputs match the NCHW paths', and where a paired tensor would be seen elsewhere (a method output,
+// an add reading it) it stays NCHW and correct.
+TEST(ConstantWeights, ChainedConvolutionsOnPackedWeightsMatchTheGeneralPath) {
+  std::mt19937 rng(21);
+  const std::vector<size_t> counts = {16 * 8 * 9, 16, 12 * 16, 12, 12 * 9, 12};
+  std::vector<std::vector<float>> params;
+  for (size_t n : counts) params.push_back(random_floats(rng, n));
+  const std::vector<float> x = random_floats(rng, 8 * 7 * 6);
+  for (int shape = 0; shape < 3; ++shape) {
+    Program packed = load_bytes(conv_chain_program(params, false, shape));
+    Program general = load_bytes(conv_chain_program(params, true, shape));
+    auto a = packed.load_method("forward");
+    auto g = general.load_method("forward");
+    std::vector<Value> in_g = {tensor_input(x, {1, 8, 7, 6})};
+    const std::vector<std::vector<int64_t>> shapes = {{16, 8, 3, 3}, {16}, {12, 16, 1, 1}, {12}, {12, 1, 3, 3}, {12}};
+    for (size_t i = 0; i < params.size(); ++i) in_g.push_back(tensor_input(params[i], shapes[i]));
+    for (int run = 0; run < 2; ++run) {
+      const auto got = exec(*a, {tensor_input(x, {1, 8, 7, 6})});
+      const auto want = exec(*g, in_g);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        const auto gv = floats(got[o]), wv = floats(want[o]);
+        ASSERT_EQ(gv.size(), wv.size());
+        for (size_t i = 0; i < gv.size(); ++i) {
+          ASSERT_NEAR(gv[i], wv[i], 1e-4 * (1 + std::abs(wv[i]))) << "shape " << shape << " output " << o << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 /// A program calling etnp::convolution_affine_clamp.out itself: a 1x1 convolution of a [1, 2, 1, 2] input to 2
 /// channels, weights [[1, 2], [3, 4]], bias (10, 20), the given channel scale, clamp [-inf, 100], transposed or not.
 std::vector<uint8_t> affine_clamp_program(const std::vector<float>& scale, bool transposed) {
