@@ -8,7 +8,8 @@
 
 namespace etnp::compute {
 
-enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, Atan, Erf, Sigmoid };
+/// Silu: x * sigmoid(x), the two operations of a decomposed SiLU in one pass (the same bits as both).
+enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, Atan, Erf, Sigmoid, Silu };
 
 /// out[i] = op(in[i]) for i < n (in and out may be the same array).
 using VectorF32Fn = void (*)(const float* in, float* out, size_t n);

@@ -52,6 +52,11 @@ struct Sigmoid8 {
   }
 };
 
+// x * sigmoid(x): what a sigmoid and a multiply by its input give.
+struct Silu8 {
+  __m256 operator()(__m256 x) const { return _mm256_mul_ps(x, Sigmoid8{}(x)); }
+};
+
 }  // namespace
 
 VectorF32Fn vector_f32_avx2(VectorOp op) {
@@ -69,6 +74,7 @@ VectorF32Fn vector_f32_avx2(VectorOp op) {
     case VectorOp::Atan: return map8<Atan8>;
     case VectorOp::Erf: return map8<Erf8>;
     case VectorOp::Sigmoid: return map8<Sigmoid8>;
+    case VectorOp::Silu: return map8<Silu8>;
   }
   return nullptr;
 }

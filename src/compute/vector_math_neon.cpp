@@ -52,6 +52,11 @@ struct Sigmoid4 {
   }
 };
 
+// x * sigmoid(x): what a sigmoid and a multiply by its input give.
+struct Silu4 {
+  float32x4_t operator()(float32x4_t x) const { return vmulq_f32(x, Sigmoid4{}(x)); }
+};
+
 }  // namespace
 
 VectorF32Fn vector_f32_neon(VectorOp op) {
@@ -69,6 +74,7 @@ VectorF32Fn vector_f32_neon(VectorOp op) {
     case VectorOp::Atan: return map4<Atan4>;
     case VectorOp::Erf: return map4<Erf4>;
     case VectorOp::Sigmoid: return map4<Sigmoid4>;
+    case VectorOp::Silu: return map4<Silu4>;
   }
   return nullptr;
 }

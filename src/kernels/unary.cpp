@@ -76,6 +76,7 @@ ETNP_FLOAT_UNARY(Log2, std::log2(x))
 ETNP_FLOAT_UNARY(Reciprocal, T(1) / x)
 ETNP_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
 ETNP_FLOAT_UNARY(Sigmoid, T(1) / (T(1) + std::exp(-x)))
+ETNP_FLOAT_UNARY(Silu, x * (T(1) / (T(1) + std::exp(-x))))
 ETNP_FLOAT_UNARY(Sin, std::sin(x))
 ETNP_FLOAT_UNARY(Sinh, std::sinh(x))
 ETNP_FLOAT_UNARY(Sqrt, std::sqrt(x))
@@ -478,6 +479,7 @@ ETNP_FLOAT_KERNEL_VEC(Log2, "aten::log2.out")
 ETNP_FLOAT_KERNEL(Reciprocal, "aten::reciprocal.out")
 ETNP_FLOAT_KERNEL(Rsqrt, "aten::rsqrt.out")
 ETNP_FLOAT_KERNEL_VEC(Sigmoid, "aten::sigmoid.out")
+ETNP_FLOAT_KERNEL_VEC(Silu, "aten::silu.out")
 ETNP_FLOAT_KERNEL_VEC(Sin, "aten::sin.out")
 ETNP_FLOAT_KERNEL(Sinh, "aten::sinh.out")
 ETNP_FLOAT_KERNEL(Sqrt, "aten::sqrt.out")
@@ -509,6 +511,7 @@ void register_unary_kernels(KernelRegistry& registry) {
   registry.add("aten::reciprocal.out", 3, Reciprocal_out);
   registry.add("aten::rsqrt.out", 3, Rsqrt_out);
   registry.add("aten::sigmoid.out", 3, Sigmoid_out);
+  registry.add("aten::silu.out", 3, Silu_out);
   registry.add("aten::sin.out", 3, Sin_out);
   registry.add("aten::sinh.out", 3, Sinh_out);
   registry.add("aten::sqrt.out", 3, Sqrt_out);

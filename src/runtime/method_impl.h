@@ -135,6 +135,8 @@ struct Method::Impl {
   bool fold_transpose_as_view(Instruction& ins, const runtime::UseAnalysis& usage);
   /// A convolution and the batch norm and/or activation after it, as one fused convolution.
   void fold_convolution_epilogue(size_t pc, const runtime::UseAnalysis& usage);
+  /// A sigmoid whose only reader multiplies it by the sigmoid's input (a decomposed SiLU), as one aten::silu.
+  void fold_silu(size_t pc, const runtime::UseAnalysis& usage);
   void elide_copies(const runtime::UseAnalysis& refs);
   /// After prepare_kernels: tensors that one channels-last kernel writes and only such kernels read keep their
   /// bytes in NHWC order (KernelState::exchanges_channels_last).

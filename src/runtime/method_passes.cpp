@@ -26,7 +26,41 @@ void Method::Impl::fold_constants() {
   for (size_t i = 0; i < instructions.size(); ++i) {
     fold_constant_layout(instructions[i], usage, folded);
     fold_convolution_epilogue(i, usage);
+    fold_silu(i, usage);
   }
+}
+
+void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {
+  // Exporters decompose SiLU (EfficientNet's activation, a Llama MLP's gate) into s = sigmoid(x) and y = x * s:
+  // two passes over memory where one does, with the same bits (compute/vector_math.h's VectorOp::Silu).
+  Instruction& sigmoid = instructions[pc];
+  if (sigmoid.kind != Instruction::Kind::Kernel || *sigmoid.name != "aten::sigmoid.out" || sigmoid.args.size() != 3 ||
+      pc + 1 >= instructions.size()) {
+    return;
+  }
+  Instruction& mul = instructions[pc + 1];
+  if (mul.kind != Instruction::Kind::Kernel || *mul.name != "aten::mul.out" || mul.args.size() != 4) return;
+  const KernelEntry* silu = runtime::kernel_registry().find("aten::silu.out");
+  if (silu == nullptr) return;
+  EValue* x = sigmoid.args[0];
+  EValue* s = sigmoid.args[1];
+  EValue* y = mul.args[2];
+  auto float_contiguous = [](const EValue* v) {
+    return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
+  };
+  const bool operands = (mul.args[0] == x && mul.args[1] == s) || (mul.args[0] == s && mul.args[1] == x);
+  const size_t s_index = static_cast<size_t>(s - values.data());
+  // s: written by the sigmoid, read by the multiply only; y: the multiply's output, x's shape (no broadcast).
+  if (!operands || x == s || sigmoid.args[2] != s || mul.args[3] != y || y == x || y == s || usage.io[s_index] ||
+      usage.uses[s_index] != 3 || !float_contiguous(x) || !float_contiguous(s) || !float_contiguous(y) ||
+      !std::ranges::equal(x->to_tensor().sizes(), y->to_tensor().sizes()) ||
+      x->to_tensor().dynamism() != y->to_tensor().dynamism()) {
+    return;
+  }
+  mul.args = load_time_args.emplace_back(std::vector<EValue*>{x, y, y});
+  mul.fn = silu->fn;
+  mul.prepare = silu->prepare;
+  sigmoid.kind = Instruction::Kind::Folded;
 }
 
 void Method::Impl::pair_channels_last() {

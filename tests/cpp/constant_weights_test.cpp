@@ -621,6 +621,57 @@ TEST(ConstantWeights, ChainedConvolutionsOnPackedWeightsMatchTheGeneralPath) {
   }
 }
 
+/// y = x * sigmoid(x) (or sigmoid(x) * x) over [3, 37]; `keep_sigmoid`: s = sigmoid(x) is an output too.
+std::vector<uint8_t> silu_program(bool sigmoid_first, bool keep_sigmoid) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({3, 37}));
+  const int32_t s = m.planned_tensor(f32({3, 37}));
+  const int32_t y = m.planned_tensor(f32({3, 37}));
+  m.kernel("aten::sigmoid.out", {x, s, s});
+  m.kernel("aten::mul.out", sigmoid_first ? std::vector<int32_t>{s, x, y, y} : std::vector<int32_t>{x, s, y, y});
+  m.set_inputs({x});
+  m.set_outputs(keep_sigmoid ? std::vector<int32_t>{y, s} : std::vector<int32_t>{y});
+  return writer.serialize();
+}
+
+// A decomposed SiLU (a sigmoid that only a multiply by its input reads) runs as one aten::silu at load: the same
+// bits as the two calls, NaN and infinities included; a sigmoid that is also an output stays.
+TEST(ConstantWeights, DecomposedSiluRunsAsOnePass) {
+  std::mt19937 rng(3);
+  std::vector<float> x = random_floats(rng, 3 * 37);
+  for (float& v : x) v *= 12.0f;
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[6] = std::numeric_limits<float>::infinity();
+  x[7] = -std::numeric_limits<float>::infinity();
+  for (bool sigmoid_first : {false, true}) {
+    LoadOptions profiled;
+    profiled.enable_profiling = true;
+    Program fused = load_bytes(silu_program(sigmoid_first, false), profiled);
+    Program plain = load_bytes(silu_program(sigmoid_first, true), profiled);
+    auto a = fused.load_method("forward");
+    auto b = plain.load_method("forward");
+    const auto got = floats(exec(*a, {tensor_input(x, {3, 37})})[0]);
+    const auto want = floats(exec(*b, {tensor_input(x, {3, 37})})[0]);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(want[i])) {
+        ASSERT_TRUE(std::isnan(got[i])) << i;
+      } else {
+        ASSERT_EQ(got[i], want[i]) << i << " x=" << x[i];
+        if (std::isfinite(x[i])) {
+          ASSERT_NEAR(got[i], double(x[i]) / (1.0 + std::exp(-double(x[i]))), 1e-5 * (1 + std::abs(want[i]))) << i;
+        }
+      }
+    }
+    ASSERT_EQ(a->profile_events().size(), 2u);
+    EXPECT_TRUE(a->profile_events()[0].folded);  // the sigmoid
+    EXPECT_FALSE(a->profile_events()[1].folded);
+    ASSERT_EQ(b->profile_events().size(), 2u);
+    EXPECT_FALSE(b->profile_events()[0].folded);
+  }
+}
+
 /// A program calling etnp::convolution_affine_clamp.out itself: a 1x1 convolution of a [1, 2, 1, 2] input to 2
 /// channels, weights [[1, 2], [3, 4]], bias (10, 20), the given channel scale, clamp [-inf, 100], transposed or not.
 std::vector<uint8_t> affine_clamp_program(const std::vector<float>& scale, bool transposed) {

@@ -727,6 +727,8 @@ TEST(ElementwiseKernels, VectorMathMatchesScalarReference) {
       {"aten::atan.out", [](double x) { return std::atan(x); }, -1e4f, 1e4f},
       {"aten::erf.out", [](double x) { return std::erf(x); }, -5.0f, 5.0f},
       {"aten::sigmoid.out", [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -90.0f, 90.0f},
+      // From -80: below, exp(-x) overflows float (as in the sigmoid the two-call form multiplies by).
+      {"aten::silu.out", [](double x) { return x / (1.0 + std::exp(-x)); }, -80.0f, 90.0f},
   };
   std::mt19937 rng(99);
   for (const Case& c : cases) {
@@ -823,6 +825,7 @@ TEST(ElementwiseTorchOracle, FloatFunctionsMatchTorch) {
       {"aten::erf.out", "torch.erf(a)", -3, 3},        {"aten::sqrt.out", "torch.sqrt(a)", 0, 100},
       {"aten::rsqrt.out", "torch.rsqrt(a)", 0.01f, 100}, {"aten::reciprocal.out", "torch.reciprocal(a)", 0.1f, 10},
       {"aten::sigmoid.out", "torch.sigmoid(a)", -10, 10}, {"aten::floor.out", "torch.floor(a)", -10, 10},
+      {"aten::silu.out", "torch.nn.functional.silu(a)", -10, 10},
       {"aten::ceil.out", "torch.ceil(a)", -10, 10},    {"aten::trunc.out", "torch.trunc(a)", -10, 10},
       {"aten::atan2.out", "torch.atan2(a, b)", -5, 5, true},
       {"aten::pow.Tensor_Tensor_out", "torch.pow(a.abs(), b)", -3, 3, true},
