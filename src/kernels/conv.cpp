@@ -878,20 +878,12 @@ bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const
   };
   if (!state->input_nhwc) transpose(scratch, input.data_as<const float>(), s.n, s.c_in, s.h * s.w, true);
   if (state->gemm) {
-    compute::Conv2dGeometry g;
-    g.in_h = static_cast<size_t>(s.h);
-    g.in_w = static_cast<size_t>(s.w);
-    g.channels = static_cast<size_t>(s.c_in);
-    g.kernel_h = static_cast<size_t>(s.kh);
-    g.kernel_w = static_cast<size_t>(s.kw);
-    g.stride_h = static_cast<size_t>(s.sh);
-    g.stride_w = static_cast<size_t>(s.sw);
-    g.dilation_h = static_cast<size_t>(s.dh);
-    g.dilation_w = static_cast<size_t>(s.dw);
-    g.pad_top = static_cast<size_t>(s.ph);
-    g.pad_left = static_cast<size_t>(s.pw);
-    g.out_h = static_cast<size_t>(s.oh);
-    g.out_w = static_cast<size_t>(s.ow);
+    auto size = [](int64_t v) { return static_cast<size_t>(v); };
+    const compute::Conv2dGeometry g{.in_h = size(s.h), .in_w = size(s.w), .channels = size(s.c_in),
+                                    .kernel_h = size(s.kh), .kernel_w = size(s.kw), .stride_h = size(s.sh),
+                                    .stride_w = size(s.sw), .dilation_h = size(s.dh), .dilation_w = size(s.dw),
+                                    .pad_top = size(s.ph), .pad_left = size(s.pw), .out_h = size(s.oh),
+                                    .out_w = size(s.ow)};
     const bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
     if (pointwise) {
       state->gemm->run(in_nhwc, static_cast<size_t>(s.n * s.h * s.w), static_cast<size_t>(s.c_in), out_min, out_max,
