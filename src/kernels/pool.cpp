@@ -192,7 +192,6 @@ __attribute__((target("avx2,fma"))) void max_pool_plane_avx2(const float* s, con
     std::copy(indices, indices + lanes, x + p0);
   }
 }
-#endif
 
 /// The window table of max_pool_plane_avx2 for an h x w input, in `table` (resized): blocks of 8 output pixels x
 /// taps x 8 offsets, then one first offset per pixel (the pixel count rounded up to 8).
@@ -217,6 +216,7 @@ void max_pool_window_table(const Pool2dParams& p, int64_t h, int64_t w, std::vec
   }
   for (int64_t px = pixels; px < padded; ++px) first[px] = 0;
 }
+#endif
 
 // aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
 //   int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
@@ -243,7 +243,8 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
     int64_t* idx = indices.data_as<int64_t>();
     // Outputs [vec_begin, vec_end) of a row have every window column inside the input row (and, for stride 2,
     // the float after it): the vector loop takes them where the planes' columns are contiguous.
-    int64_t vec_begin = 0, vec_end = 0;
+    int64_t vec_begin = 0;
+    [[maybe_unused]] int64_t vec_end = 0;  // only the AVX2 build has the vector loops
 #ifdef ETNP_POOL_AVX2
     if constexpr (std::is_same_v<T, float>) {
       const bool vector = has_avx2_fma() && p.dilation[0] == 1 && p.dilation[1] == 1 && pi.stride_w == 1 &&
@@ -259,7 +260,7 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
 #endif
     // Short rows (under 32 outputs), planes contiguous in and out, a table of at most 64 Ki offsets: whole
     // planes through the window table.
-    bool by_table = false;
+    [[maybe_unused]] bool by_table = false;
     std::vector<int32_t> table;
 #ifdef ETNP_POOL_AVX2
     if constexpr (std::is_same_v<T, float>) {
