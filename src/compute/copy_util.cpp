@@ -231,8 +231,7 @@ struct SameTypeMover {
     int64_t rows_done = 0, cols_done = 0;  // the top-left block transposed in registers
     if constexpr (sizeof(E) == 4) {
 #ifdef ETNP_COPY_AVX2
-      static const bool avx2 = has_avx2_fma();
-      if (avx2) transpose_blocks_avx2(d, s, rows, cols, drow, scol, rows_done, cols_done);
+      if (has_avx2_fma()) transpose_blocks_avx2(d, s, rows, cols, drow, scol, rows_done, cols_done);
 #elif defined(ETNP_COPY_NEON)
       transpose_blocks_neon(d, s, rows, cols, drow, scol, rows_done, cols_done);
 #endif

@@ -748,7 +748,6 @@ struct NhwcConv final : KernelState {
   std::shared_ptr<const compute::DepthwiseConv> depthwise;    ///< depthwise: [KH, KW, C]
   const void* weight_source = nullptr;  ///< the weight tensor's data when packed: the call checks it is still bound
   const void* scale_source = nullptr;   ///< the folded scale's data, or null
-  int64_t kh = 0, kw = 0;
   compute::Conv2dScratch scratch;           // a Method runs on one thread at a time: its state may keep scratch
   std::vector<float> depthwise_scratch;
   std::vector<size_t> packed_args;       ///< the weight, the bias and the scale: not read by the calls
@@ -781,28 +780,38 @@ bool nhwc_engines_take(const ConvShape& s) {
                                            static_cast<size_t>(s.sh), static_cast<size_t>(s.sw));
 }
 
-/// Packs a convolution's constant float32 weights (`scale`, one per output channel, multiplied in; `bias` added
-/// after it) for the NHWC engines, or nullptr when they do not take it. Shapes are the serialized ones.
-std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, const Tensor* scale) {
-  const Tensor& input = args[0]->to_tensor();
-  const Tensor& weight = args[1]->to_tensor();
-  const Tensor* bias = args[2]->to_optional_tensor();
-  if (input.dtype() != ScalarType::Float || weight.dtype() != ScalarType::Float || !weight.is_constant() ||
-      weight.data() == nullptr || !weight.is_contiguous_order()) {
-    return nullptr;
-  }
-  for (const Tensor* t : {bias, scale}) {
-    if (t != nullptr && (t->dtype() != ScalarType::Float || !t->is_constant() || t->data() == nullptr ||
-                         !t->is_contiguous_order())) {
-      return nullptr;
-    }
-  }
+/// Packs a convolution's constant float32 weights (the scale at argument `scale_arg` when not 0, one per output
+/// channel, multiplied in; the bias added after it) for the NHWC engines, or nullptr when they do not take it.
+/// Shapes are the serialized ones.
+std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
+  // Arguments of the wrong kind are the call's to report, with its context: here they only mean "not packed".
+  const Tensor* scale = nullptr;
   ConvShape s;
   try {
+    scale = scale_arg != 0 ? args[scale_arg]->to_optional_tensor() : nullptr;
+    const Tensor& input = args[0]->to_tensor();
+    const Tensor& weight = args[1]->to_tensor();
+    const Tensor* bias = args[2]->to_optional_tensor();
+    const Tensor& out = args[args.size() - 2]->to_tensor();
+    // The layouts are the program's (static): a channels-last input or output never takes the route, so that a
+    // call never has to fall back from a route the load paired with its neighbours.
+    if (input.dtype() != ScalarType::Float || !input.is_contiguous_order() || !out.is_contiguous_order() ||
+        weight.dtype() != ScalarType::Float || !weight.is_constant() || weight.data() == nullptr ||
+        !weight.is_contiguous_order()) {
+      return nullptr;
+    }
+    for (const Tensor* t : {bias, scale}) {
+      if (t != nullptr && (t->dtype() != ScalarType::Float || !t->is_constant() || t->data() == nullptr ||
+                           !t->is_contiguous_order())) {
+        return nullptr;
+      }
+    }
     s = conv_shape(input, weight, bias, args);
   } catch (const Error&) {
-    return nullptr;  // the call reports it, with its arguments
+    return nullptr;
   }
+  const Tensor& weight = args[1]->to_tensor();
+  const Tensor* bias = args[2]->to_optional_tensor();
   if (!nhwc_engines_take(s) || (scale != nullptr && scale->numel() != s.c_out)) return nullptr;
   if (s.oh * s.ow > kNhwcMaxOutputPixels) return nullptr;
   const float* w = weight.data_as<const float>();
@@ -812,10 +821,8 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, const Tensor* scale
   auto state = std::make_unique<NhwcConv>();
   state->weight_source = weight.data();
   state->scale_source = scale != nullptr ? scale->data() : nullptr;
-  state->kh = s.kh;
-  state->kw = s.kw;
   state->packed_args = {1, 2};
-  if (scale != nullptr) state->packed_args.push_back(9);
+  if (scale != nullptr) state->packed_args.push_back(scale_arg);
   if (s.groups == 1) {
     // Read as [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
     std::vector<uint32_t> k_order(static_cast<size_t>(taps * s.c_in));
@@ -840,12 +847,12 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, const Tensor* scale
 
 std::unique_ptr<KernelState> prepare_convolution(KernelArgs args) {
   if (args.size() != 11 || !args[0]->is_tensor() || !args[1]->is_tensor()) return nullptr;
-  return pack_nhwc_conv(args, nullptr);
+  return pack_nhwc_conv(args, 0);
 }
 
 std::unique_ptr<KernelState> prepare_convolution_affine_clamp(KernelArgs args) {
   if (args.size() != 14 || !args[0]->is_tensor() || !args[1]->is_tensor()) return nullptr;
-  return pack_nhwc_conv(args, args[9]->to_optional_tensor());
+  return pack_nhwc_conv(args, 9);
 }
 
 /// Runs the convolution on the state's packed weights when they still fit the call (the same constants bound,
@@ -854,8 +861,8 @@ bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const
               const Tensor* scale, float out_min, float out_max, Tensor& out) {
   auto* state = static_cast<NhwcConv*>(ctx.state());
   if (state == nullptr || state->weight_source != weight.data() ||
-      state->scale_source != (scale != nullptr ? scale->data() : nullptr) || s.kh != state->kh || s.kw != state->kw ||
-      !input.is_contiguous_order() || !out.is_contiguous_order()) {
+      state->scale_source != (scale != nullptr ? scale->data() : nullptr) || !input.is_contiguous_order() ||
+      !out.is_contiguous_order()) {
     // What the load paired holds NHWC bytes: no NCHW path may read or write them.
     ETNP_KERNEL_CHECK(state == nullptr || (!state->input_nhwc && !state->output_nhwc),
                       kConvOp << ": a convolution paired with its neighbours in NHWC order no longer fits its packed "

@@ -265,6 +265,7 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
 #ifdef ETNP_POOL_AVX2
     if constexpr (std::is_same_v<T, float>) {
       by_table = has_avx2_fma() && p.ow < 32 && (p.oh * p.ow + 8) * (p.kernel[0] * p.kernel[1] + 1) <= (1 << 16) &&
+                 pi.h * pi.w < (int64_t{1} << 31) &&  // int32 offsets
                  pi.stride_w == 1 && pi.stride_h == pi.w && po.stride_w == 1 && po.stride_h == p.ow &&
                  px.stride_w == 1 && px.stride_h == p.ow;
       if (by_table) max_pool_window_table(p, pi.h, pi.w, table);

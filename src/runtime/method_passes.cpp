@@ -78,6 +78,7 @@ void Method::Impl::pair_channels_last() {
     Instruction& writer = instructions[pc];
     if (!exchanges(writer)) continue;
     EValue* result = writer.args.back();
+    if (result < values.data() || result >= values.data() + values.size()) continue;  // a value made at load
     const size_t v = static_cast<size_t>(result - values.data());
     if (writer.args[writer.args.size() - 2] != result || !result->is_tensor() || usage.io[v] ||
         usage.freed_or_moved[v] || usage.writes[v] != 1) {

@@ -555,7 +555,8 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
 }
 
 /// x [1, 8, 7, 6] -> conv 3x3 (16) -> relu -> y1 -> conv 1x1 (12) -> y2 -> depthwise 3x3 (12) -> y3, and, by
-/// `shape`: 0 nothing else; 1 y1 also a method output; 2 y2 also read by an add (z = y2 + y2, an output).
+/// `shape`: 0 nothing else; 1 y1 also a method output; 2 y2 also read by an add (z = y2 + y2, an output); 3 no
+/// relu, y1 laid out channels-last (the program's dim order).
 std::vector<uint8_t> conv_chain_program(const std::vector<std::vector<float>>& p, bool as_inputs, int shape) {
   format::ProgramWriter writer;
   auto& m = writer.add_method("forward");
@@ -565,15 +566,21 @@ std::vector<uint8_t> conv_chain_program(const std::vector<std::vector<float>>& p
   for (size_t i = 0; i < p.size(); ++i) {
     params.push_back(as_inputs ? m.planned_tensor(f32(sizes[i])) : m.constant_tensor(f32(sizes[i]), format::as_bytes(p[i])));
   }
-  const int32_t c1 = m.planned_tensor(f32({1, 16, 7, 6})), y1 = m.planned_tensor(f32({1, 16, 7, 6}));
+  TensorSpec y1_spec = f32({1, 16, 7, 6});
+  if (shape == 3) y1_spec.dim_order = {0, 2, 3, 1};
+  const int32_t c1 = m.planned_tensor(y1_spec), y1 = m.planned_tensor(y1_spec);
   const int32_t y2 = m.planned_tensor(f32({1, 12, 7, 6})), y3 = m.planned_tensor(f32({1, 12, 7, 6}));
   const int32_t z = m.planned_tensor(f32({1, 12, 7, 6}));
   auto conv = [&](int32_t in, int32_t w, int32_t b, int32_t pad, int32_t groups, int32_t out) {
     m.kernel("aten::convolution.out", {in, w, b, m.int_list({1, 1}), m.int_list({pad, pad}), m.int_list({1, 1}),
                                        m.bool_value(false), m.int_list({0, 0}), m.int_value(groups), out, out});
   };
-  conv(x, params[0], params[1], 1, 1, c1);
-  m.kernel("aten::relu.out", {c1, y1, y1});
+  if (shape == 3) {
+    conv(x, params[0], params[1], 1, 1, y1);  // straight into the next convolution's channels-last input
+  } else {
+    conv(x, params[0], params[1], 1, 1, c1);
+    m.kernel("aten::relu.out", {c1, y1, y1});
+  }
   conv(y1, params[2], params[3], 0, 1, y2);
   conv(y2, params[4], params[5], 1, 12, y3);
   std::vector<int32_t> outputs = {y3};
@@ -591,14 +598,14 @@ std::vector<uint8_t> conv_chain_program(const std::vector<std::vector<float>>& p
 
 // Convolutions on packed weights that feed each other pass NHWC bytes between them (no transposes, paired at
 // load): the outputs match the NCHW paths', and where a paired tensor would be seen elsewhere (a method output,
-// an add reading it) it stays NCHW and correct.
+// an add reading it) it stays NCHW and correct; a convolution writing a channels-last tensor keeps the NCHW paths.
 TEST(ConstantWeights, ChainedConvolutionsOnPackedWeightsMatchTheGeneralPath) {
   std::mt19937 rng(21);
   const std::vector<size_t> counts = {16 * 8 * 9, 16, 12 * 16, 12, 12 * 9, 12};
   std::vector<std::vector<float>> params;
   for (size_t n : counts) params.push_back(random_floats(rng, n));
   const std::vector<float> x = random_floats(rng, 8 * 7 * 6);
-  for (int shape = 0; shape < 3; ++shape) {
+  for (int shape = 0; shape < 4; ++shape) {
     Program packed = load_bytes(conv_chain_program(params, false, shape));
     Program general = load_bytes(conv_chain_program(params, true, shape));
     auto a = packed.load_method("forward");
