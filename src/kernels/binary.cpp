@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "compute/vector_math.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_util.h"
 #include "kernels/register.h"
@@ -462,6 +463,12 @@ void pow_tensor_scalar_out(KernelContext& ctx, KernelArgs args) {
       if (e == C(2)) {  // x * x is what pow(x, 2) rounds to, without the libm call (RMS norms use it)
         apply<C, C, 1>(ctx, out, {&a}, [](C x) { return x * x; }, ew::kCheapGrain, op);
         return;
+      }
+      if constexpr (std::is_same_v<C, float>) {
+        if (e == 3.0f) {  // GELU's tanh form cubes its input
+          apply<C, C, 1>(ctx, out, {&a}, [](float x) { return compute::pow3_f32(x); }, ew::kCostlyGrain, op);
+          return;
+        }
       }
       apply<C, C, 1>(ctx, out, {&a}, [e](C x) { return std::pow(x, e); }, ew::kCostlyGrain, op);
     } else {

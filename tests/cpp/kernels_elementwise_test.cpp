@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -416,6 +417,37 @@ TEST(ElementwiseKernels, PowIntegerAndFloat) {
   auto af = empty(ScalarType::Float, {5});
   binary_scalar("aten::pow.Tensor_Scalar_out", a, EValue::from_double(2.0), af);
   expect_floats(af->values<float>(), {4, 9, 1, 1, 25});
+}
+
+// pow(x, 3) on float32 takes a path that cubes in double and asks libm only near a rounding midpoint; it must
+// give powf's bits everywhere. Every 251st float bit pattern (17 million inputs: every exponent, both signs, NaNs,
+// infinities, subnormals), plus the edges of the normal result range, against std::pow through the kernel.
+TEST(ElementwiseKernels, PowCubeIsPowfBitForBit) {
+  std::vector<float> xs;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 251) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (float edge : {0.0f, -0.0f, kInf, -kInf, kNaN, std::cbrt(std::numeric_limits<float>::min()),
+                     std::cbrt(std::numeric_limits<float>::max()), 1.0f, -1.0f}) {
+    for (float x = edge, k = 0; k < 8 && std::isfinite(x); ++k) {
+      xs.push_back(x);
+      xs.push_back(-x);
+      x = std::nextafter(x, kInf);
+    }
+    xs.push_back(edge);
+  }
+  auto in = floats({static_cast<int64_t>(xs.size())}, xs);
+  auto out = empty(ScalarType::Float, {static_cast<int64_t>(xs.size())});
+  binary_scalar("aten::pow.Tensor_Scalar_out", in, EValue::from_double(3.0), out);
+  const std::vector<float> got = out->values<float>();
+  size_t mismatches = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const uint32_t want = std::bit_cast<uint32_t>(std::pow(xs[i], 3.0f));
+    const uint32_t have = std::bit_cast<uint32_t>(got[i]);
+    if (want != have && !(std::isnan(got[i]) && std::isnan(std::pow(xs[i], 3.0f))) && mismatches++ < 5) {
+      ADD_FAILURE() << "pow(" << std::hexfloat << xs[i] << ", 3): powf " << std::pow(xs[i], 3.0f) << ", kernel "
+                    << got[i];
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
 }
 
 TEST(ElementwiseKernels, PowScalarBase) {
