@@ -281,7 +281,7 @@ inline constexpr int64_t kBlock = 256;
 /// Elements per parallel chunk for cheap ops (add, mul, compare, ...).
 inline constexpr int64_t kCheapGrain = 1 << 15;
 /// Elements per parallel chunk for transcendental ops (exp, tanh, erf, ...).
-inline constexpr int64_t kCostlyGrain = 1 << 12;
+inline constexpr int64_t kCostlyGrain = 1 << 11;
 
 /// dst[i] = op(src...[i]) over n elements, where a broadcast source holds one value for all i.
 template <typename C, typename R, size_t NIN, typename Op>
