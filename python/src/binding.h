@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -156,9 +157,19 @@ struct PyResult {
 void set_result_outputs(bool on);
 bool result_outputs();
 
-/// Byte strides of a tensor of `sizes` laid out in `dim_order` (empty: contiguous).
-std::vector<py::ssize_t> byte_strides(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order,
-                                      size_t element_size);
+/// A tensor's byte strides, held inline (no allocation on the per-call path).
+struct ByteStrides {
+  std::array<py::ssize_t, kMaxTensorRank> values{};
+  size_t rank = 0;
+  const py::ssize_t* data() const { return values.data(); }
+  const py::ssize_t* begin() const { return values.data(); }
+  const py::ssize_t* end() const { return values.data() + rank; }
+  py::ssize_t operator[](size_t d) const { return values[d]; }
+};
+
+/// Byte strides of a tensor of `sizes` laid out in `dim_order` (empty: contiguous); throws
+/// etnp::Error(InvalidArgument) past kMaxTensorRank dims.
+ByteStrides byte_strides(std::span<const int64_t> sizes, std::span<const uint8_t> dim_order, size_t element_size);
 
 /// Description of a numpy array for messages: "int64 array of shape (2, 3), strides (24, 8)".
 std::string describe_array(const py::array& array);

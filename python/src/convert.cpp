@@ -377,9 +377,8 @@ std::string describe_expected(const TensorInfo& info) {
       if (channels_last) os << " (channels-last)";
     }
   }
-  std::vector<int64_t> sizes = info.sizes;
-  std::vector<py::ssize_t> strides = byte_strides(sizes, info.dim_order, element_size(info.dtype));
-  os << ", strides " << list_string(strides, "(", ")");
+  const ByteStrides strides = byte_strides(info.sizes, info.dim_order, element_size(info.dtype));
+  os << ", strides " << list_string(std::vector<py::ssize_t>(strides.begin(), strides.end()), "(", ")");
   return os.str();
 }
 
@@ -416,8 +415,8 @@ py::array as_array(size_t index, py::handle obj, const TensorInfo& info) {
 }
 
 /// True when every dimension of size > 1 has the stride the dim order gives it.
-bool strides_match(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>& strides,
-                   const std::vector<py::ssize_t>& expected) {
+bool strides_match(std::span<const py::ssize_t> sizes, std::span<const py::ssize_t> strides,
+                   const ByteStrides& expected) {
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] > 1 && strides[d] != expected[d]) return false;
   }
@@ -427,7 +426,7 @@ bool strides_match(const std::vector<int64_t>& sizes, const std::vector<py::ssiz
 /// True when the array covers its elements without gaps in some order of its dimensions (C order,
 /// channels-last, Fortran order, ...). Such an array has a layout of its own; others (slices, broadcasts,
 /// reversed views) have none and are copied into the layout the method wants.
-bool is_dense(const std::vector<int64_t>& sizes, const std::vector<py::ssize_t>& strides, py::ssize_t itemsize) {
+bool is_dense(std::span<const py::ssize_t> sizes, std::span<const py::ssize_t> strides, py::ssize_t itemsize) {
   std::vector<size_t> dims;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] > 1) dims.push_back(d);
@@ -465,13 +464,16 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
   if (!has_native_byte_order(array.dtype())) {
     array = array.attr("astype")(array.dtype().attr("newbyteorder")("="));
   }
-  std::vector<int64_t> sizes(array.shape(), array.shape() + array.ndim());
-  std::vector<py::ssize_t> strides(array.strides(), array.strides() + array.ndim());
+  const auto rank = static_cast<size_t>(array.ndim());
+  const std::span<const py::ssize_t> sizes(array.shape(), rank);
+  const std::span<const py::ssize_t> strides(array.strides(), rank);
   const py::ssize_t itemsize = array.itemsize();
   const std::vector<uint8_t>& order = info.dim_order;
-  const bool empty = std::any_of(sizes.begin(), sizes.end(), [](int64_t s) { return s == 0; });
+  const bool empty = std::any_of(sizes.begin(), sizes.end(), [](py::ssize_t s) { return s == 0; });
+  TensorRef ref;
+  ref.sizes.assign(sizes.begin(), sizes.end());
   const bool layout_matches =
-      empty || strides_match(sizes, strides, byte_strides(sizes, order, static_cast<size_t>(itemsize)));
+      empty || strides_match(sizes, strides, byte_strides(ref.sizes, order, static_cast<size_t>(itemsize)));
   if (!layout_matches && is_dense(sizes, strides, itemsize)) {
     reject(index, "memory layout not accepted: expected " + describe_expected(info) + ", got " + describe_array(array) +
                       (order == contiguous_order(order.size()) ? "; make it C-contiguous (numpy.ascontiguousarray)"
@@ -487,7 +489,7 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
     py::module_ np = py::module_::import("numpy");
     std::vector<py::ssize_t> physical(order.size()), axes(order.size());
     for (size_t k = 0; k < order.size(); ++k) {
-      physical[k] = static_cast<py::ssize_t>(sizes[order[k]]);
+      physical[k] = sizes[order[k]];
       axes[order[k]] = static_cast<py::ssize_t>(k);
     }
     py::array buffer = np.attr("empty")(py::cast(physical), array.dtype());
@@ -498,9 +500,7 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
   keep_alive.push_back(array);
   // The method writes a copy: what it writes goes back into the caller's array after the run.
   if (written && array.ptr() != given_array.ptr() && given_array.writeable()) write_back.emplace_back(given_array, array);
-  TensorRef ref;
   ref.dtype = info.dtype;
-  ref.sizes = std::move(sizes);
   ref.dim_order = order;
   ref.data = array.data();
   return ref;
@@ -543,14 +543,20 @@ Value scalar_input(size_t index, py::handle obj, std::vector<py::object>& keep_a
 void set_result_outputs(bool on) { g_result_outputs = on; }
 bool result_outputs() { return g_result_outputs; }
 
-std::vector<py::ssize_t> byte_strides(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order,
-                                      size_t element_size) {
-  const size_t rank = sizes.size();
-  std::vector<int64_t> elements(rank);
-  std::vector<uint8_t> order = dim_order.empty() ? contiguous_order(rank) : dim_order;
-  strides_from_dim_order(sizes, order, elements);
-  std::vector<py::ssize_t> bytes(rank);
-  for (size_t d = 0; d < rank; ++d) bytes[d] = static_cast<py::ssize_t>(elements[d]) * static_cast<py::ssize_t>(element_size);
+ByteStrides byte_strides(std::span<const int64_t> sizes, std::span<const uint8_t> dim_order, size_t element_size) {
+  ByteStrides bytes;
+  bytes.rank = sizes.size();
+  if (bytes.rank > bytes.values.size()) {
+    throw Error(ErrorKind::InvalidArgument, "a tensor of rank " + std::to_string(bytes.rank) + " (at most " +
+                                                std::to_string(kMaxTensorRank) + " dims are supported)");
+  }
+  // Innermost first, as strides_from_dim_order: each dim's stride is the product of the sizes inside it.
+  py::ssize_t running = static_cast<py::ssize_t>(element_size);
+  for (size_t k = bytes.rank; k-- > 0;) {
+    const size_t d = dim_order.empty() ? k : dim_order[k];
+    bytes.values[d] = running;
+    running *= sizes[d] == 0 ? 1 : static_cast<py::ssize_t>(sizes[d]);
+  }
   return bytes;
 }
 
@@ -600,6 +606,7 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const s
     // No inputs.
   } else if (py::isinstance<py::list>(inputs) || py::isinstance<py::tuple>(inputs)) {
     holder = py::list(py::reinterpret_borrow<py::object>(inputs));
+    items.reserve(holder.size());
     for (py::handle h : holder) items.push_back(h);
   } else if (!is_single_value(inputs)) {
     // A dict, set, generator or iterator would otherwise be taken as one input, and the message would be about
@@ -629,6 +636,7 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const s
   }
   PreparedInputs prepared;
   prepared.values.reserve(items.size());
+  prepared.keep_alive.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const ValueInfo& info = meta.inputs[i];
     try {

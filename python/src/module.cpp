@@ -91,6 +91,30 @@ bool is_contiguous_order(const std::vector<uint8_t>& order) {
   return true;
 }
 
+/// A numpy array over `data`, which `base` keeps alive: what py::array's constructor makes (writable unless
+/// `base` is a read-only array), without the two vectors it fills with the shape and strides on every call.
+py::array array_over(const py::dtype& dtype, std::span<const int64_t> shape, const ByteStrides& strides, void* data,
+                     py::handle base) {
+  auto& api = py::detail::npy_api::get();
+  std::array<Py_intptr_t, kMaxTensorRank> dims{};
+  std::array<Py_intptr_t, kMaxTensorRank> steps{};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    dims[d] = static_cast<Py_intptr_t>(shape[d]);
+    steps[d] = static_cast<Py_intptr_t>(strides[d]);
+  }
+  int flags = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  if (py::isinstance<py::array>(base)) {
+    flags = py::reinterpret_borrow<py::array>(base).flags() & ~py::detail::npy_api::NPY_ARRAY_OWNDATA_;
+  }
+  // Both calls steal a reference: to the dtype, and to the base (even when they fail).
+  auto array = py::reinterpret_steal<py::array>(api.PyArray_NewFromDescr_(
+      api.PyArray_Type_, dtype.inc_ref().ptr(), static_cast<int>(shape.size()), dims.data(), steps.data(), data,
+      flags, nullptr));
+  if (!array) throw py::error_already_set();
+  if (api.PyArray_SetBaseObject_(array.ptr(), base.inc_ref().ptr()) != 0) throw py::error_already_set();
+  return array;
+}
+
 /// A tensor output as the Python object execute returns: a numpy array, or an ExecuTorchResult around it.
 py::object output_object(py::array array, ScalarType dtype, bool readonly) {
   if (!result_outputs()) {
@@ -116,6 +140,7 @@ void PyMethod::check_bound_outputs_against(const std::vector<std::span<const uin
 py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_outputs) {
   PreparedInputs prepared = prepare_inputs(meta(), inputs, written_inputs_);
   std::vector<std::span<const uint8_t>> input_memory;
+  input_memory.reserve(prepared.keep_alive.size());
   for (const py::object& kept : prepared.keep_alive) {
     const auto& in = py::reinterpret_borrow<py::array>(kept);
     input_memory.emplace_back(static_cast<const uint8_t*>(in.data()), static_cast<size_t>(in.nbytes()));
@@ -131,7 +156,8 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
     py::gil_scoped_release nogil;
     std::lock_guard lock(mutex_);
     check_bound_outputs_against(input_memory);
-    const uint64_t start = now_ns();
+    const bool recording = state_->recorder != nullptr;
+    const uint64_t start = recording ? now_ns() : 0;
     std::vector<Value> results;
     try {
       results = method_->execute(prepared.values);
@@ -139,8 +165,8 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
       method_->clear_profile_events();
       throw;
     }
-    const uint64_t end = now_ns();
-    if (state_->recorder) {
+    const uint64_t end = recording ? now_ns() : 0;
+    if (recording) {
       state_->recorder->record_execute(method_->profile_events(), start, end, results);
       method_->clear_profile_events();
     }
@@ -184,8 +210,8 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
       c.method = meta().name;
       throw Error(e.kind(), "output " + std::to_string(i) + ": " + e.detail(), c);
     }
-    std::vector<py::ssize_t> shape(tensor->sizes.begin(), tensor->sizes.end());
-    std::vector<py::ssize_t> strides = byte_strides(tensor->sizes, tensor->dim_order, element_size(tensor->dtype));
+    const std::span<const int64_t> shape = tensor->sizes;
+    const ByteStrides strides = byte_strides(shape, tensor->dim_order, element_size(tensor->dtype));
     if (out.bound) {
       // The caller's array, written in place: itself when the output filled it at its shape, else a view of it
       // at the written shape.
@@ -195,18 +221,19 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
       if (same_shape) {
         result.append(out.bound->get());
       } else {
-        result.append(py::array(dtype, shape, strides, const_cast<void*>(tensor->data), out.bound->get()));
+        result.append(array_over(dtype, shape, strides, const_cast<void*>(tensor->data), out.bound->get()));
       }
       continue;
     }
     if (tensor->numel() == 0) {
-      result.append(output_object(py::array(dtype, shape), tensor->dtype, false));
+      result.append(output_object(py::array(dtype, std::vector<py::ssize_t>(shape.begin(), shape.end())),
+                                  tensor->dtype, false));
       continue;
     }
     if (clone_outputs) {
       void* data = out.copy.release();
       py::capsule owner(data, [](void* p) { std::free(p); });
-      result.append(output_object(py::array(dtype, shape, strides, data, owner), tensor->dtype, false));
+      result.append(output_object(array_over(dtype, shape, strides, data, owner), tensor->dtype, false));
     } else {
       // A read-only view of the method's memory, valid until the next call of this method. Its base keeps that
       // memory alive: an input array the output aliases (a method that returns an input it does not copy), or
@@ -218,7 +245,8 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
         const auto* p = static_cast<const uint8_t*>(tensor->data);
         if (p >= begin && p < begin + in.nbytes()) base = kept;
       }
-      result.append(output_object(py::array(dtype, shape, strides, tensor->data, base), tensor->dtype, true));
+      result.append(output_object(array_over(dtype, shape, strides, const_cast<void*>(tensor->data), base),
+                                  tensor->dtype, true));
     }
   }
   return result;
