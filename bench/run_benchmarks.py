@@ -44,6 +44,7 @@ neighbour's burst hits one round of each row, not all rounds of one); a cell rep
 medians and the smallest minimum. Benchmarks are reported, never asserted.
 """
 import argparse
+import compileall
 import datetime
 import hashlib
 import json
@@ -617,6 +618,9 @@ def main():
         med, err = wall_times([sys.executable, "-c", "import numpy"], repeats)
         cold.append(("Python: `import numpy` (the baseline of the two etnp Python rows)", med, err))
         pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
+        # Bytecode for the package's modules, as pip writes at install (numpy's and the venv's packages have
+        # theirs): under PYTHONDONTWRITEBYTECODE every import of the build tree's copy compiled them (5 ms).
+        compileall.compile_dir(os.path.dirname(os.path.abspath(pkg.__file__)), quiet=1)
         code = "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name)
         med, err = wall_times([sys.executable, "-c", code], repeats)
         cold.append(("etnp Python: `import %s`" % pkg_name, med, err))

@@ -4,7 +4,11 @@ Every failure of the runtime is an :class:`ExecuTorchError`; its subclass says w
 say where. The attributes that do not apply are ``None``.
 """
 
-from typing import Optional
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time (see __init__.py)
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = [
     "ExecuTorchError",
