@@ -1,6 +1,7 @@
 #include "compute/copy_util.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -94,9 +95,10 @@ namespace {
 struct CopyPlan {
   int rank = 0;
   int64_t numel = 1;
-  int64_t size[kMaxCopyRank] = {};
-  int64_t dst[kMaxCopyRank] = {};
-  int64_t src[kMaxCopyRank] = {};
+  // Only [0, rank) is ever written or read: zeroing all 32 dims (768 bytes) took longer than a small copy.
+  int64_t size[kMaxCopyRank];
+  int64_t dst[kMaxCopyRank];
+  int64_t src[kMaxCopyRank];
 };
 
 CopyPlan make_plan(std::span<const int64_t> shape, const int64_t* ds, const int64_t* ss) {
@@ -425,6 +427,12 @@ void strided_copy(void* dst, ScalarType dst_type, const int64_t* dst_strides, co
   if (plan.numel == 0) return;
   if (dst_type == src_type) {
     const size_t es = element_size(dst_type);
+    if (plan.rank == 1 && plan.dst[0] == 1 && plan.src[0] == 1 &&
+        plan.numel * static_cast<int64_t>(es) < kParallelMinBytes) {
+      // One contiguous run on one thread (a split or slice of a small tensor): no pool, no movers.
+      std::memmove(dst, src, static_cast<size_t>(plan.numel) * es);
+      return;
+    }
     switch (es) {
       case 1: execute_plan(plan, SameTypeMover<uint8_t>{static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src)}, es, parallel); return;
       case 2: execute_plan(plan, SameTypeMover<uint16_t>{static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src)}, es, parallel); return;

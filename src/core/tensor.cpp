@@ -97,8 +97,8 @@ bool Tensor::try_resize(std::span<const int64_t> new_sizes) {
     if (new_sizes[i] < 0) return false;
     same = same && new_sizes[i] == sizes_[i];
   }
+  if (same) return true;  // the sizes it has (checked when they were set): the common case, every call
   if (!strides_fit(new_sizes)) return false;  // beyond any bound; also a zero dim beside huge ones
-  if (same) return true;
   if (dynamism_ == ShapeDynamism::Static) return false;
   int64_t n = 1;
   for (int64_t s : new_sizes) n *= s;  // bounded by strides_fit

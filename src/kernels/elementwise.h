@@ -200,8 +200,10 @@ template <size_t N>
 struct Layout {
   int rank = 1;
   int64_t numel = 0;
-  std::array<int64_t, kMaxTensorRank> sizes{};
-  std::array<std::array<int64_t, kMaxTensorRank>, N> strides{};
+  // Only [0, rank) is ever written or read: zeroing every dim of every operand (512 bytes for a binary op) cost
+  // more than the small ops of a recurrent network compute.
+  std::array<int64_t, kMaxTensorRank> sizes;
+  std::array<std::array<int64_t, kMaxTensorRank>, N> strides;
 };
 
 template <size_t N>
@@ -209,7 +211,7 @@ Layout<N> make_layout(const Tensor& out, const std::array<const Tensor*, N - 1>&
   Layout<N> layout;
   layout.numel = out.numel();
   const int rank = out.dim();
-  std::array<std::array<int64_t, kMaxTensorRank>, N> logical{};
+  std::array<std::array<int64_t, kMaxTensorRank>, N> logical;  // [0, rank) of each operand is set below
   for (int d = 0; d < rank; ++d) logical[0][d] = out.size(d) == 1 ? 0 : out.stride(d);
   for (size_t k = 1; k < N; ++k) logical[k] = broadcast_strides(*inputs[k - 1], out.sizes());
   const auto order = out.dim_order();

@@ -32,9 +32,10 @@ char* elem_ptr(const Tensor& t, int64_t offset) {
 /// A strided block: per dim its size, the destination stride and the source stride.
 struct Block {
   int rank = 0;
-  int64_t size[kMaxCopyRank] = {};
-  int64_t dst[kMaxCopyRank] = {};
-  int64_t src[kMaxCopyRank] = {};
+  // Only [0, rank) is ever written or read (see CopyPlan).
+  int64_t size[kMaxCopyRank];
+  int64_t dst[kMaxCopyRank];
+  int64_t src[kMaxCopyRank];
 
   void add(int64_t n, int64_t dst_stride, int64_t src_stride) {
     if (rank >= kMaxCopyRank) kernel_fail("copy: too many dims");
