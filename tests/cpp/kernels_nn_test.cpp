@@ -550,6 +550,10 @@ TEST(NnKernelsConv, TransposedMatchesReference) {
   run_conv_case({1, 4, 5, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, 1, 0, true, false}, 40);
   run_conv_case({2, 4, 4, 3, 6, 2, 3, 1, 2, 0, 1, 2, 1, 2, true, 0, 1, false, false}, 41);
   run_conv_case({1, 2, 1, 7, 3, 1, 3, 1, 3, 0, 1, 1, 1, 1, true, 0, 2, true, true}, 42);
+  // Stride 1 and 2 (each with its own col2im loop), and 4 (the general one).
+  run_conv_case({1, 3, 4, 5, 2, 3, 2, 1, 1, 1, 0, 1, 1, 1, true, 0, 0, true, false}, 43);
+  run_conv_case({1, 3, 5, 9, 4, 4, 4, 2, 2, 1, 1, 1, 1, 1, true, 0, 0, true, false}, 44);
+  run_conv_case({1, 2, 3, 4, 2, 2, 5, 4, 4, 0, 2, 1, 1, 1, true, 1, 3, false, false}, 49);
 }
 
 TEST(NnKernelsConv, DoubleDirectPathMatchesReference) {
