@@ -157,6 +157,9 @@ struct PyResult {
 void set_result_outputs(bool on);
 bool result_outputs();
 
+/// Whether a dim order is 0, 1, ..., rank - 1 (row-major); an empty one is.
+bool is_contiguous_order(std::span<const uint8_t> order);
+
 /// A tensor's byte strides, held inline (no allocation on the per-call path).
 struct ByteStrides {
   std::array<py::ssize_t, kMaxTensorRank> values{};

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <numeric>
 #include <sstream>
 
 #include "binding.h"
@@ -360,17 +359,11 @@ std::string list_string(const std::vector<T>& v, const char* open = "[", const c
   return os.str();
 }
 
-std::vector<uint8_t> contiguous_order(size_t rank) {
-  std::vector<uint8_t> order(rank);
-  std::iota(order.begin(), order.end(), uint8_t{0});
-  return order;
-}
-
 std::string describe_expected(const TensorInfo& info) {
   std::ostringstream os;
   os << scalar_type_name(info.dtype) << " tensor of shape " << (info.dynamism == ShapeDynamism::Static ? "" : "up to ")
      << list_string(info.sizes);
-  if (info.dim_order != contiguous_order(info.dim_order.size())) {
+  if (!is_contiguous_order(info.dim_order)) {
     os << " in dim order " << list_string(info.dim_order);
     if (info.dim_order.size() == 4 || info.dim_order.size() == 5) {
       const bool channels_last = info.dim_order[0] == 0 && info.dim_order.back() == 1;
@@ -476,7 +469,7 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
       empty || strides_match(sizes, strides, byte_strides(ref.sizes, order, static_cast<size_t>(itemsize)));
   if (!layout_matches && is_dense(sizes, strides, itemsize)) {
     reject(index, "memory layout not accepted: expected " + describe_expected(info) + ", got " + describe_array(array) +
-                      (order == contiguous_order(order.size()) ? "; make it C-contiguous (numpy.ascontiguousarray)"
+                      (is_contiguous_order(order) ? "; make it C-contiguous (numpy.ascontiguousarray)"
                                                                : "; lay it out in the method's dim order"));
   }
   // Kernels may load elements with aligned instructions: a misaligned array (a view into a byte buffer at an odd
@@ -501,7 +494,7 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
   // The method writes a copy: what it writes goes back into the caller's array after the run.
   if (written && array.ptr() != given_array.ptr() && given_array.writeable()) write_back.emplace_back(given_array, array);
   ref.dtype = info.dtype;
-  ref.dim_order = order;
+  if (!is_contiguous_order(order)) ref.dim_order = order;  // empty: contiguous (no allocation per call)
   ref.data = array.data();
   return ref;
 }
@@ -542,6 +535,13 @@ Value scalar_input(size_t index, py::handle obj, std::vector<py::object>& keep_a
 
 void set_result_outputs(bool on) { g_result_outputs = on; }
 bool result_outputs() { return g_result_outputs; }
+
+bool is_contiguous_order(std::span<const uint8_t> order) {
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (order[d] != d) return false;
+  }
+  return true;
+}
 
 ByteStrides byte_strides(std::span<const int64_t> sizes, std::span<const uint8_t> dim_order, size_t element_size) {
   ByteStrides bytes;
