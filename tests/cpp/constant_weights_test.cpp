@@ -477,21 +477,23 @@ std::vector<uint8_t> conv_program(const ConvCase& c, const std::vector<float>& w
 // Convolutions with constant weights on maps of at most 2,048 output pixels run on weights packed at load for the
 // NHWC engines (one group: the indirect GEMM; depthwise: compute::DepthwiseConv), the layout changed around them;
 // the same program with the weights as inputs runs the NCHW paths. Both match the double-precision definition,
-// over strides, padding, dilation, odd channel counts, batches, 1-D inputs and a larger map that stays NCHW; a
+// over strides, padding, dilation, odd channel counts, batches, 1-D inputs, a larger map and a one-group
+// convolution with fewer than 16 output channels (on 16+ pixels) that stay NCHW; a
 // NaN input reaches exactly the outputs whose windows hold it.
 TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneralPath) {
   const ConvCase cases[] = {
-      {1, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},      // pointwise
+      {1, 5, 6, 7, 17, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // pointwise
       {2, 16, 9, 9, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},    // pointwise, batch 2
       {1, 3, 11, 10, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1},   // a stem: 3 channels, stride 2
-      {1, 8, 9, 8, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // dilated
-      {1, 6, 7, 9, 5, 5, 3, 1, 2, 2, 1, 1, 1, 1},      // 5x3, strides (1, 2)
-      {1, 4, 2, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // 2x2 map: most taps read padding
+      {1, 8, 9, 8, 20, 3, 3, 1, 1, 2, 2, 2, 2, 1},     // dilated
+      {1, 6, 7, 9, 19, 5, 3, 1, 2, 2, 1, 1, 1, 1},     // 5x3, strides (1, 2)
+      {1, 4, 2, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // 2x2 map: most taps read padding; 8 channels
+      {1, 3, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // 8 channels on 36 pixels: NCHW
       {1, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16},   // depthwise
       {2, 24, 9, 7, 24, 3, 3, 2, 2, 1, 1, 1, 1, 24},   // depthwise, stride 2, batch 2
       {1, 3, 6, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3},      // depthwise on 3 channels
       {1, 32, 7, 7, 32, 5, 5, 1, 1, 2, 2, 1, 1, 32},   // depthwise 5x5
-      {1, 4, 1, 40, 6, 1, 5, 1, 2, 0, 2, 1, 1, 1, true},  // 1-D
+      {1, 4, 1, 40, 18, 1, 5, 1, 2, 0, 2, 1, 1, 1, true},  // 1-D
       {1, 4, 50, 50, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2,500 output pixels: NCHW
   };
   std::mt19937 rng(5);
@@ -509,7 +511,8 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
     Program general = load_bytes(conv_program(c, w, b, true));
     auto a = packed.load_method("forward");
     auto g = general.load_method("forward");
-    const bool nhwc = c.oh() * c.ow() <= 2048;
+    const int32_t pixels = c.oh() * c.ow();  // the route's rule (kernels/conv.cpp, pack_nhwc_conv)
+    const bool nhwc = pixels <= 2048 && (c.groups != 1 || c.cout >= 16 || pixels < 16);
     EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (nhwc ? 1 : 0)) << where;
     for (int with_nan = 0; with_nan < 2; ++with_nan) {
       if (with_nan == 1) x[nan_at] = std::numeric_limits<float>::quiet_NaN();
