@@ -258,13 +258,17 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
       }
     }
 #endif
-    // Short rows (under 32 outputs), planes contiguous in and out, a table of at most 64 Ki offsets: whole
-    // planes through the window table.
+    // Short rows (under 32 outputs) that the row loop would leave mostly to scalar code (fewer than 8 outputs in
+    // its range, or more than 2 outside it: squeezenet's 15-output rows have 14 in it), planes contiguous in and
+    // out, a table of at most 64 Ki offsets: whole planes through the window table, whose gathers cost about 20
+    // cycles each on a Zen 1.
     [[maybe_unused]] bool by_table = false;
     std::vector<int32_t> table;
 #ifdef ETNP_POOL_AVX2
     if constexpr (std::is_same_v<T, float>) {
-      by_table = has_avx2_fma() && p.ow < 32 && (p.oh * p.ow + 8) * (p.kernel[0] * p.kernel[1] + 1) <= (1 << 16) &&
+      const bool rows_vector = vec_end - vec_begin >= 8 && p.ow - (vec_end - vec_begin) <= 2;
+      by_table = has_avx2_fma() && p.ow < 32 && !rows_vector &&
+                 (p.oh * p.ow + 8) * (p.kernel[0] * p.kernel[1] + 1) <= (1 << 16) &&
                  pi.h * pi.w < (int64_t{1} << 31) &&  // int32 offsets
                  pi.stride_w == 1 && pi.stride_h == pi.w && po.stride_w == 1 && po.stride_h == p.ow &&
                  px.stride_w == 1 && px.stride_h == p.ow;
@@ -295,6 +299,11 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
             max_pool_row_avx2(s, pi.stride_h, pi.w, h0, h1, p.kernel[1], p.stride[1], p.pad[1], vec_begin, vec_end,
                               d + oh * po.stride_h, x + oh * px.stride_h);
             vec_done = vec_begin + (vec_end - vec_begin) / 8 * 8;
+            if (vec_done < vec_end) {  // the last 8, overlapping the blocks before: the same values again
+              max_pool_row_avx2(s, pi.stride_h, pi.w, h0, h1, p.kernel[1], p.stride[1], p.pad[1], vec_end - 8,
+                                vec_end, d + oh * po.stride_h, x + oh * px.stride_h);
+              vec_done = vec_end;
+            }
           }
         }
 #endif

@@ -681,6 +681,8 @@ TEST(NnKernelsPool, MaxPoolWideRowsMatchTheDefinition) {
       {1, 1, 7, 64, 1, 4, 1, 1, 0, 0, 1, 1, false}, {1, 2, 11, 45, 3, 3, 2, 2, 1, 1, 2, 2, false},
       {1, 5, 8, 17, 3, 3, 2, 2, 1, 1, 1, 1, true}, {1, 2, 6, 80, 3, 3, 2, 2, 1, 1, 1, 1, true},
       {1, 1, 5, 110, 3, 3, 3, 3, 0, 0, 1, 1, false},
+      // Rows of 11 and 13 outputs: the row loop's last block overlaps the one before it.
+      {1, 3, 9, 23, 3, 3, 2, 2, 0, 0, 1, 1, true}, {1, 2, 6, 13, 3, 3, 1, 1, 1, 1, 1, 1, false},
   };
   for (const Case& c : cases) {
     for (bool channels_last : {false, true}) {
