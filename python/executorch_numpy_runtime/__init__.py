@@ -145,8 +145,6 @@ def __dir__() -> List[str]:
     return sorted(set(globals()) | _LAZY)
 
 
-
-
 def _str_arg(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise InvalidTypeError(f"{name} must be a str, got {type(value).__name__}")

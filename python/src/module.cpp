@@ -84,7 +84,6 @@ bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes
   return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-
 /// A numpy array over `data`, which `base` keeps alive: what py::array's constructor makes (writable unless
 /// `base` is a read-only array), without the two vectors it fills with the shape and strides on every call.
 py::array array_over(const py::dtype& dtype, std::span<const int64_t> shape, const ByteStrides& strides, void* data,

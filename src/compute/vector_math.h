@@ -1,7 +1,7 @@
 // float32 transcendental functions over whole arrays with Sleef's 1-ulp routines (the accuracy of the scalar libm
 // calls they replace): AVX2 ones 8 lanes at a time on x86-64, NEON (AdvSIMD) ones 4 at a time on aarch64. The
 // element-wise kernels use them for contiguous float32 tensors and keep the scalar loops for every other dtype and
-// layout.
+// layout. Also pow3_f32, a cube with libm's bits that calls libm only where it must.
 #pragma once
 
 #include <bit>

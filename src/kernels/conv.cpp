@@ -780,9 +780,10 @@ struct NhwcConv final : KernelState {
 /// (maps of 112x112 down to 7x7) ran 28 ms a call on a Zen 1 core through NCHW alone, 23-26 with the maps of at
 /// most 2,000 pixels through NHWC, 27-32 with every map; at 64x64 (maps of 32x32 down to 2x2), 4.4 ms, 2.6-2.9.
 constexpr int64_t kNhwcMaxOutputPixels = 2048;
-/// The NHWC GEMM's columns are the output channels: fewer than its 16-wide tiles (a small CNN's first 3 -> 8
-/// convolution) leave it half idle, where the NCHW GEMM's columns, the pixels, fill them (smallcnn 7% faster).
-constexpr int64_t kNhwcMinOutputChannels = 16;
+/// The columns of the GEMM micro-tile (6x16). The NHWC GEMM's columns are the output channels: fewer than this (a
+/// small CNN's first 3 -> 8 convolution) leave its tiles half idle, where the NCHW GEMM's columns, the pixels, fill
+/// them when there are this many (smallcnn 7% faster).
+constexpr int64_t kGemmTileColumns = 16;
 
 /// Whether the NHWC engines take a convolution of this shape: 2-D or 1-D, not transposed, one group (any
 /// kernel, stride, dilation) or depthwise with one output per channel that compute::DepthwiseConv runs.
@@ -828,7 +829,7 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
   const Tensor* bias = args[2]->to_optional_tensor();
   if (!nhwc_engines_take(s) || (scale != nullptr && scale->numel() != s.c_out)) return nullptr;
   if (s.oh * s.ow > kNhwcMaxOutputPixels) return nullptr;
-  if (s.groups == 1 && s.c_out < kNhwcMinOutputChannels && s.oh * s.ow >= kNhwcMinOutputChannels) return nullptr;
+  if (s.groups == 1 && s.c_out < kGemmTileColumns && s.oh * s.ow >= kGemmTileColumns) return nullptr;
   const float* w = weight.data_as<const float>();
   const float* sc = scale != nullptr ? scale->data_as<const float>() : nullptr;
   const float* b = bias != nullptr ? bias->data_as<const float>() : nullptr;
