@@ -71,6 +71,20 @@ struct LoadOptions {
   bool enable_profiling = false;
 };
 
+/// A tensor by reference that owns neither its elements nor its shape: the allocation-free form of TensorRef,
+/// for a caller that sets inputs and reads outputs on every call (Method::set_input, Method::output_view).
+/// An input's spans and data are the caller's; an output's are the method's, valid until its next set_input,
+/// run or execute.
+struct TensorView {
+  ScalarType dtype = ScalarType::Float;
+  std::span<const int64_t> sizes;
+  std::span<const uint8_t> dim_order;  ///< Empty means contiguous (row-major).
+  const void* data = nullptr;
+
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype); }
+};
+
 /// A tensor passed in or handed back. Inputs point at the caller's memory; outputs at the method's memory,
 /// valid until the next execute() of that method or its destruction.
 struct TensorRef {
@@ -81,6 +95,7 @@ struct TensorRef {
 
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype); }
+  TensorView view() const { return TensorView{dtype, sizes, dim_order, data}; }
 };
 
 /// A method input or output: None, a tensor, or a scalar/string.
@@ -195,6 +210,11 @@ class Method {
   void set_input(size_t index, const Value& value);
   void run();
   Value output(size_t index) const;
+  /// The same without allocating: a tensor input set from a view (checked as set_input(Value) checks it), and a
+  /// tensor output seen in place (InvalidArgument when output `index` is not a tensor; output() returns those).
+  /// A loop of set_input(TensorView), run() and output_view() allocates nothing once the method is loaded.
+  void set_input(size_t index, const TensorView& tensor);
+  TensorView output_view(size_t index) const;
   /// Makes output `index` be written to caller memory (at least its TensorInfo::nbytes). Throws
   /// InvalidArgument naming the output when output_buffer_refusal(index) is not empty.
   void set_output_buffer(size_t index, void* data, size_t nbytes);

@@ -51,20 +51,25 @@ std::string parameters_of(const std::string& doc) {
   return shown;
 }
 
-std::string received(const py::args& args, const py::kwargs& kwargs) {
+}  // namespace
+
+std::string received_arguments(std::span<PyObject* const> positional, std::span<PyObject* const> keyword_names) {
   std::string types;
-  for (size_t i = 1; i < args.size(); ++i) types += (types.size() ? ", " : "") + type_name(args[i]);
-  const size_t positional = args.size() - 1;  // args[0] is self
-  std::string text = positional == 0 ? "no positional argument"
-                                     : std::to_string(positional) + " positional argument" +
-                                           (positional == 1 ? "" : "s") + " (" + types + ")";
-  if (kwargs.size() > 0) {
+  for (PyObject* arg : positional) types += (types.size() ? ", " : "") + type_name(arg);
+  std::string text = positional.empty() ? "no positional argument"
+                                        : std::to_string(positional.size()) + " positional argument" +
+                                              (positional.size() == 1 ? "" : "s") + " (" + types + ")";
+  if (!keyword_names.empty()) {
     std::string names;
-    for (auto item : kwargs) names += (names.empty() ? "'" : ", '") + printable(py::str(item.first).cast<std::string>(), 40) + "'";
-    text += " and keyword argument" + std::string(kwargs.size() == 1 ? " " : "s ") + names;
+    for (PyObject* name : keyword_names) {
+      names += (names.empty() ? "'" : ", '") + printable(py::str(name).cast<std::string>(), 40) + "'";
+    }
+    text += " and keyword argument" + std::string(keyword_names.size() == 1 ? " " : "s ") + names;
   }
   return text;
 }
+
+namespace {
 
 // Whether the overload's parameters are all taken as Python objects (or str). With a typed parameter (a bool, a
 // float), pybind11 tries every overload once without implicit conversions first, and the catch-all would win
@@ -113,7 +118,10 @@ void add_argument_count_checks(py::module_& m) {
       const std::string call = class_name + "." + name + "(" + parameters_of(doc) + ")";
       py::cpp_function catch_all(
           [call](py::args args, py::kwargs kwargs) -> py::object {
-            throw BindingError("InvalidType", call + " was called with " + received(args, kwargs));
+            std::vector<PyObject*> positional, names;
+            for (size_t i = 1; i < args.size(); ++i) positional.push_back(args[i].ptr());  // args[0] is self
+            for (auto item : kwargs) names.push_back(item.first.ptr());
+            throw BindingError("InvalidType", call + " was called with " + received_arguments(positional, names));
           },
           py::name(name.c_str()), py::is_method(cls), py::sibling(method));
       // pybind11 rewrote the shared docstring to list both overloads; help() keeps showing the real one.

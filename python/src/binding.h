@@ -106,6 +106,12 @@ void bind_generator(py::module_& m);
 /// Gives every public method of the module's classes a catch-all last overload that raises a short
 /// InvalidTypeError for a call with the wrong number of arguments (argument_count.cpp); after every class.
 void add_argument_count_checks(py::module_& m);
+/// The arguments of a call that matched no signature, in words: "2 positional arguments (list, bytes) and
+/// keyword argument 'clone'" (the end of InvalidTypeError's "Method.execute(...) was called with ...").
+std::string received_arguments(std::span<PyObject* const> positional, std::span<PyObject* const> keyword_names);
+/// Sets the Python error for the C++ exception being handled, as pybind11's dispatcher would (the module's
+/// translator first); for entry points written against the CPython API. Call it inside a catch block.
+void raise_current_exception();
 
 // --- Errors ---------------------------------------------------------------------------------------------------
 
@@ -132,20 +138,60 @@ std::vector<std::string> supported_dtype_names();
 
 // --- Inputs and outputs -----------------------------------------------------------------------------------------
 
+/// A list of a size fixed when it is made, whose first N elements live in place: execute's per-input and
+/// per-output records without a heap allocation for methods of up to N inputs and outputs.
+template <typename T, size_t N>
+class InlineList {
+ public:
+  explicit InlineList(size_t size) : size_(size) {
+    if (size > N) heap_.resize(size);
+    data_ = size > N ? heap_.data() : inline_.data();
+  }
+  InlineList(const InlineList&) = delete;
+  InlineList& operator=(const InlineList&) = delete;
+
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+
+ private:
+  std::array<T, N> inline_;
+  std::vector<T> heap_;
+  T* data_;
+  size_t size_;
+};
+
+/// One method input converted from Python: a tensor as a view of a numpy array, or another value.
+struct PreparedInput {
+  py::object array;    ///< The array a tensor input reads (or a tensor given for a scalar): keeps it alive.
+  TensorView tensor;   ///< A tensor input: dtype, shape and data of `array`.
+  Value value;         ///< Any other input.
+  bool is_tensor = false;
+  std::span<const uint8_t> memory() const {
+    return {static_cast<const uint8_t*>(tensor.data), is_tensor ? tensor.nbytes() : 0};
+  }
+};
+
 /// Method inputs converted from Python, with the objects whose memory the tensor values point at.
 struct PreparedInputs {
-  std::vector<Value> values;
-  std::vector<py::object> keep_alive;
+  explicit PreparedInputs(size_t count) : inputs(count) {}
+  InlineList<PreparedInput, 8> inputs;
   /// (caller's array, the copy the method was given) for each input the method writes in place that had to be
   /// copied (misaligned, no layout of its own, non-native byte order): the copy goes back after a run.
   std::vector<std::pair<py::array, py::array>> write_back;
 };
 
-/// Converts `inputs` (a list/tuple, or one value) for a method with `meta`. Throws etnp::Error(InvalidArgument)
-/// with the input index for a wrong count, dtype, rank or memory layout, and for unsupported dtypes.
-/// `written[i]`: the method writes input i in place (Method::writes_input); a read-only array given for it is
-/// copied, so that it is never written, and a writable one that has to be copied is listed in `write_back`.
-PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written);
+/// Converts `inputs` (a list/tuple, or one value) for a method with `meta` into `prepared` (made with
+/// meta.inputs.size() entries). Throws etnp::Error(InvalidArgument) with the input index for a wrong count,
+/// dtype, rank or memory layout, and for unsupported dtypes. `written[i]`: the method writes input i in place
+/// (Method::writes_input); a read-only array given for it is copied, so that it is never written, and a writable
+/// one that has to be copied is listed in `write_back`.
+void prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written,
+                    PreparedInputs& prepared);
 
 /// A tensor output as executorch.runtime's ExecuTorchResult: what execute returns when the package was imported
 /// with EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT=executorch (numpy arrays otherwise).
@@ -241,7 +287,7 @@ class PyMethod {
   std::shared_ptr<ProgramState> state_;
   std::unique_ptr<Method> method_;
   /// Throws InvalidArgument when a bound output shares memory with one of `inputs`. Called with mutex_ held.
-  void check_bound_outputs_against(const std::vector<std::span<const uint8_t>>& inputs) const;
+  void check_bound_outputs_against(const PreparedInputs& inputs) const;
 
   std::mutex mutex_;                          ///< Serializes every use of method_.
   std::vector<std::shared_ptr<PyRef>> bound_; ///< Per output: the caller's array from set_output, or null.

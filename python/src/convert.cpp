@@ -433,8 +433,11 @@ bool is_dense(std::span<const py::ssize_t> sizes, std::span<const py::ssize_t> s
   return true;
 }
 
-Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool written,
-                   std::vector<py::object>& keep_alive, std::vector<std::pair<py::array, py::array>>& write_back) {
+// numpy's shapes are read in place as the TensorView's sizes.
+static_assert(std::is_same_v<py::ssize_t, int64_t>, "numpy's npy_intp is not int64_t on this platform");
+
+void tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool written, PreparedInput& prepared,
+                  std::vector<std::pair<py::array, py::array>>& write_back) {
   py::array array = as_array(index, obj, info);
   const py::array given_array = array;
   std::optional<ScalarType> given = scalar_type_of(array.dtype());
@@ -463,10 +466,8 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
   const py::ssize_t itemsize = array.itemsize();
   const std::vector<uint8_t>& order = info.dim_order;
   const bool empty = std::any_of(sizes.begin(), sizes.end(), [](py::ssize_t s) { return s == 0; });
-  TensorRef ref;
-  ref.sizes.assign(sizes.begin(), sizes.end());
   const bool layout_matches =
-      empty || strides_match(sizes, strides, byte_strides(ref.sizes, order, static_cast<size_t>(itemsize)));
+      empty || strides_match(sizes, strides, byte_strides(sizes, order, static_cast<size_t>(itemsize)));
   if (!layout_matches && is_dense(sizes, strides, itemsize)) {
     reject(index, "memory layout not accepted: expected " + describe_expected(info) + ", got " + describe_array(array) +
                       (is_contiguous_order(order) ? "; make it C-contiguous (numpy.ascontiguousarray)"
@@ -490,16 +491,17 @@ Value tensor_input(size_t index, py::handle obj, const TensorInfo& info, bool wr
     np.attr("copyto")(view, array);
     array = view;
   }
-  keep_alive.push_back(array);
   // The method writes a copy: what it writes goes back into the caller's array after the run.
   if (written && array.ptr() != given_array.ptr() && given_array.writeable()) write_back.emplace_back(given_array, array);
-  ref.dtype = info.dtype;
-  if (!is_contiguous_order(order)) ref.dim_order = order;  // empty: contiguous (no allocation per call)
-  ref.data = array.data();
-  return ref;
+  prepared.tensor.dtype = info.dtype;
+  prepared.tensor.sizes = std::span<const int64_t>(array.shape(), rank);  // the array's own, kept alive below
+  if (!is_contiguous_order(order)) prepared.tensor.dim_order = order;       // empty: contiguous
+  prepared.tensor.data = array.data();
+  prepared.is_tensor = true;
+  prepared.array = std::move(array);
 }
 
-Value scalar_input(size_t index, py::handle obj, std::vector<py::object>& keep_alive, const ValueInfo& info) {
+Value scalar_input(size_t index, py::handle obj, py::object& keep_alive, const ValueInfo& info) {
   if (obj.is_none()) return std::monostate{};
   if (py::isinstance<py::bool_>(obj)) return obj.cast<bool>();
   if (py::isinstance<py::int_>(obj)) {
@@ -524,7 +526,7 @@ Value scalar_input(size_t index, py::handle obj, std::vector<py::object>& keep_a
     ref.dtype = dtype.value_or(ScalarType::Float);
     ref.sizes.assign(array.shape(), array.shape() + array.ndim());
     ref.data = array.data();
-    keep_alive.push_back(array);
+    keep_alive = array;
     return ref;
   }
   reject(index, std::string("expected ") + tag_name(info.tag) + ", got a Python " +
@@ -598,16 +600,18 @@ bool is_sequence_of_values(py::handle inputs) {
 
 }  // namespace
 
-PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written) {
-  std::vector<py::handle> items;
-  py::list holder;
-  bool sequence = true;
+void prepare_inputs(const MethodMeta& meta, py::handle inputs, const std::vector<bool>& written,
+                    PreparedInputs& prepared) {
+  // The input objects: a tuple's own items, or a tuple made of a list or other sequence (converting an input may
+  // run Python code, __dlpack__ or __array__, that changes a list).
+  py::object holder;
+  PyObject* single = nullptr;
   if (inputs.is_none()) {
     // No inputs.
-  } else if (py::isinstance<py::list>(inputs) || py::isinstance<py::tuple>(inputs)) {
-    holder = py::list(py::reinterpret_borrow<py::object>(inputs));
-    items.reserve(holder.size());
-    for (py::handle h : holder) items.push_back(h);
+  } else if (PyTuple_Check(inputs.ptr())) {
+    holder = py::reinterpret_borrow<py::object>(inputs);
+  } else if (PyList_Check(inputs.ptr())) {
+    holder = py::reinterpret_steal<py::object>(PyList_AsTuple(inputs.ptr()));
   } else if (!is_single_value(inputs)) {
     // A dict, set, generator or iterator would otherwise be taken as one input, and the message would be about
     // a count; executorch.runtime takes a sequence.
@@ -616,34 +620,33 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const s
                                           (meta.inputs.size() == 1 ? "" : "s") + " (arrays or Python scalars), got " +
                                           type_name(inputs), meta.name);
   } else if (is_sequence_of_values(inputs)) {
-    holder = py::list(py::reinterpret_borrow<py::object>(inputs));  // collections.abc.Sequence: deque, range, ...
-    for (py::handle h : holder) items.push_back(h);
+    holder = py::reinterpret_steal<py::object>(PySequence_Tuple(inputs.ptr()));  // deque, range, ...
   } else {
-    items.push_back(inputs);  // one input given on its own
-    sequence = false;
+    single = inputs.ptr();  // one input given on its own
   }
-  if (items.size() != meta.inputs.size()) {
+  if (!inputs.is_none() && !holder && single == nullptr) throw py::error_already_set();
+  PyObject* const* items = holder ? reinterpret_cast<PyTupleObject*>(holder.ptr())->ob_item : &single;
+  const size_t count = holder ? static_cast<size_t>(PyTuple_GET_SIZE(holder.ptr())) : single != nullptr ? 1 : 0;
+  if (count != meta.inputs.size()) {
     ErrorContext c;
     c.method = meta.name;
     std::string hint;
-    if (!sequence && meta.inputs.size() != 1) {
+    if (single != nullptr && meta.inputs.size() != 1) {
       hint = " (a single " + type_name(inputs) + " was given: pass a list or tuple with one value per input)";
     }
     throw Error(ErrorKind::InvalidArgument,
                 "expected " + std::to_string(meta.inputs.size()) + " input" + (meta.inputs.size() == 1 ? "" : "s") +
-                    ", got " + std::to_string(items.size()) + hint,
+                    ", got " + std::to_string(count) + hint,
                 c);
   }
-  PreparedInputs prepared;
-  prepared.values.reserve(items.size());
-  prepared.keep_alive.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const ValueInfo& info = meta.inputs[i];
+    PreparedInput& input = prepared.inputs[i];
     try {
       if (info.tag == Tag::Tensor) {
-        prepared.values.push_back(tensor_input(i, items[i], info.tensor, written[i], prepared.keep_alive, prepared.write_back));
+        tensor_input(i, items[i], info.tensor, written[i], input, prepared.write_back);
       } else {
-        prepared.values.push_back(scalar_input(i, items[i], prepared.keep_alive, info));
+        input.value = scalar_input(i, items[i], input.array, info);
       }
     } catch (const Error& e) {
       ErrorContext c;
@@ -651,7 +654,6 @@ PreparedInputs prepare_inputs(const MethodMeta& meta, py::handle inputs, const s
       throw e.with_context(c);
     }
   }
-  return prepared;
 }
 
 }  // namespace etnp::python

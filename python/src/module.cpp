@@ -119,9 +119,10 @@ py::object output_object(py::array array, ScalarType dtype, bool readonly) {
 
 }  // namespace
 
-void PyMethod::check_bound_outputs_against(const std::vector<std::span<const uint8_t>>& inputs) const {
+void PyMethod::check_bound_outputs_against(const PreparedInputs& inputs) const {
   for (size_t i = 0; i < bound_memory_.size(); ++i) {
-    for (const std::span<const uint8_t>& in : inputs) {
+    for (const PreparedInput& input : inputs.inputs) {
+      const std::span<const uint8_t> in = input.memory();
       if (ranges_overlap(bound_memory_[i].data(), bound_memory_[i].size(), in.data(), in.size())) {
         throw_invalid(meta().name, "output " + std::to_string(i) + " is bound (set_output) to memory that an input "
                                    "array shares; bind a separate array or pass a separate input");
@@ -130,53 +131,79 @@ void PyMethod::check_bound_outputs_against(const std::vector<std::span<const uin
   }
 }
 
-py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_outputs) {
-  PreparedInputs prepared = prepare_inputs(meta(), inputs, written_inputs_);
-  std::vector<std::span<const uint8_t>> input_memory;
-  input_memory.reserve(prepared.keep_alive.size());
-  for (const py::object& kept : prepared.keep_alive) {
-    const auto& in = py::reinterpret_borrow<py::array>(kept);
-    input_memory.emplace_back(static_cast<const uint8_t*>(in.data()), static_cast<size_t>(in.nbytes()));
-  }
+namespace {
 
-  struct Output {
-    Value value;
-    std::unique_ptr<void, FreeDeleter> copy;  // clone_outputs: the output's bytes, handed to numpy
-    std::shared_ptr<PyRef> bound;             // the caller's array the output was written to (set_output)
-  };
-  std::vector<Output> outputs;
+/// One output of a call, read while the method is locked: a later call may reshape or overwrite a tensor.
+struct CallOutput {
+  CallOutput() {}  // leaves sizes and dim_order unset: only the first `rank` are ever read
+  bool is_tensor = false;
+  Value value;  ///< Any other output.
+  ScalarType dtype = ScalarType::Float;
+  size_t rank = 0;
+  int64_t sizes[kMaxTensorRank];
+  uint8_t dim_order[kMaxTensorRank];
+  void* data = nullptr;
+  std::unique_ptr<void, FreeDeleter> copy;  ///< clone_outputs: the output's bytes, handed to numpy
+  std::shared_ptr<PyRef> bound;             ///< The caller's array the output was written to (set_output).
+  std::span<const int64_t> shape() const { return {sizes, rank}; }
+};
+
+}  // namespace
+
+py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_outputs) {
+  const MethodMeta& m = meta();
+  PreparedInputs prepared(m.inputs.size());
+  prepare_inputs(m, inputs, written_inputs_, prepared);
+
+  InlineList<CallOutput, 4> outputs(m.outputs.size());
   {
     py::gil_scoped_release nogil;
     std::lock_guard lock(mutex_);
-    check_bound_outputs_against(input_memory);
+    check_bound_outputs_against(prepared);
     const bool recording = state_->recorder != nullptr;
     const uint64_t start = recording ? now_ns() : 0;
-    std::vector<Value> results;
     try {
-      results = method_->execute(prepared.values);
+      // Step by step rather than Method::execute, whose Values would copy every shape.
+      for (size_t i = 0; i < prepared.inputs.size(); ++i) {
+        const PreparedInput& input = prepared.inputs[i];
+        if (input.is_tensor) {
+          method_->set_input(i, input.tensor);
+        } else {
+          method_->set_input(i, input.value);
+        }
+      }
+      method_->run();
     } catch (...) {
       method_->clear_profile_events();
       throw;
     }
     const uint64_t end = recording ? now_ns() : 0;
     if (recording) {
+      std::vector<Value> results;
+      for (size_t i = 0; i < outputs.size(); ++i) results.push_back(method_->output(i));
       state_->recorder->record_execute(method_->profile_events(), start, end, results);
       method_->clear_profile_events();
     }
-    outputs.resize(results.size());
-    for (size_t i = 0; i < results.size(); ++i) {
-      Output& out = outputs[i];
-      out.value = std::move(results[i]);
-      auto* tensor = std::get_if<TensorRef>(&out.value);
-      if (tensor == nullptr) continue;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      CallOutput& out = outputs[i];
+      if (m.outputs[i].tag != Tag::Tensor) {
+        out.value = method_->output(i);
+        continue;
+      }
+      const TensorView tensor = method_->output_view(i);
+      out.is_tensor = true;
+      out.dtype = tensor.dtype;
+      out.rank = tensor.sizes.size();
+      std::copy(tensor.sizes.begin(), tensor.sizes.end(), out.sizes);
+      std::copy(tensor.dim_order.begin(), tensor.dim_order.end(), out.dim_order);
+      out.data = const_cast<void*>(tensor.data);
       out.bound = bound_[i];
       if (clone_outputs && !out.bound) {
-        // Copied while the method is locked: the next call may overwrite the method's memory.
-        const size_t nbytes = tensor->nbytes();
+        const size_t nbytes = tensor.nbytes();
         out.copy.reset(std::malloc(nbytes == 0 ? 1 : nbytes));
         if (!out.copy) throw std::bad_alloc();
-        if (nbytes != 0) std::memcpy(out.copy.get(), tensor->data, nbytes);
-        tensor->data = out.copy.get();
+        if (nbytes != 0) std::memcpy(out.copy.get(), tensor.data, nbytes);
+        out.data = out.copy.get();
       }
     }
   }
@@ -187,59 +214,52 @@ py::list PyMethod::execute(py::handle self, py::handle inputs, bool clone_output
     for (const auto& [given, copy] : prepared.write_back) np.attr("copyto")(given, copy);
   }
 
-  py::list result;
+  py::list result(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    Output& out = outputs[i];
-    const auto* tensor = std::get_if<TensorRef>(&out.value);
-    if (tensor == nullptr) {
-      result.append(value_to_python(out.value));
+    CallOutput& out = outputs[i];
+    if (!out.is_tensor) {
+      result[i] = value_to_python(out.value);
       continue;
     }
     py::dtype dtype;
     try {
-      dtype = numpy_dtype_of(tensor->dtype);
+      dtype = numpy_dtype_of(out.dtype);
     } catch (const Error& e) {
       ErrorContext c;
-      c.method = meta().name;
+      c.method = m.name;
       throw Error(e.kind(), "output " + std::to_string(i) + ": " + e.detail(), c);
     }
-    const std::span<const int64_t> shape = tensor->sizes;
-    const ByteStrides strides = byte_strides(shape, tensor->dim_order, element_size(tensor->dtype));
+    const std::span<const int64_t> shape = out.shape();
+    const ByteStrides strides =
+        byte_strides(shape, std::span<const uint8_t>(out.dim_order, out.rank), element_size(out.dtype));
     if (out.bound) {
       // The caller's array, written in place: itself when the output filled it at its shape, else a view of it
       // at the written shape.
       const auto& array = py::reinterpret_borrow<py::array>(out.bound->get());
       const bool same_shape = static_cast<size_t>(array.ndim()) == shape.size() &&
                               std::equal(shape.begin(), shape.end(), array.shape());
-      if (same_shape) {
-        result.append(out.bound->get());
-      } else {
-        result.append(array_over(dtype, shape, strides, const_cast<void*>(tensor->data), out.bound->get()));
-      }
+      result[i] = same_shape ? out.bound->get() : array_over(dtype, shape, strides, out.data, out.bound->get());
       continue;
     }
-    if (tensor->numel() == 0) {
-      result.append(output_object(py::array(dtype, std::vector<py::ssize_t>(shape.begin(), shape.end())),
-                                  tensor->dtype, false));
+    const bool empty = std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s == 0; });
+    if (empty) {
+      result[i] = output_object(py::array(dtype, std::vector<py::ssize_t>(shape.begin(), shape.end())), out.dtype, false);
       continue;
     }
     if (clone_outputs) {
-      void* data = out.copy.release();
-      py::capsule owner(data, [](void* p) { std::free(p); });
-      result.append(output_object(array_over(dtype, shape, strides, data, owner), tensor->dtype, false));
+      py::capsule owner(out.copy.release(), [](void* p) { std::free(p); });
+      result[i] = output_object(array_over(dtype, shape, strides, out.data, owner), out.dtype, false);
     } else {
       // A read-only view of the method's memory, valid until the next call of this method. Its base keeps that
       // memory alive: an input array the output aliases (a method that returns an input it does not copy), or
       // else the method itself.
       py::handle base = self;
-      for (const py::object& kept : prepared.keep_alive) {
-        const auto& in = py::reinterpret_borrow<py::array>(kept);
-        const auto* begin = static_cast<const uint8_t*>(in.data());
-        const auto* p = static_cast<const uint8_t*>(tensor->data);
-        if (p >= begin && p < begin + in.nbytes()) base = kept;
+      for (const PreparedInput& input : prepared.inputs) {
+        const std::span<const uint8_t> in = input.memory();
+        const auto* p = static_cast<const uint8_t*>(out.data);
+        if (!in.empty() && p >= in.data() && p < in.data() + in.size()) base = input.array;
       }
-      result.append(output_object(array_over(dtype, shape, strides, const_cast<void*>(tensor->data), base),
-                                  tensor->dtype, true));
+      result[i] = output_object(array_over(dtype, shape, strides, out.data, base), out.dtype, true);
     }
   }
   return result;
@@ -536,7 +556,94 @@ py::object meta_item(const MethodMeta& mm, const std::string& key) {
   throw py::key_error(key);
 }
 
+// --- Method.execute and Method.__call__ ---------------------------------------------------------------------------
+// CPython METH_FASTCALL functions of the class rather than pybind11 overloads: pybind11's dispatcher (an argument
+// tuple, its argument records, three allocations and a type lookup a call) was a third of the overhead of a call
+// on one-element arrays.
+
+const py::detail::type_info* g_method_type = nullptr;  // Method's pybind11 record, set when the class is made
+
+PyMethod& method_of(PyObject* self) {
+  // The method descriptor has checked that `self` is a Method (or a subclass).
+  const py::detail::value_and_holder held =
+      reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder(g_method_type, false);
+  if (!held || held.value_ptr() == nullptr) throw BindingError("InvalidType", "the Method object is not initialized");
+  return *held.value_ptr<PyMethod>();
+}
+
+/// (inputs=(), clone_outputs=True), positional or by keyword; `signature` names the call in errors.
+PyObject* run_method(const char* signature, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                     PyObject* kwnames) {
+  try {
+    PyObject* params[2] = {nullptr, nullptr};  // inputs, clone_outputs
+    const std::span<PyObject* const> keywords =
+        kwnames == nullptr ? std::span<PyObject* const>()
+                           : std::span<PyObject* const>(reinterpret_cast<PyTupleObject*>(kwnames)->ob_item,
+                                                        static_cast<size_t>(PyTuple_GET_SIZE(kwnames)));
+    bool matched = nargs <= 2;
+    for (Py_ssize_t i = 0; matched && i < nargs; ++i) params[i] = args[i];
+    for (size_t k = 0; matched && k < keywords.size(); ++k) {
+      const int index = PyUnicode_CompareWithASCIIString(keywords[k], "inputs") == 0          ? 0
+                        : PyUnicode_CompareWithASCIIString(keywords[k], "clone_outputs") == 0 ? 1
+                                                                                               : -1;
+      matched = index >= 0 && params[index] == nullptr;
+      if (matched) params[index] = args[static_cast<size_t>(nargs) + k];
+    }
+    if (!matched) {
+      throw BindingError("InvalidType", std::string(signature) + " was called with " +
+                                            received_arguments(std::span(args, static_cast<size_t>(nargs)), keywords));
+    }
+    const bool clone_outputs = params[1] == nullptr || bool_arg(params[1], "clone_outputs");
+    // No inputs given: None, which prepare_inputs takes as an empty sequence.
+    return method_of(self).execute(self, params[0] != nullptr ? params[0] : Py_None, clone_outputs).release().ptr();
+  } catch (...) {
+    raise_current_exception();
+    return nullptr;
+  }
+}
+
+PyObject* method_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return run_method("Method.execute(inputs=(), clone_outputs=True)", self, args, nargs, kwnames);
+}
+
+PyObject* method_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return run_method("Method.__call__(inputs=(), clone_outputs=True)", self, args, nargs, kwnames);
+}
+
+#define ETNP_EXECUTE_DOC                                                                                            \
+  "Runs the method on `inputs` (a list/tuple, one per method input) and returns the outputs as a list.\n"          \
+  "With clone_outputs=False tensor outputs are read-only views valid until the next call of this method."
+
+PyMethodDef g_execute_defs[] = {
+    {"execute", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&method_execute)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "execute(self, inputs: object = (), clone_outputs: bool = True) -> list\n\n" ETNP_EXECUTE_DOC},
+    {"__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&method_call)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "__call__(self, inputs: object = (), clone_outputs: bool = True) -> list\n\n" ETNP_EXECUTE_DOC},
+};
+
+#undef ETNP_EXECUTE_DOC
+
+/// Makes g_execute_defs methods of the class `cls` (Method).
+void add_execute_methods(py::handle cls) {
+  g_method_type = py::detail::get_type_info(typeid(PyMethod));
+  for (PyMethodDef& def : g_execute_defs) {
+    py::object descriptor = py::reinterpret_steal<py::object>(
+        PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &def));
+    if (!descriptor) throw py::error_already_set();
+    py::setattr(cls, def.ml_name, descriptor);
+  }
+}
+
 }  // namespace
+
+void raise_current_exception() {
+  // pybind11's dispatcher's order: the module's own translators, then the global ones (pybind11's default last).
+  if (py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators)) return;
+  if (py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators)) return;
+  PyErr_SetString(PyExc_SystemError, "a C++ exception escaped every exception translator");
+}
 
 }  // namespace etnp::python
 
@@ -723,21 +830,10 @@ PYBIND11_MODULE(_C, m) {
         "True: tensor outputs are ExecuTorchResult objects; False: numpy arrays (the default).");
   m.def("_result_outputs", &result_outputs);
 
-  py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method", "A loaded method of a Program; call it to run it.\n"
-                                                      "Pickles as its program and its name (see Program).")
-      .def("execute",
-           [](py::object self, py::object inputs, py::handle clone_outputs) {
-             return self.cast<PyMethod&>().execute(self, inputs, bool_arg(clone_outputs, "clone_outputs"));
-           },
-           py::arg("inputs") = py::tuple(), py::arg("clone_outputs") = true,
-           "Runs the method on `inputs` (a list/tuple, one per method input) and returns the outputs as a list.\n"
-           "With clone_outputs=False tensor outputs are read-only views valid until the next call of this method.")
-      .def("__call__",
-           [](py::object self, py::object inputs, py::handle clone_outputs) {
-             return self.cast<PyMethod&>().execute(self, inputs, bool_arg(clone_outputs, "clone_outputs"));
-           },
-           py::arg("inputs") = py::tuple(), py::arg("clone_outputs") = true)
-      .def("set_output", &PyMethod::set_output, py::arg("tensor"), py::arg("index"),
+  py::class_<PyMethod, std::shared_ptr<PyMethod>> method_class(m, "Method", "A loaded method of a Program; call it to run it.\n"
+                                                      "Pickles as its program and its name (see Program).");
+  add_execute_methods(method_class);
+  method_class.def("set_output", &PyMethod::set_output, py::arg("tensor"), py::arg("index"),
            "Makes the method write output `index` into `array` (only outputs that are not memory-planned).")
       .def_property_readonly("metadata", [](const PyMethod& self) { return self.meta(); })
       .def_property_readonly("name", [](const PyMethod& self) { return self.meta().name; })

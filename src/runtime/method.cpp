@@ -68,6 +68,16 @@ Value Method::output(size_t index) const {
   return impl_->output(index);
 }
 
+void Method::set_input(size_t index, const TensorView& tensor) {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
+  impl_->set_input(index, tensor);
+}
+
+TensorView Method::output_view(size_t index) const {
+  const InUse in_use(impl_->in_use, impl_->meta.name);
+  return impl_->output_view(index);
+}
+
 void Method::set_output_buffer(size_t index, void* data, size_t nbytes) {
   const InUse in_use(impl_->in_use, impl_->meta.name);
   impl_->set_output_buffer(index, data, nbytes);

@@ -79,115 +79,152 @@ const char* value_kind(const Value& v) {
 
 }  // namespace
 
-void Method::Impl::set_input(size_t index, const Value& value) {
-  ErrorContext where = context();
-  where.input_index = static_cast<int64_t>(index);
+namespace {
+
+/// The kind of value an input tag stands for, as "expected ..." says it.
+const char* expected_kind(Tag tag) {
+  switch (tag) {
+    case Tag::None: return "None";
+    case Tag::Int: return "an Int";
+    case Tag::Bool: return "a Bool";
+    case Tag::Double: return "a Double";
+    case Tag::String: return "a String";
+    case Tag::Tensor: return "a tensor";
+    default: return tag_name(tag);
+  }
+}
+
+}  // namespace
+
+void Method::Impl::check_input_index(size_t index) const {
   if (index >= meta.inputs.size()) {
     throw Error(ErrorKind::InvalidArgument,
                 "the method takes " + std::to_string(meta.inputs.size()) + " inputs, there is no input " + std::to_string(index),
                 context());
   }
+}
+
+void Method::Impl::reject_input(size_t index, const std::string& what) const {
+  ErrorContext where = context();
+  where.input_index = static_cast<int64_t>(index);
+  throw Error(ErrorKind::InvalidArgument, what, where);
+}
+
+void Method::Impl::set_input(size_t index, const Value& value) {
+  check_input_index(index);
   const ValueInfo& info = meta.inputs[index];
-  EValue& slot = values[plan->inputs()->Get(index)];
-  auto mismatch = [&](const std::string& what) { throw Error(ErrorKind::InvalidArgument, what, where); };
+  if (const auto* tensor = std::get_if<TensorRef>(&value); tensor != nullptr && info.tag == Tag::Tensor) {
+    set_input(index, tensor->view());
+    return;
+  }
+  auto mismatch = [&](const std::string& what) { reject_input(index, what); };
   auto only_exported_value = [&](const Value& given) {
     mismatch("the program was exported with the value " + value_string(info.value) +
              " for this input and only accepts it; got " + value_string(given));
   };
+  auto expect = [&](bool holds) {
+    if (!holds) mismatch(std::string("expected ") + expected_kind(info.tag) + ", got " + value_kind(value));
+  };
   switch (info.tag) {
     case Tag::None:
-      if (!std::holds_alternative<std::monostate>(value)) mismatch(std::string("expected None, got ") + value_kind(value));
+      expect(std::holds_alternative<std::monostate>(value));
       break;
-    case Tag::Int: {
-      if (!std::holds_alternative<int64_t>(value)) mismatch(std::string("expected an Int, got ") + value_kind(value));
+    case Tag::Int:
+      expect(std::holds_alternative<int64_t>(value));
       if (std::get<int64_t>(value) != std::get<int64_t>(info.value)) only_exported_value(value);
       break;
-    }
-    case Tag::Bool: {
-      if (!std::holds_alternative<bool>(value)) mismatch(std::string("expected a Bool, got ") + value_kind(value));
+    case Tag::Bool:
+      expect(std::holds_alternative<bool>(value));
       if (std::get<bool>(value) != std::get<bool>(info.value)) only_exported_value(value);
       break;
-    }
     case Tag::Double: {
-      double given = 0;
-      if (std::holds_alternative<double>(value)) given = std::get<double>(value);
-      else if (std::holds_alternative<int64_t>(value)) given = static_cast<double>(std::get<int64_t>(value));
-      else mismatch(std::string("expected a Double, got ") + value_kind(value));
+      expect(std::holds_alternative<double>(value) || std::holds_alternative<int64_t>(value));
+      const double given = std::holds_alternative<double>(value) ? std::get<double>(value)
+                                                                 : static_cast<double>(std::get<int64_t>(value));
       if (!doubles_match(std::get<double>(info.value), given)) only_exported_value(Value(given));
       break;
     }
     case Tag::String:
-      if (!std::holds_alternative<std::string>(value)) mismatch(std::string("expected a String, got ") + value_kind(value));
+      expect(std::holds_alternative<std::string>(value));
       if (std::get<std::string>(value) != std::get<std::string>(info.value)) {
         mismatch("the program only accepts " + value_string(info.value) + " for this input; got " + value_string(value));
       }
       break;
-    case Tag::Tensor: {
-      if (!std::holds_alternative<TensorRef>(value)) mismatch(std::string("expected a tensor, got ") + value_kind(value));
-      const TensorRef& ref = std::get<TensorRef>(value);
-      Tensor& t = slot.to_tensor();
-      const TensorInfo& ti = info.tensor;
-      if (ref.dtype != ti.dtype) {
-        mismatch("expected dtype " + std::string(scalar_type_name(ti.dtype)) + ", got " + std::string(scalar_type_name(ref.dtype)));
-      }
-      if (ref.sizes.size() != ti.sizes.size()) {
-        mismatch("expected a rank-" + std::to_string(ti.sizes.size()) + " tensor of shape " + list_string(ti.sizes) +
-                 ", got rank " + std::to_string(ref.sizes.size()) + " shape " + list_string(ref.sizes));
-      }
-      for (size_t d = 0; d < ref.sizes.size(); ++d) {
-        if (ref.sizes[d] < 0) mismatch("negative size in shape " + list_string(ref.sizes));
-        if (ti.dynamism == ShapeDynamism::Static && ref.sizes[d] != ti.sizes[d]) {
-          mismatch("expected shape " + list_string(ti.sizes) + ", got " + list_string(ref.sizes) + " (dimension " +
-                   std::to_string(d) + " is " + std::to_string(ref.sizes[d]) + ", the program needs exactly " +
-                   std::to_string(ti.sizes[d]) + ")");
-        }
-        if (ti.dynamism != ShapeDynamism::Static && ref.sizes[d] > ti.sizes[d]) {
-          mismatch("dimension " + std::to_string(d) + " is " + std::to_string(ref.sizes[d]) +
-                   ", above its upper bound " + std::to_string(ti.sizes[d]) + " (shape " + list_string(ref.sizes) +
-                   ", bound " + list_string(ti.sizes) + ")");
-        }
-      }
-      if (!ref.dim_order.empty() && !same_physical_layout(ref.sizes, ref.dim_order, ti.dim_order)) {
-        mismatch("expected memory order " + list_string(ti.dim_order) + ", got " + list_string(ref.dim_order));
-      }
-      if (ref.dim_order.empty() && !same_physical_layout(ref.sizes, std::vector<uint8_t>(), ti.dim_order) &&
-          !t.is_contiguous_order()) {
-        std::vector<uint8_t> contiguous(ref.sizes.size());
-        for (size_t d = 0; d < contiguous.size(); ++d) contiguous[d] = static_cast<uint8_t>(d);
-        if (!same_physical_layout(ref.sizes, contiguous, ti.dim_order)) {
-          mismatch("expected memory order " + list_string(ti.dim_order) + " (e.g. channels-last), got a contiguous tensor");
-        }
-      }
-      if (!t.try_resize(ref.sizes)) mismatch("cannot take shape " + list_string(ref.sizes));
-      const size_t nbytes = t.nbytes();
-      if (ref.data == nullptr && nbytes != 0) mismatch("tensor data is null");
-      if (planned_input[index]) {
-        if (nbytes != 0 && t.data() != ref.data) std::memmove(t.data(), ref.data, nbytes);
-      } else {
-        // Bound in place: kernels would load elements through a misaligned pointer (undefined behaviour), and a
-        // copy would hide the method's writes of the input from the caller. Refused instead.
-        const size_t element = std::min<size_t>(element_size(ref.dtype), 8);
-        if (nbytes != 0 && element > 1 && reinterpret_cast<uintptr_t>(ref.data) % element != 0) {
-          mismatch("tensor data is not aligned to its " + std::to_string(element) + "-byte elements (" +
-                   std::string(scalar_type_name(ref.dtype)) + "); this input is not memory-planned and is used in "
-                   "place: pass memory aligned to " + std::to_string(element) + " bytes");
-        }
-        t.set_data(const_cast<void*>(ref.data));
-      }
+    case Tag::Tensor:
+      expect(false);  // not a TensorRef
       break;
-    }
     default:
       mismatch(std::string("inputs of type ") + tag_name(info.tag) + " are not supported");
   }
   input_set[index] = true;
 }
 
-Value Method::Impl::output(size_t index) const {
+void Method::Impl::set_input(size_t index, const TensorView& ref) {
+  check_input_index(index);
+  const ValueInfo& info = meta.inputs[index];
+  auto mismatch = [&](const std::string& what) { reject_input(index, what); };
+  if (info.tag != Tag::Tensor) mismatch(std::string("expected ") + expected_kind(info.tag) + ", got Tensor");
+  Tensor& t = values[plan->inputs()->Get(index)].to_tensor();
+  const TensorInfo& ti = info.tensor;
+  if (ref.dtype != ti.dtype) {
+    mismatch("expected dtype " + std::string(scalar_type_name(ti.dtype)) + ", got " + std::string(scalar_type_name(ref.dtype)));
+  }
+  if (ref.sizes.size() != ti.sizes.size()) {
+    mismatch("expected a rank-" + std::to_string(ti.sizes.size()) + " tensor of shape " + list_string(ti.sizes) +
+             ", got rank " + std::to_string(ref.sizes.size()) + " shape " + list_string(ref.sizes));
+  }
+  for (size_t d = 0; d < ref.sizes.size(); ++d) {
+    if (ref.sizes[d] < 0) mismatch("negative size in shape " + list_string(ref.sizes));
+    if (ti.dynamism == ShapeDynamism::Static && ref.sizes[d] != ti.sizes[d]) {
+      mismatch("expected shape " + list_string(ti.sizes) + ", got " + list_string(ref.sizes) + " (dimension " +
+               std::to_string(d) + " is " + std::to_string(ref.sizes[d]) + ", the program needs exactly " +
+               std::to_string(ti.sizes[d]) + ")");
+    }
+    if (ti.dynamism != ShapeDynamism::Static && ref.sizes[d] > ti.sizes[d]) {
+      mismatch("dimension " + std::to_string(d) + " is " + std::to_string(ref.sizes[d]) +
+               ", above its upper bound " + std::to_string(ti.sizes[d]) + " (shape " + list_string(ref.sizes) +
+               ", bound " + list_string(ti.sizes) + ")");
+    }
+  }
+  if (!ref.dim_order.empty() && !same_physical_layout(ref.sizes, ref.dim_order, ti.dim_order)) {
+    mismatch("expected memory order " + list_string(ti.dim_order) + ", got " + list_string(ref.dim_order));
+  }
+  if (ref.dim_order.empty() && !same_physical_layout(ref.sizes, {}, ti.dim_order) && !t.is_contiguous_order()) {
+    std::vector<uint8_t> contiguous(ref.sizes.size());
+    for (size_t d = 0; d < contiguous.size(); ++d) contiguous[d] = static_cast<uint8_t>(d);
+    if (!same_physical_layout(ref.sizes, contiguous, ti.dim_order)) {
+      mismatch("expected memory order " + list_string(ti.dim_order) + " (e.g. channels-last), got a contiguous tensor");
+    }
+  }
+  if (!t.try_resize(ref.sizes)) mismatch("cannot take shape " + list_string(ref.sizes));
+  const size_t nbytes = t.nbytes();
+  if (ref.data == nullptr && nbytes != 0) mismatch("tensor data is null");
+  if (planned_input[index]) {
+    if (nbytes != 0 && t.data() != ref.data) std::memmove(t.data(), ref.data, nbytes);
+  } else {
+    // Bound in place: kernels would load elements through a misaligned pointer (undefined behaviour), and a
+    // copy would hide the method's writes of the input from the caller. Refused instead.
+    const size_t element = std::min<size_t>(element_size(ref.dtype), 8);
+    if (nbytes != 0 && element > 1 && reinterpret_cast<uintptr_t>(ref.data) % element != 0) {
+      mismatch("tensor data is not aligned to its " + std::to_string(element) + "-byte elements (" +
+               std::string(scalar_type_name(ref.dtype)) + "); this input is not memory-planned and is used in "
+               "place: pass memory aligned to " + std::to_string(element) + " bytes");
+    }
+    t.set_data(const_cast<void*>(ref.data));
+  }
+  input_set[index] = true;
+}
+
+void Method::Impl::check_output_index(size_t index) const {
   if (index >= meta.outputs.size()) {
     throw Error(ErrorKind::InvalidArgument,
                 "the method has " + std::to_string(meta.outputs.size()) + " outputs, there is no output " + std::to_string(index),
                 context());
   }
+}
+
+Value Method::Impl::output(size_t index) const {
+  check_output_index(index);
   const EValue& v = values[plan->outputs()->Get(index)];
   switch (v.tag()) {
     case Tag::None: return std::monostate{};
@@ -209,6 +246,18 @@ Value Method::Impl::output(size_t index) const {
                   std::string("output ") + std::to_string(index) + " is a " + tag_name(v.tag()) + ", which cannot be returned",
                   context());
   }
+}
+
+TensorView Method::Impl::output_view(size_t index) const {
+  check_output_index(index);
+  const EValue& v = values[plan->outputs()->Get(index)];
+  if (v.tag() != Tag::Tensor) {
+    throw Error(ErrorKind::InvalidArgument,
+                "output " + std::to_string(index) + " is " + expected_kind(v.tag()) + ", not a tensor (Method::output returns it)",
+                context());
+  }
+  const Tensor& t = v.to_tensor();
+  return TensorView{t.dtype(), t.sizes(), t.dim_order(), t.data()};
 }
 
 template <typename Fn>

@@ -102,9 +102,12 @@ struct Method::Impl {
   /// Throws ProgramLoadError when `more` bytes for `what` would take the method past
   /// ResourceLimits::max_method_bytes.
   void check_memory_limit(uint64_t more, const std::string& what) const;
-  void set_input(size_t index, const Value& value);  // method_bind.cpp
+  // method_bind.cpp
+  void set_input(size_t index, const Value& value);
+  void set_input(size_t index, const TensorView& tensor);
   void set_output_buffer(size_t index, void* data, size_t nbytes);
   Value output(size_t index) const;
+  TensorView output_view(size_t index) const;
   void run();  // method_run.cpp: run_instructions() between the execute probes (probes.h)
   ErrorContext context() const;
 
@@ -115,6 +118,10 @@ struct Method::Impl {
 
  private:
   void run_instructions();  // method_run.cpp
+  void check_input_index(size_t index) const;   // InvalidArgument past the last input
+  void check_output_index(size_t index) const;  // InvalidArgument past the last output
+  /// Throws InvalidArgument `what` naming the method and input `index`.
+  [[noreturn]] void reject_input(size_t index, const std::string& what) const;
   // method_load.cpp
   void build_values();
   void build_instructions();

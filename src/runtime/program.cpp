@@ -285,7 +285,9 @@ std::string Program::output_spec(std::string_view method) const {
   return c && c->encoded_out_str() ? c->encoded_out_str()->str() : std::string();
 }
 
-int64_t TensorRef::numel() const {
+int64_t TensorRef::numel() const { return view().numel(); }
+
+int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;

@@ -291,6 +291,72 @@ TEST_F(BadInputMatrix, SetInputPastTheEnd) {
   expect_invalid([&] { m->set_input(2, tensor_input(x_, {2, 3})); }, -1, {"takes 2 inputs, there is no input 2"});
 }
 
+// --- TensorView: set_input and output_view, the allocation-free forms -----------------------------------------
+
+TensorView view_of(const std::vector<float>& data, const std::vector<int64_t>& sizes) {
+  return TensorView{ScalarType::Float, sizes, {}, data.data()};
+}
+
+TEST_F(BadInputMatrix, TensorViewInputsAndOutputViews) {
+  auto m = method("forward");
+  const std::vector<int64_t> shape = {2, 3};
+  m->set_input(0, view_of(x_, shape));
+  m->set_input(1, view_of(y_, shape));
+  m->run();
+  const TensorView out = m->output_view(0);
+  // The same tensor output() describes, and x + y.
+  const TensorRef ref = std::get<TensorRef>(m->output(0));
+  EXPECT_EQ(out.dtype, ScalarType::Float);
+  EXPECT_EQ(std::vector<int64_t>(out.sizes.begin(), out.sizes.end()), ref.sizes);
+  EXPECT_EQ(std::vector<uint8_t>(out.dim_order.begin(), out.dim_order.end()), (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(out.data, ref.data);
+  EXPECT_EQ(out.numel(), 6);
+  EXPECT_EQ(out.nbytes(), 24u);
+  const auto* sum = static_cast<const float*>(out.data);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(sum[i], x_[i] + y_[i]) << i;
+  // A dynamic input takes its shape from the view; the output view follows it.
+  auto dynamic = method("dynamic");
+  const std::vector<float> three(9, 1.5f);
+  const std::vector<int64_t> three_rows = {3, 3};
+  dynamic->set_input(0, view_of(three, three_rows));
+  dynamic->run();
+  const TensorView doubled = dynamic->output_view(0);
+  EXPECT_EQ(std::vector<int64_t>(doubled.sizes.begin(), doubled.sizes.end()), three_rows);
+  EXPECT_EQ(static_cast<const float*>(doubled.data)[8], 3.0f);
+}
+
+TEST_F(BadInputMatrix, TensorViewCellsAreCheckedAsTensorRefs) {
+  auto m = method("forward");
+  const std::vector<int64_t> shape = {2, 3}, wrong = {3, 2}, rank1 = {6};
+  const std::vector<uint8_t> transposed = {1, 0};
+  TensorView int_view = view_of(x_, shape);
+  int_view.dtype = ScalarType::Int;
+  expect_invalid([&] { m->set_input(1, int_view); }, 1, {"expected dtype float32, got int32"});
+  expect_invalid([&] { m->set_input(0, view_of(x_, wrong)); }, 0, {"expected shape [2, 3], got [3, 2]"});
+  expect_invalid([&] { m->set_input(0, view_of(x_, rank1)); }, 0, {"expected a rank-2 tensor", "got rank 1"});
+  TensorView channels_last = view_of(x_, shape);
+  channels_last.dim_order = transposed;
+  expect_invalid([&] { m->set_input(0, channels_last); }, 0, {"expected memory order [0, 1], got [1, 0]"});
+  TensorView null_data = view_of(x_, shape);
+  null_data.data = nullptr;
+  expect_invalid([&] { m->set_input(0, null_data); }, 0, {"tensor data is null"});
+  expect_invalid([&] { m->set_input(2, view_of(x_, shape)); }, -1, {"takes 2 inputs, there is no input 2"});
+  const std::vector<float> big(15, 1.0f);
+  const std::vector<int64_t> five_rows = {5, 3};
+  expect_invalid([&] { method("dynamic")->set_input(0, view_of(big, five_rows)); }, 0,
+                 {"dimension 0 is 5, above its upper bound 4"});
+  // A tensor view where the method takes a scalar; output_view of a scalar output and past the last output.
+  auto scalars = method("scalars");
+  expect_invalid([&] { scalars->set_input(0, view_of(x_, shape)); }, 0, {"expected an Int, got Tensor"});
+  scalars->set_input(0, int64_t{3});
+  scalars->set_input(1, 2.5);
+  scalars->set_input(2, true);
+  scalars->set_input(3, std::monostate{});
+  scalars->run();
+  expect_invalid([&] { (void)scalars->output_view(0); }, -1, {"output 0 is an Int, not a tensor"});
+  expect_invalid([&] { (void)scalars->output_view(9); }, -1, {"the method has 4 outputs, there is no output 9"});
+}
+
 // --- .ptd files -------------------------------------------------------------------------------------------------
 
 std::vector<uint8_t> weight_ptd() {

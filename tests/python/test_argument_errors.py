@@ -118,7 +118,9 @@ def test_program_and_method_argument_types(add_program, forward, tmp_path):
         et.ExecuTorchResult.from_host(HUGE, HUGE)
     short(err, "device_index must be an int, got bytes")
     assert forward.metadata.get(HUGE) is None and forward.metadata.get(3, "d") == "d"
-    assert forward.execute([x, x], clone_outputs=np.False_)[0].flags.writeable is False
+    assert forward.execute(inputs=[x, x], clone_outputs=np.False_)[0].flags.writeable is False
+    assert forward.execute(clone_outputs=False, inputs=(x, x))[0].flags.writeable is False
+    assert forward(inputs=[x, x])[0].flags.writeable
     assert forward.execute([x, x], clone_outputs=1)[0].flags.writeable
 
 
@@ -130,6 +132,14 @@ def test_wrong_argument_counts_and_unknown_keywords(add_program, forward):
         (lambda: forward(inputs=[x, x], clone=False),
          "Method.__call__(inputs=(), clone_outputs=True) was called with no positional argument and keyword "
          "arguments 'inputs', 'clone'"),
+        (lambda: forward([x, x], inputs=[x, x]),  # given twice
+         "Method.__call__(inputs=(), clone_outputs=True) was called with 1 positional argument (list) and keyword "
+         "argument 'inputs'"),
+        (lambda: forward.execute([x, x], False, clone_outputs=True),
+         "Method.execute(inputs=(), clone_outputs=True) was called with 2 positional arguments (list, bool) and "
+         "keyword argument 'clone_outputs'"),
+        (lambda: type(forward).__new__(type(forward)).execute([x, x]),  # never initialized
+         "the Method object is not initialized"),
         (lambda: add_program.load_method(),
          "Program.load_method(name) was called with no positional argument"),
         (lambda: add_program.load_method("forward", name="forward"),
