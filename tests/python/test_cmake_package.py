@@ -144,6 +144,22 @@ def test_readme_example_compiles_and_links_against_the_package(prefix, tmp_path,
     assert (tmp_path / "build" / "readme").is_file()
 
 
+def test_the_allocation_free_loop_of_the_docs_compiles_and_links(prefix, tmp_path):
+    """docs/cpp.md "Calls that allocate nothing": its example, as written, against the installed package."""
+    doc = (REPO / "docs" / "cpp.md").read_text()
+    section = doc.split("## Calls that allocate nothing", 1)[1]
+    code = section.split("```cpp\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "frames.cpp").write_text(code + "\nint main() { return 0; }\n")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.25)\nproject(frames LANGUAGES CXX)\nset(CMAKE_CXX_STANDARD 20)\n"
+        "find_package(etnp CONFIG REQUIRED)\nadd_executable(frames frames.cpp)\n"
+        "target_compile_options(frames PRIVATE -Wall -Wextra -Werror)\n"
+        "target_link_libraries(frames PRIVATE etnp::etnp)\n")
+    configure(tmp_path, tmp_path / "build", prefix)
+    build(tmp_path / "build")
+    assert (tmp_path / "build" / "frames").is_file()
+
+
 def test_a_program_compiles_its_own_kernels_and_sees_the_xnnpack_backend(prefix, tmp_path, with_xnnpack):
     """docs/cpp.md: a KernelRegistrar in one of the program's own files registers it (examples/custom_kernel)."""
     (tmp_path / "main.cpp").write_text(
