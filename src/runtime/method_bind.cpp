@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 
 #include "etnp/program.h"
 #include "core/printable.h"
@@ -189,10 +190,12 @@ void Method::Impl::set_input(size_t index, const TensorView& ref) {
   if (!ref.dim_order.empty() && !same_physical_layout(ref.sizes, ref.dim_order, ti.dim_order)) {
     mismatch("expected memory order " + list_string(ti.dim_order) + ", got " + list_string(ref.dim_order));
   }
-  if (ref.dim_order.empty() && !same_physical_layout(ref.sizes, {}, ti.dim_order) && !t.is_contiguous_order()) {
-    std::vector<uint8_t> contiguous(ref.sizes.size());
-    for (size_t d = 0; d < contiguous.size(); ++d) contiguous[d] = static_cast<uint8_t>(d);
-    if (!same_physical_layout(ref.sizes, contiguous, ti.dim_order)) {
+  if (ref.dim_order.empty() && !t.is_contiguous_order()) {
+    // A contiguous tensor where the method wants another order: fine when both give the same strides (a
+    // channels-last [N, 1, H, W]). Checked without allocating: this runs on every call of such a method.
+    uint8_t contiguous[kMaxTensorRank];
+    std::iota(contiguous, contiguous + ref.sizes.size(), uint8_t{0});
+    if (!same_physical_layout(ref.sizes, {contiguous, ref.sizes.size()}, ti.dim_order)) {
       mismatch("expected memory order " + list_string(ti.dim_order) + " (e.g. channels-last), got a contiguous tensor");
     }
   }

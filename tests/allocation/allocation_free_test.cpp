@@ -67,6 +67,7 @@ namespace etnp {
 namespace {
 
 /// forward(x f32[3], y f32[<=4, 3]) = relu(y + x), x broadcast over y's rows: a static and a dynamic input.
+/// Also channels_last (below).
 Program add_relu_program() {
   format::ProgramWriter w;
   auto& m = w.add_method("forward");
@@ -79,6 +80,15 @@ Program add_relu_program() {
   m.kernel("aten::relu.out", {sum, out, out});
   m.set_inputs({x, y});
   m.set_outputs({out});
+  // channels_last(z f32[1, 1, 2, 2] in dim order 0, 2, 3, 1) = relu(z): one channel, so a contiguous view has
+  // the same strides and is accepted, a check made on every call.
+  auto& cl = w.add_method("channels_last");
+  const format::TensorSpec nhwc{ScalarType::Float, {1, 1, 2, 2}, {0, 2, 3, 1}, ShapeDynamism::Static, {}};
+  const int32_t z = cl.planned_tensor(nhwc);
+  const int32_t relu = cl.planned_tensor(nhwc);
+  cl.kernel("aten::relu.out", {z, relu, relu});
+  cl.set_inputs({z});
+  cl.set_outputs({relu});
   auto bytes = std::make_shared<std::vector<uint8_t>>(w.serialize());
   return Program::load_buffer(*bytes, bytes);
 }
@@ -107,6 +117,24 @@ TEST(AllocationFree, TensorViewCallsAllocateNothing) {
   t_counting = false;
   EXPECT_EQ(t_allocations, 0);
   EXPECT_EQ(checksum, 100 * 3.5f);  // relu(0.5 + 3), the last element at either shape
+
+  // A contiguous view for a channels-last input whose strides it shares.
+  const auto nhwc = program.load_method("channels_last");
+  const std::vector<float> z = {-1, 2, -3, 4};
+  const std::vector<int64_t> z_shape = {1, 1, 2, 2};
+  auto call_nhwc = [&] {
+    nhwc->set_input(0, TensorView{ScalarType::Float, z_shape, {}, z.data()});
+    nhwc->run();
+    return nhwc->output_view(0);
+  };
+  call_nhwc();
+  t_allocations = 0;
+  t_counting = true;
+  float last = 0;
+  for (int k = 0; k < 100; ++k) last = static_cast<const float*>(call_nhwc().data)[3];
+  t_counting = false;
+  EXPECT_EQ(t_allocations, 0);
+  EXPECT_EQ(last, 4.0f);
 
   // The counter counts: the Value forms copy each shape into a vector.
   t_allocations = 0;
