@@ -161,23 +161,22 @@ __attribute__((target("avx2,fma"))) void max_pool_row_avx2(const float* s, int64
 
 /// Max pooling of a whole float32 plane through a table of its windows, 8 output pixels at a time whatever their
 /// rows: for the small maps of a network's later layers, whose rows are too short for max_pool_row_avx2. `offsets`:
-/// per block of 8 pixels, per tap of the window (row-major), the 8 pixels' input offsets row * w + col, -1 where the
-/// tap falls outside the input (padding, ceil mode) or the pixel is past the last; `first`: per block, the offsets
-/// of the windows' first elements (the index a window of -inf reports). Contiguous planes in and out.
+/// per block of 8 pixels, per tap of the window (row-major), the 8 pixels' input offsets row * w + col;
+/// `first`: per block, the offsets of the windows' first elements (the index a window of -inf reports).
+/// Contiguous planes in and out. The 8 values of a tap are loaded one by one: AVX2's gather took about 40
+/// cycles on a Zen 1, 5 per tap.
 __attribute__((target("avx2,fma"))) void max_pool_plane_avx2(const float* s, const int32_t* offsets,
                                                                const int32_t* first, int64_t taps, int64_t pixels,
                                                                float* d, int64_t* x) {
-  const __m256i none = _mm256_set1_epi32(-1);
   for (int64_t p0 = 0; p0 < pixels; p0 += 8) {
     const int32_t* block = offsets + p0 * taps;
     __m256 best = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
     __m256i best_index = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + p0));
     for (int64_t t = 0; t < taps; ++t) {
-      const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + t * 8));
-      const __m256 inside = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, none));
-      const __m256 v = _mm256_mask_i32gather_ps(best, s, at, inside, 4);
-      const __m256 take = _mm256_and_ps(
-          inside, _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+      const int32_t* o = block + t * 8;
+      const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o));
+      const __m256 v = _mm256_setr_ps(s[o[0]], s[o[1]], s[o[2]], s[o[3]], s[o[4]], s[o[5]], s[o[6]], s[o[7]]);
+      const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
       best = _mm256_blendv_ps(best, v, take);
       best_index = _mm256_blendv_epi8(best_index, at, _mm256_castps_si256(take));
     }
@@ -194,27 +193,91 @@ __attribute__((target("avx2,fma"))) void max_pool_plane_avx2(const float* s, con
 }
 
 /// The window table of max_pool_plane_avx2 for an h x w input, in `table` (resized): blocks of 8 output pixels x
-/// taps x 8 offsets, then one first offset per pixel (the pixel count rounded up to 8).
+/// taps x 8 offsets, then one first offset per pixel (the pixel count rounded up to 8). A tap outside the input
+/// (padding, ceil mode) repeats the window's tap before it (its first inside tap, for those before that): a value
+/// seen again changes neither the maximum nor its index, NaN included (it is then the last NaN seen). Pixels past
+/// the last read offset 0.
 void max_pool_window_table(const Pool2dParams& p, int64_t h, int64_t w, std::vector<int32_t>& table) {
   const int64_t taps = p.kernel[0] * p.kernel[1], pixels = p.oh * p.ow, padded = (pixels + 7) / 8 * 8;
-  table.assign(static_cast<size_t>(padded * taps + padded), -1);
+  table.assign(static_cast<size_t>(padded * taps + padded), 0);
   int32_t* first = table.data() + padded * taps;
   for (int64_t px = 0; px < pixels; ++px) {
     const int64_t oy = px / p.ow, ox = px % p.ow;
     int32_t* lane = table.data() + (px / 8) * taps * 8 + px % 8;
     first[px] = -1;
+    int64_t leading = 0;  // taps before the first inside one
     for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
       for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+        const int64_t tap = ky * p.kernel[1] + kx;
         const int64_t iy = oy * p.stride[0] - p.pad[0] + ky * p.dilation[0];
         const int64_t ix = ox * p.stride[1] - p.pad[1] + kx * p.dilation[1];
-        if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-        const auto at = static_cast<int32_t>(iy * w + ix);
-        lane[(ky * p.kernel[1] + kx) * 8] = at;
-        if (first[px] < 0) first[px] = at;
+        if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
+          if (first[px] < 0) {
+            ++leading;
+          } else {
+            lane[tap * 8] = lane[(tap - 1) * 8];
+          }
+          continue;
+        }
+        lane[tap * 8] = static_cast<int32_t>(iy * w + ix);
+        if (first[px] < 0) first[px] = lane[tap * 8];
       }
     }
+    for (int64_t tap = 0; tap < leading; ++tap) lane[tap * 8] = first[px];
   }
-  for (int64_t px = pixels; px < padded; ++px) first[px] = 0;
+}
+
+/// Whether a float32 max pooling runs through the window table: rows under 32 outputs (the row loop would leave a
+/// scalar tail per row, whose compare-and-branch per tap mispredicts about every other time: squeezenet's 15-output
+/// rows have 14 in it), planes contiguous in and out, a table of at most 64 Ki offsets.
+bool max_pool_by_table(const Pool2dParams& p, const Planes& in, const Planes& out, const Planes& indices) {
+  return has_avx2_fma() && p.ow < 32 && (p.oh * p.ow + 8) * (p.kernel[0] * p.kernel[1] + 1) <= (1 << 16) &&
+         in.h * in.w < (int64_t{1} << 31) &&  // int32 offsets
+         in.stride_w == 1 && in.stride_h == in.w && out.stride_w == 1 && out.stride_h == p.ow &&
+         indices.stride_w == 1 && indices.stride_h == p.ow;
+}
+
+/// The window table of a max pooling, built at load for the serialized input size; a call on another size (a
+/// dynamic shape) builds its own.
+struct MaxPoolTable final : KernelState {
+  Pool2dParams params{};
+  int64_t h = 0, w = 0;
+  std::vector<int32_t> table;
+  size_t bytes() const override { return table.size() * sizeof(int32_t); }
+  bool fits(const Pool2dParams& p, int64_t in_h, int64_t in_w) const {
+    return in_h == h && in_w == w && p.kernel == params.kernel && p.stride == params.stride && p.pad == params.pad &&
+           p.dilation == params.dilation && p.oh == params.oh && p.ow == params.ow;
+  }
+};
+
+std::unique_ptr<KernelState> prepare_max_pool(KernelArgs args) {
+  constexpr const char* op = "aten::max_pool2d_with_indices.out";
+  // Arguments the call would reject are its to report, with its context: here they only mean "no table".
+  try {
+    if (args.size() != 9) return nullptr;
+    const Tensor& in = args[0]->to_tensor();
+    const Tensor& out = args[6]->to_tensor();
+    const Tensor& indices = args[7]->to_tensor();
+    if (in.dtype() != ScalarType::Float || (in.dim() != 3 && in.dim() != 4) || !in.is_contiguous_order() ||
+        !out.is_contiguous_order() || !indices.is_contiguous_order()) {
+      return nullptr;
+    }
+    const auto dilation = pair_arg(*args[4], "dilation", op);
+    const Pool2dParams p = pool2d_params(in, *args[1], *args[2], *args[3], dilation, args[5]->to_bool(), op);
+    const Planes pi = planes_of(in);
+    // The call's outputs are contiguous tensors of the pooled size: their planes.
+    Planes po = pi;
+    po.stride_h = p.ow;
+    if (!max_pool_by_table(p, pi, po, po)) return nullptr;
+    auto state = std::make_unique<MaxPoolTable>();
+    state->params = p;
+    state->h = pi.h;
+    state->w = pi.w;
+    max_pool_window_table(p, pi.h, pi.w, state->table);
+    return state;
+  } catch (const Error&) {
+    return nullptr;
+  }
 }
 #endif
 
@@ -258,21 +321,19 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
       }
     }
 #endif
-    // Short rows (under 32 outputs) that the row loop would leave mostly to scalar code (fewer than 8 outputs in
-    // its range, or more than 2 outside it: squeezenet's 15-output rows have 14 in it), planes contiguous in and
-    // out, a table of at most 64 Ki offsets: whole planes through the window table, whose gathers cost about 20
-    // cycles each on a Zen 1.
-    [[maybe_unused]] bool by_table = false;
-    std::vector<int32_t> table;
+    [[maybe_unused]] const int32_t* table = nullptr;
+    std::vector<int32_t> own_table;
 #ifdef ETNP_POOL_AVX2
     if constexpr (std::is_same_v<T, float>) {
-      const bool rows_vector = vec_end - vec_begin >= 8 && p.ow - (vec_end - vec_begin) <= 2;
-      by_table = has_avx2_fma() && p.ow < 32 && !rows_vector &&
-                 (p.oh * p.ow + 8) * (p.kernel[0] * p.kernel[1] + 1) <= (1 << 16) &&
-                 pi.h * pi.w < (int64_t{1} << 31) &&  // int32 offsets
-                 pi.stride_w == 1 && pi.stride_h == pi.w && po.stride_w == 1 && po.stride_h == p.ow &&
-                 px.stride_w == 1 && px.stride_h == p.ow;
-      if (by_table) max_pool_window_table(p, pi.h, pi.w, table);
+      if (max_pool_by_table(p, pi, po, px)) {
+        const auto* state = static_cast<const MaxPoolTable*>(ctx.state());  // prepare_max_pool's, or null
+        if (state != nullptr && state->fits(p, pi.h, pi.w)) {
+          table = state->table.data();
+        } else {
+          max_pool_window_table(p, pi.h, pi.w, own_table);
+          table = own_table.data();
+        }
+      }
     }
 #endif
     for_planes(ctx, pi.count, p.oh * p.ow * p.kernel[0] * p.kernel[1], [&](int64_t plane) {
@@ -281,9 +342,9 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
       int64_t* x = idx + px.base(plane);
 #ifdef ETNP_POOL_AVX2
       if constexpr (std::is_same_v<T, float>) {
-        if (by_table) {
+        if (table != nullptr) {
           const int64_t taps = p.kernel[0] * p.kernel[1], pixels = p.oh * p.ow;
-          max_pool_plane_avx2(s, table.data(), table.data() + (pixels + 7) / 8 * 8 * taps, taps, pixels, d, x);
+          max_pool_plane_avx2(s, table, table + (pixels + 7) / 8 * 8 * taps, taps, pixels, d, x);
           return;
         }
       }
@@ -593,7 +654,11 @@ void upsample_nearest2d_vec_out(KernelContext& ctx, KernelArgs args) {
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& registry) {
+  #ifdef ETNP_POOL_AVX2
+  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out, prepare_max_pool);
+#else
   registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out);
+#endif
   registry.add("aten::avg_pool2d.out", 9, avg_pool2d_out);
   registry.add("aten::_adaptive_avg_pool2d.out", 4, adaptive_avg_pool2d_out);
   registry.add("aten::upsample_bilinear2d.vec_out", 6, upsample_bilinear2d_vec_out);

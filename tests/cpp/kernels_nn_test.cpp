@@ -111,6 +111,17 @@ class Call {
     a.push_back(EValue());
     call_kernel(name, a);
   }
+  /// As run, with `state` as the kernel's state instead of what its prepare hook would build for these arguments.
+  void run_with_state(const std::string& name, const KernelState* state) {
+    std::vector<EValue> a = args_;
+    a.push_back(EValue());
+    const KernelEntry* entry = runtime::kernel_registry().find(name);
+    ASSERT_NE(entry, nullptr) << name;
+    std::vector<EValue*> ptrs;
+    for (EValue& v : a) ptrs.push_back(&v);
+    KernelContext ctx(&ThreadPool::global(), const_cast<KernelState*>(state));
+    entry->fn(ctx, KernelArgs(ptrs));
+  }
 
  private:
   Call& push(EValue v) {
@@ -664,18 +675,88 @@ TEST(NnKernelsPool, MaxPoolNaNWinsAnd3DInput) {
                Error);
 }
 
+/// A max pooling's geometry over [n, c, h, w].
+struct MaxPoolCase {
+  int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+  bool ceil;
+  int64_t out_size(int64_t in, int64_t k, int64_t st, int64_t pad, int64_t dil) const {
+    const int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+    int64_t out = (ceil ? (span + st - 1) / st : span / st) + 1;
+    if (ceil && (out - 1) * st >= in + pad) --out;
+    return out;
+  }
+  int64_t oh() const { return out_size(h, kh, sh, ph, dh); }
+  int64_t ow() const { return out_size(w, kw, sw, pw, dw); }
+  std::string describe() const {
+    return "kernel " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " + std::to_string(sw) + " padding " +
+           std::to_string(pw) + " input " + std::to_string(h) + "x" + std::to_string(w) + (ceil ? " ceil" : "");
+  }
+};
+
+/// Runs aten::max_pool2d_with_indices.out on `xv` (logical NCHW values) with the given dim order and checks values
+/// and indices against ATen's definition: start from -inf at the window's first element, take a greater value or
+/// any NaN in window order (so a window's last NaN and its index win). `state`: a prepared state to run with
+/// instead of the one the kernel's prepare hook builds for these tensors.
+void check_max_pool(const MaxPoolCase& c, const std::vector<float>& xv, const std::vector<uint8_t>& order,
+                    const std::string& where, const KernelState* state = nullptr) {
+  const int64_t oh = c.oh(), ow = c.ow();
+  auto x = f32({c.n, c.c, c.h, c.w}, xv, order);
+  auto out = out_tensor(ScalarType::Float, {c.n, c.c, oh, ow}, -1, order);
+  auto idx = out_tensor(ScalarType::Long, {c.n, c.c, oh, ow}, -1, order);
+  Call call;
+  call.t(*x).ints({c.kh, c.kw}).ints({c.sh, c.sw}).ints({c.ph, c.pw}).ints({c.dh, c.dw}).b(c.ceil).t(*out).t(*idx);
+  if (state == nullptr) {
+    call.run("aten::max_pool2d_with_indices.out");
+  } else {
+    call.run_with_state("aten::max_pool2d_with_indices.out", state);
+  }
+  const auto got = logical<float>(*out);
+  const auto got_idx = logical<int64_t>(*idx);
+  size_t i = 0;
+  for (int64_t plane = 0; plane < c.n * c.c; ++plane) {
+    const float* xp = xv.data() + plane * c.h * c.w;
+    for (int64_t y = 0; y < oh; ++y) {
+      for (int64_t z = 0; z < ow; ++z, ++i) {
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t best_at = -1;
+        for (int64_t ky = 0; ky < c.kh; ++ky) {
+          for (int64_t kx = 0; kx < c.kw; ++kx) {
+            const int64_t iy = y * c.sh - c.ph + ky * c.dh, ix = z * c.sw - c.pw + kx * c.dw;
+            if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+            const float v = xp[iy * c.w + ix];
+            if (best_at < 0) best_at = iy * c.w + ix;
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_at = iy * c.w + ix;
+            }
+          }
+        }
+        ASSERT_EQ(got_idx[i], best_at) << where << " at " << i;
+        if (std::isnan(best)) {
+          ASSERT_TRUE(std::isnan(got[i])) << where << " at " << i;
+        } else {
+          ASSERT_EQ(got[i], best) << where << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+/// Values from a few levels, so that windows tie; one in `special_every` is -inf or NaN.
+std::vector<float> max_pool_values(std::mt19937& rng, size_t n, unsigned special_every) {
+  const float levels[] = {-1.5f, 0.0f, 2.0f, 2.0f, 3.25f, -std::numeric_limits<float>::infinity(), kNaN};
+  std::vector<float> xv(n);
+  for (float& v : xv) v = rng() % special_every == 0 ? levels[5 + rng() % 2] : levels[rng() % 5];
+  return xv;
+}
+
 // Rows wide enough for the row loop (8 outputs at a time, strides 1, 2 and 3, the windows inside the row) and
-// its edges, short rows for the window table (8 pixels of any rows at a time), values drawn from a few levels so that windows tie, with NaN and -inf: ATen's definition (start from
-// -inf at the window's first element, take a greater value or any NaN in window order), values and indices, for
-// contiguous and channels-last inputs and outputs.
+// its edges, rows under 32 outputs for the window table (8 pixels of any rows at a time; a tap in the padding
+// repeats the one before it), with NaN and -inf now and then and in most windows (several NaNs in a window before
+// and after padding: the last one's index wins), for contiguous and channels-last inputs and outputs.
 TEST(NnKernelsPool, MaxPoolWideRowsMatchTheDefinition) {
   std::mt19937 rng(7);
-  const float levels[] = {-1.5f, 0.0f, 2.0f, 2.0f, 3.25f, -std::numeric_limits<float>::infinity(), kNaN};
-  struct Case {
-    int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
-    bool ceil;
-  };
-  const Case cases[] = {
+  const MaxPoolCase cases[] = {
       {1, 3, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, false}, {2, 2, 31, 31, 3, 3, 2, 2, 0, 0, 1, 1, true},
       {1, 4, 12, 37, 2, 2, 2, 2, 0, 0, 1, 1, false}, {1, 2, 10, 50, 3, 5, 3, 3, 1, 2, 1, 1, true},
       {1, 1, 7, 64, 1, 4, 1, 1, 0, 0, 1, 1, false}, {1, 2, 11, 45, 3, 3, 2, 2, 1, 1, 2, 2, false},
@@ -683,66 +764,62 @@ TEST(NnKernelsPool, MaxPoolWideRowsMatchTheDefinition) {
       {1, 1, 5, 110, 3, 3, 3, 3, 0, 0, 1, 1, false},
       // Rows of 11 and 13 outputs: the row loop's last block overlaps the one before it.
       {1, 3, 9, 23, 3, 3, 2, 2, 0, 0, 1, 1, true}, {1, 2, 6, 13, 3, 3, 1, 1, 1, 1, 1, 1, false},
+      // Small maps with padding on every side and a window wider than tall (the table's repeated taps).
+      {1, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, true}, {2, 2, 5, 6, 3, 5, 1, 2, 1, 2, 1, 1, false},
   };
-  for (const Case& c : cases) {
-    for (bool channels_last : {false, true}) {
-      std::vector<float> xv(static_cast<size_t>(c.n * c.c * c.h * c.w));
-      for (float& v : xv) v = rng() % 50 == 0 ? levels[5 + rng() % 2] : levels[rng() % 5];
-      const std::vector<uint8_t> order = channels_last ? std::vector<uint8_t>{0, 2, 3, 1} : std::vector<uint8_t>{};
-      auto x = f32({c.n, c.c, c.h, c.w}, xv, order);
-      auto size = [&](int64_t in, int64_t k, int64_t st, int64_t pad, int64_t dil) {
-        const int64_t span = in + 2 * pad - dil * (k - 1) - 1;
-        int64_t out = (c.ceil ? (span + st - 1) / st : span / st) + 1;
-        if (c.ceil && (out - 1) * st >= in + pad) --out;
-        return out;
-      };
-      const int64_t oh = size(c.h, c.kh, c.sh, c.ph, c.dh), ow = size(c.w, c.kw, c.sw, c.pw, c.dw);
-      auto out = out_tensor(ScalarType::Float, {c.n, c.c, oh, ow}, -1, order);
-      auto idx = out_tensor(ScalarType::Long, {c.n, c.c, oh, ow}, -1, order);
-      Call()
-          .t(*x)
-          .ints({c.kh, c.kw})
-          .ints({c.sh, c.sw})
-          .ints({c.ph, c.pw})
-          .ints({c.dh, c.dw})
-          .b(c.ceil)
-          .t(*out)
-          .t(*idx)
-          .run("aten::max_pool2d_with_indices.out");
-      const auto got = logical<float>(*out);
-      const auto got_idx = logical<int64_t>(*idx);
-      const std::string where = "kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
-                                std::to_string(c.sw) + " width " + std::to_string(c.w) +
-                                (channels_last ? " channels-last" : "");
-      size_t i = 0;
-      for (int64_t plane = 0; plane < c.n * c.c; ++plane) {
-        const float* xp = xv.data() + plane * c.h * c.w;
-        for (int64_t y = 0; y < oh; ++y) {
-          for (int64_t z = 0; z < ow; ++z, ++i) {
-            float best = -std::numeric_limits<float>::infinity();
-            int64_t best_at = -1;
-            for (int64_t ky = 0; ky < c.kh; ++ky) {
-              for (int64_t kx = 0; kx < c.kw; ++kx) {
-                const int64_t iy = y * c.sh - c.ph + ky * c.dh, ix = z * c.sw - c.pw + kx * c.dw;
-                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-                const float v = xp[iy * c.w + ix];
-                if (best_at < 0) best_at = iy * c.w + ix;
-                if (v > best || std::isnan(v)) {
-                  best = v;
-                  best_at = iy * c.w + ix;
-                }
-              }
-            }
-            ASSERT_EQ(got_idx[i], best_at) << where << " at " << i;
-            if (std::isnan(best)) {
-              ASSERT_TRUE(std::isnan(got[i])) << where << " at " << i;
-            } else {
-              ASSERT_EQ(got[i], best) << where << " at " << i;
-            }
-          }
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const MaxPoolCase& c : cases) {
+      for (unsigned special_every : {50u, 3u}) {
+        for (bool channels_last : {false, true}) {
+          const std::vector<float> xv =
+              max_pool_values(rng, static_cast<size_t>(c.n * c.c * c.h * c.w), special_every);
+          const std::vector<uint8_t> order = channels_last ? std::vector<uint8_t>{0, 2, 3, 1} : std::vector<uint8_t>{};
+          check_max_pool(c, xv, order,
+                         c.describe() + (channels_last ? " channels-last" : "") + " special 1/" +
+                             std::to_string(special_every) + " level " + std::to_string(static_cast<int>(level)));
         }
       }
     }
+  });
+}
+
+// The window table a max pooling builds at load serves the input size it was built for; a call on another size
+// (a dynamic shape, another stride) builds its own and gets the definition's values and indices all the same.
+TEST(NnKernelsPool, MaxPoolTableBuiltAtLoadServesOnlyItsSize) {
+  const KernelEntry* entry = runtime::kernel_registry().find("aten::max_pool2d_with_indices.out");
+  ASSERT_NE(entry, nullptr);
+  std::mt19937 rng(9);
+  const MaxPoolCase loaded{1, 4, 15, 15, 3, 3, 2, 2, 0, 0, 1, 1, true};
+  auto x = f32({1, 4, 15, 15}, std::vector<float>(4 * 15 * 15, 1.0f));
+  auto out = out_tensor(ScalarType::Float, {1, 4, loaded.oh(), loaded.ow()});
+  auto idx = out_tensor(ScalarType::Long, {1, 4, loaded.oh(), loaded.ow()});
+  std::deque<EValue> items;
+  std::vector<EValue*> pair_lists[4];
+  std::vector<EValue> args;
+  const int64_t pairs[4][2] = {{3, 3}, {2, 2}, {0, 0}, {1, 1}};
+  args.push_back(EValue::from_tensor(&x->tensor));
+  for (int k = 0; k < 4; ++k) {
+    for (int64_t v : pairs[k]) pair_lists[k].push_back(&items.emplace_back(EValue::from_int(v)));
+    args.push_back(EValue::from_int_list(pair_lists[k]));
+  }
+  args.push_back(EValue::from_bool(true));
+  args.push_back(EValue::from_tensor(&out->tensor));
+  args.push_back(EValue::from_tensor(&idx->tensor));
+  args.push_back(EValue());
+  std::vector<EValue*> ptrs;
+  for (EValue& a : args) ptrs.push_back(&a);
+  const std::unique_ptr<KernelState> state = entry->prepare != nullptr ? entry->prepare(KernelArgs(ptrs)) : nullptr;
+  if (has_avx2_fma()) {
+    ASSERT_NE(state, nullptr);
+    EXPECT_GT(state->bytes(), 0u);
+  } else {
+    EXPECT_EQ(state, nullptr);  // the table serves the AVX2 loop only
+  }
+  const MaxPoolCase calls[] = {loaded, {1, 4, 9, 11, 3, 3, 2, 2, 0, 0, 1, 1, true},
+                               {2, 3, 15, 15, 3, 3, 2, 2, 1, 1, 1, 1, false}, {1, 2, 15, 15, 2, 2, 2, 2, 0, 0, 1, 1, true}};
+  for (const MaxPoolCase& c : calls) {
+    const std::vector<float> xv = max_pool_values(rng, static_cast<size_t>(c.n * c.c * c.h * c.w), 4);
+    check_max_pool(c, xv, {}, c.describe() + " with the table of 15x15, 3x3, stride 2", state.get());
   }
 }
 
