@@ -313,7 +313,9 @@ void convert_tile(void* dst, const void* src, int64_t doff, int64_t soff, int64_
   ConvertMover<To, From>{static_cast<To*>(dst), static_cast<const From*>(src)}.tile(doff, soff, rows, cols, drow, scol);
 }
 
-constexpr int64_t kParallelMinBytes = int64_t(1) << 20;  // below this a copy runs on the calling thread
+// Below this a copy runs on the calling thread: a parallel region costs a few microseconds, what moving
+// about 64 KiB (a transpose: less) takes on one core.
+constexpr int64_t kParallelMinBytes = int64_t(1) << 16;
 constexpr int64_t kChunkElems = int64_t(1) << 16;       // work per parallel item when splitting long runs
 constexpr int64_t kTile = 32;
 
@@ -359,7 +361,11 @@ void execute_plan(const CopyPlan& p, const Mover& mover, size_t elem_bytes, bool
     };
     const size_t items = static_cast<size_t>(outer * row_blocks);
     if (par) {
-      pool.parallel_for(items, std::max<size_t>(1, static_cast<size_t>(kChunkElems / (kTile * cols) + 1)), body);
+      // Chunks of about kChunkElems, but at least one per thread: the layout changes around a convolution on
+      // a small map are a few hundred KiB, a few row blocks.
+      const size_t per_thread = (items + pool.num_threads() - 1) / pool.num_threads();
+      const auto grain = static_cast<size_t>(kChunkElems / (kTile * cols) + 1);
+      pool.parallel_for(items, std::max<size_t>(1, std::min(grain, per_thread)), body);
     } else {
       body(0, items);
     }
