@@ -12,7 +12,10 @@
 namespace etnp::compute {
 
 /// Silu: x * sigmoid(x), the two operations of a decomposed SiLU in one pass (the same bits as both).
-enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, Atan, Erf, Sigmoid, Silu };
+/// Hardswish: x * clamp(x + 3, 0, 6) / 6 and Hardsigmoid: clamp(x + 3, 0, 6) / 6, each step rounded as ATen's
+/// kernels (and the exporters' decompositions of them) round it; NaN stays NaN.
+enum class VectorOp { Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Tanh, Atan, Erf, Sigmoid, Silu, Hardswish,
+                      Hardsigmoid };
 
 /// out[i] = op(in[i]) for i < n (in and out may be the same array).
 using VectorF32Fn = void (*)(const float* in, float* out, size_t n);

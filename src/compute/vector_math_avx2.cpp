@@ -57,6 +57,23 @@ struct Silu8 {
   __m256 operator()(__m256 x) const { return _mm256_mul_ps(x, Sigmoid8{}(x)); }
 };
 
+// clamp(x + 3, 0, 6): max then min with x as the second operand, which those instructions return when either
+// is NaN.
+inline __m256 relu6_of_x_plus_3(__m256 x) {
+  const __m256 t = _mm256_add_ps(x, _mm256_set1_ps(3.0f));
+  return _mm256_min_ps(_mm256_set1_ps(6.0f), _mm256_max_ps(_mm256_setzero_ps(), t));
+}
+
+struct Hardswish8 {
+  __m256 operator()(__m256 x) const {
+    return _mm256_div_ps(_mm256_mul_ps(x, relu6_of_x_plus_3(x)), _mm256_set1_ps(6.0f));
+  }
+};
+
+struct Hardsigmoid8 {
+  __m256 operator()(__m256 x) const { return _mm256_div_ps(relu6_of_x_plus_3(x), _mm256_set1_ps(6.0f)); }
+};
+
 }  // namespace
 
 VectorF32Fn vector_f32_avx2(VectorOp op) {
@@ -75,6 +92,8 @@ VectorF32Fn vector_f32_avx2(VectorOp op) {
     case VectorOp::Erf: return map8<Erf8>;
     case VectorOp::Sigmoid: return map8<Sigmoid8>;
     case VectorOp::Silu: return map8<Silu8>;
+    case VectorOp::Hardswish: return map8<Hardswish8>;
+    case VectorOp::Hardsigmoid: return map8<Hardsigmoid8>;
   }
   return nullptr;
 }

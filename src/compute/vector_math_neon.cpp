@@ -57,6 +57,24 @@ struct Silu4 {
   float32x4_t operator()(float32x4_t x) const { return vmulq_f32(x, Sigmoid4{}(x)); }
 };
 
+// clamp(x + 3, 0, 6): the compare-and-select form keeps a NaN x + 3 (vmaxq/vminq would too; vmaxnmq would not).
+inline float32x4_t relu6_of_x_plus_3(float32x4_t x) {
+  const float32x4_t t = vaddq_f32(x, vdupq_n_f32(3.0f));
+  const float32x4_t zero = vdupq_n_f32(0.0f), six = vdupq_n_f32(6.0f);
+  const float32x4_t low = vbslq_f32(vcltq_f32(t, zero), zero, t);
+  return vbslq_f32(vcgtq_f32(low, six), six, low);
+}
+
+struct Hardswish4 {
+  float32x4_t operator()(float32x4_t x) const {
+    return vdivq_f32(vmulq_f32(x, relu6_of_x_plus_3(x)), vdupq_n_f32(6.0f));
+  }
+};
+
+struct Hardsigmoid4 {
+  float32x4_t operator()(float32x4_t x) const { return vdivq_f32(relu6_of_x_plus_3(x), vdupq_n_f32(6.0f)); }
+};
+
 }  // namespace
 
 VectorF32Fn vector_f32_neon(VectorOp op) {
@@ -75,6 +93,8 @@ VectorF32Fn vector_f32_neon(VectorOp op) {
     case VectorOp::Erf: return map4<Erf4>;
     case VectorOp::Sigmoid: return map4<Sigmoid4>;
     case VectorOp::Silu: return map4<Silu4>;
+    case VectorOp::Hardswish: return map4<Hardswish4>;
+    case VectorOp::Hardsigmoid: return map4<Hardsigmoid4>;
   }
   return nullptr;
 }

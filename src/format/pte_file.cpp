@@ -160,8 +160,11 @@ std::optional<size_t> PteFile::find_plan(std::string_view name) const {
 // FlatBuffers' verifier checks a vector's length word (4-byte aligned), not its elements: a vector of 8-byte
 // elements at an address that is 4 but not 8 mod 8 passes, and reading it is a misaligned load (undefined
 // behaviour). Builders align such vectors to 8; a file that does not is refused here, before anything reads them.
+// An empty vector has no element to read wherever it starts (builders may leave it 4-aligned).
 void PteFile::check_vector_alignment() const {
-  auto misaligned = [](const auto* vec) { return vec != nullptr && reinterpret_cast<uintptr_t>(vec->Data()) % 8 != 0; };
+  auto misaligned = [](const auto* vec) {
+    return vec != nullptr && vec->size() != 0 && reinterpret_cast<uintptr_t>(vec->Data()) % 8 != 0;
+  };
   auto refuse = [](const std::string& what) { fail("corrupt program: " + what + " is not 8-byte aligned"); };
   if (const auto* cs = program_->constant_segment(); cs != nullptr && misaligned(cs->offsets()))
     refuse("the constant segment's offset list");

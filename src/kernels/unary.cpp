@@ -58,6 +58,17 @@ void float_unary(KernelContext& ctx, KernelArgs args, const char* op, Fn fn, Vec
     }                                                                         \
   };
 
+/// clamp(x + 3, 0, 6) as ATen's hardswish and hardsigmoid compute it: NaN stays NaN.
+template <typename T>
+T relu6_of_x_plus_3(T x) {
+  T t = x + T(3);
+  t = t < T(0) ? T(0) : t;
+  return t > T(6) ? T(6) : t;
+}
+// x * clamp(x + 3, 0, 6) / 6, in this order (ATen's, and what an exporter's decomposition of it computes step by
+// step: the runtime fuses that chain into this kernel at load); hardsigmoid without the multiply.
+ETNP_FLOAT_UNARY(Hardswish, x * relu6_of_x_plus_3(x) / T(6))
+ETNP_FLOAT_UNARY(Hardsigmoid, relu6_of_x_plus_3(x) / T(6))
 ETNP_FLOAT_UNARY(Acos, std::acos(x))
 ETNP_FLOAT_UNARY(Acosh, std::acosh(x))
 ETNP_FLOAT_UNARY(Asin, std::asin(x))
@@ -461,6 +472,8 @@ void logit_out(KernelContext& ctx, KernelArgs args) {
     float_unary(ctx, args, opname, Name{}, vec);                         \
   }
 
+ETNP_FLOAT_KERNEL_VEC(Hardswish, "aten::hardswish.out")
+ETNP_FLOAT_KERNEL_VEC(Hardsigmoid, "aten::hardsigmoid.out")
 ETNP_FLOAT_KERNEL(Acos, "aten::acos.out")
 ETNP_FLOAT_KERNEL(Acosh, "aten::acosh.out")
 ETNP_FLOAT_KERNEL(Asin, "aten::asin.out")
@@ -529,6 +542,8 @@ void register_unary_kernels(KernelRegistry& registry) {
   registry.add("aten::isnan.out", 3, isnan_out);
   registry.add("aten::isinf.out", 3, isinf_out);
   registry.add("aten::logical_not.out", 3, logical_not_out);
+  registry.add("aten::hardswish.out", 3, Hardswish_out);
+  registry.add("aten::hardsigmoid.out", 3, Hardsigmoid_out);
   // (Tensor self, *, str approximate='none', Tensor(a!) out)
   registry.add("aten::gelu.out", 4, gelu_out);
   // (Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out)

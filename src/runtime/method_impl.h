@@ -144,6 +144,9 @@ struct Method::Impl {
   void fold_convolution_epilogue(size_t pc, const runtime::UseAnalysis& usage);
   /// A sigmoid whose only reader multiplies it by the sigmoid's input (a decomposed SiLU), as one aten::silu.
   void fold_silu(size_t pc, const runtime::UseAnalysis& usage);
+  /// An exporter's decomposition of hardswish or hardsigmoid (add 3, clamp to [0, 6], multiply by the input,
+  /// divide by 6), as one aten::hardswish.out or aten::hardsigmoid.out.
+  void fold_hard_activation(size_t pc, const runtime::UseAnalysis& usage);
   void elide_copies(const runtime::UseAnalysis& refs);
   /// After prepare_kernels: tensors that one channels-last kernel writes and only such kernels read keep their
   /// bytes in NHWC order (KernelState::exchanges_channels_last).

@@ -28,6 +28,104 @@ void Method::Impl::fold_constants() {
     fold_convolution_epilogue(i, usage);
     fold_silu(i, usage);
   }
+  // After the loop: the chains read constants that a layout change (a dim-order copy) folded later on.
+  for (size_t i = 0; i < instructions.size(); ++i) fold_hard_activation(i, usage);
+}
+
+void Method::Impl::fold_hard_activation(size_t pc, const UseAnalysis& usage) {
+  // Exporters decompose hardswish (MobileNetV3's activation) into y = x * clamp(x + 3, 0, 6) / 6 as an add, one
+  // or two clamps, a multiply and a divide (hardsigmoid, its squeeze-excitation gate: the same without the
+  // multiply): four or five passes over memory where one does, with the same bits (each step rounds to float
+  // as it did; aten::hardswish.out computes them in this order).
+  auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
+  auto in_values = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
+  auto float_contiguous = [](const EValue* v) {
+    return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
+  };
+  auto number_is = [](const EValue* v, double want) {
+    if (v->is_scalar() && !v->is_bool()) return v->to_scalar().to_double() == want;
+    if (!v->is_tensor()) return false;
+    const Tensor& t = v->to_tensor();
+    return t.is_constant() && t.dtype() == ScalarType::Float && t.numel() == 1 && t.data() != nullptr &&
+           t.data_as<const float>()[0] == static_cast<float>(want);
+  };
+  Instruction& add = instructions[pc];
+  if (add.kind != Instruction::Kind::Kernel || *add.name != "aten::add.out" || add.args.size() != 5) return;
+  EValue* x = add.args[0];
+  if (!float_contiguous(x) || !number_is(add.args[1], 3.0) || !number_is(add.args[2], 1.0)) return;
+  const Tensor& x_tensor = x->to_tensor();
+  // `v`, the out value of a call (out slot and returned value), read by the next call that runs only, as its
+  // first argument (`operand` 0) or second; that call, or null.
+  std::vector<size_t> chain = {pc};
+  auto next_reader = [&](const EValue* v, size_t operand) -> Instruction* {
+    if (!in_values(v) || usage.io[index_of(v)] || usage.uses[index_of(v)] != 3) return nullptr;
+    size_t at = chain.back() + 1;
+    while (at < instructions.size() && instructions[at].kind == Instruction::Kind::Folded) ++at;
+    if (at >= instructions.size()) return nullptr;
+    Instruction& next = instructions[at];
+    if (next.kind != Instruction::Kind::Kernel || next.args.size() <= operand || next.args[operand] != v) {
+      return nullptr;
+    }
+    for (size_t k = 0; k < next.args.size(); ++k) {
+      if (k != operand && next.args[k] == v) return nullptr;
+    }
+    chain.push_back(at);
+    return &next;
+  };
+  // Each step's result: x's shape, contiguous float32, written by that step only (and, the last, a method output
+  // perhaps).
+  auto result_of = [&](const Instruction& ins) -> EValue* {
+    EValue* out = ins.args.back();
+    if (ins.args[ins.args.size() - 2] != out || !in_values(out) || !float_contiguous(out) ||
+        usage.writes[index_of(out)] != (usage.io[index_of(out)] ? 2u : 1u) ||
+        !std::ranges::equal(out->to_tensor().sizes(), x_tensor.sizes()) ||
+        out->to_tensor().dynamism() != x_tensor.dynamism()) {
+      return nullptr;
+    }
+    return out;
+  };
+  EValue* v = result_of(add);
+  // clamp(min 0) then clamp(max 6), or clamp(0, 6), or hardtanh(0, 6).
+  bool low = false, high = false;
+  while (v != nullptr && !(low && high)) {
+    Instruction* c = next_reader(v, 0);
+    if (c == nullptr || c->args.size() != 5 || (*c->name != "aten::clamp.out" && *c->name != "aten::hardtanh.out")) {
+      return;
+    }
+    const bool lo = number_is(c->args[1], 0.0), hi = number_is(c->args[2], 6.0);
+    if ((!lo && !c->args[1]->is_none()) || (!hi && !c->args[2]->is_none()) || (lo && low) || (hi && high) ||
+        (!lo && !hi)) {
+      return;
+    }
+    low = low || lo;
+    high = high || hi;
+    v = result_of(*c);
+  }
+  if (v == nullptr) return;
+  // Then hardsigmoid: div(c, 6); hardswish: mul(x, c) or mul(c, x), then div(m, 6).
+  const char* fused_name = "aten::hardsigmoid.out";
+  Instruction* last = next_reader(v, 0);
+  if (last == nullptr) last = next_reader(v, 1);
+  if (last == nullptr) return;
+  if (*last->name == "aten::mul.out") {
+    if (last->args.size() != 4 || last->args[last->args[0] == v ? 1 : 0] != x) return;
+    v = result_of(*last);
+    if (v == nullptr || (last = next_reader(v, 0)) == nullptr) return;
+    fused_name = "aten::hardswish.out";
+  }
+  if (*last->name != "aten::div.out" || last->args.size() != 4 || !number_is(last->args[1], 6.0)) return;
+  EValue* y = result_of(*last);
+  if (y == nullptr) return;
+  // One pass reads x and writes y: the same bytes, or apart.
+  const runtime::ByteRange xb = bytes_of(x_tensor), yb = bytes_of(y->to_tensor());
+  if (xb.overlaps(yb) && (xb.begin != yb.begin || xb.end != yb.end)) return;
+  const KernelEntry* fused = runtime::kernel_registry().find(fused_name);
+  if (fused == nullptr) return;
+  last->args = load_time_args.emplace_back(std::vector<EValue*>{x, y, y});
+  last->fn = fused->fn;
+  last->prepare = fused->prepare;
+  chain.pop_back();
+  for (const size_t at : chain) instructions[at].kind = Instruction::Kind::Folded;
 }
 
 void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {
@@ -110,11 +208,13 @@ void Method::Impl::pair_channels_last() {
 }
 
 void Method::Impl::fold_constant_layout(Instruction& ins, const UseAnalysis& usage, FoldedConstants& folded) {
-  // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm). Their
-  // inputs never change, so they run once here, into memory the method keeps, and the run loop skips them;
-  // the kernels after them see constants they can pre-pack.
+  // Exporters leave layout changes of weights in the graph (a linear's permute_copy before its mm), and dtype
+  // changes of constant numbers (the 3 and 6 of a decomposed hardswish, as float tensors). Their inputs never
+  // change, so they run once here, into memory the method keeps, and the run loop skips them; the kernels after
+  // them see constants they can pre-pack.
   static constexpr std::string_view kFoldable[] = {"aten::permute_copy.out", "aten::transpose_copy.int_out",
-                                                   "aten::t_copy.out"};
+                                                   "aten::t_copy.out", "dim_order_ops::_to_dim_order_copy.out",
+                                                   "dim_order_ops::_clone_dim_order.out"};
   if (ins.kind != Instruction::Kind::Kernel ||
       std::find(std::begin(kFoldable), std::end(kFoldable), *ins.name) == std::end(kFoldable)) {
     return;
@@ -188,7 +288,7 @@ bool Method::Impl::fold_transpose_as_view(Instruction& ins, const UseAnalysis& u
         dim(ins.args[1]->to_int()) == dim(ins.args[2]->to_int())) {
       return false;
     }
-  } else if (ins.args.size() != 3) {  // t_copy
+  } else if (*ins.name != "aten::t_copy.out" || ins.args.size() != 3) {
     return false;
   }
   // Every other reference is the weight operand of mm (mat2) or addmm (mat2), and nothing else of theirs.

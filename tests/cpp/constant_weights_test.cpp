@@ -4,6 +4,7 @@
 // mm and addmm read becomes a view of the constant (no copy); one that other kernels read is copied once.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -680,6 +681,127 @@ TEST(ConstantWeights, DecomposedSiluRunsAsOnePass) {
     ASSERT_EQ(b->profile_events().size(), 2u);
     EXPECT_FALSE(b->profile_events()[0].folded);
   }
+}
+
+/// An exporter's hardswish (or hardsigmoid) over x [2, 5, 3, 3]: its 3 and 6 int64 constants made float by
+/// dim-order copies, y = x + 3, a clamp to [0, 6] (`clamps`: 0 two clamps, 1 one clamp, 2 a hardtanh), times x
+/// (hardswish; `x_first`: x is the multiply's first operand), divided by 6. `also_output`: the clamp's result is an
+/// output too. `three`: the number added.
+std::vector<uint8_t> hard_activation_program(bool hardswish, int clamps, bool x_first, bool also_output,
+                                             int64_t three = 3) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const std::vector<int32_t> shape = {2, 5, 3, 3};
+  const int32_t x = m.planned_tensor(f32(shape));
+  auto number = [&](int64_t v) {
+    const int32_t constant =
+        m.constant_tensor({ScalarType::Long, {}, {}, ShapeDynamism::Static, {}}, format::as_bytes(std::vector<int64_t>{v}));
+    const int32_t as_float = m.planned_tensor(f32({}));
+    m.kernel("dim_order_ops::_to_dim_order_copy.out",
+             {constant, m.bool_value(false), m.int_list({}), as_float, as_float});
+    return as_float;
+  };
+  const int32_t k3 = number(three);
+  const int32_t a = m.planned_tensor(f32(shape));
+  m.kernel("aten::add.out", {x, k3, m.int_value(1), a, a});
+  int32_t c = m.planned_tensor(f32(shape));
+  if (clamps == 0) {
+    const int32_t low = m.planned_tensor(f32(shape));
+    m.kernel("aten::clamp.out", {a, m.int_value(0), m.none(), low, low});
+    m.kernel("aten::clamp.out", {low, m.none(), m.int_value(6), c, c});
+  } else if (clamps == 1) {
+    m.kernel("aten::clamp.out", {a, m.int_value(0), m.int_value(6), c, c});
+  } else {
+    m.kernel("aten::hardtanh.out", {a, m.int_value(0), m.int_value(6), c, c});
+  }
+  int32_t numerator = c;
+  if (hardswish) {
+    numerator = m.planned_tensor(f32(shape));
+    m.kernel("aten::mul.out", x_first ? std::vector<int32_t>{x, c, numerator, numerator}
+                                      : std::vector<int32_t>{c, x, numerator, numerator});
+  }
+  const int32_t k6 = number(6);
+  const int32_t y = m.planned_tensor(f32(shape));
+  m.kernel("aten::div.out", {numerator, k6, y, y});
+  m.set_inputs({x});
+  m.set_outputs(also_output ? std::vector<int32_t>{y, c} : std::vector<int32_t>{y});
+  return writer.serialize();
+}
+
+// A decomposed hardswish or hardsigmoid runs as one aten::hardswish.out / aten::hardsigmoid.out at load (its
+// constants folded first): the same bits as the calls it replaces, NaN, infinities, -3 and the clamp's edges
+// included, whichever form the clamp takes and whichever side of the multiply x is on. A chain whose clamp is also
+// an output, or that adds another number, stays as it is.
+TEST(ConstantWeights, DecomposedHardswishRunsAsOnePass) {
+  std::mt19937 rng(5);
+  std::vector<float> x = random_floats(rng, 2 * 5 * 3 * 3);
+  for (float& v : x) v *= 8.0f;
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), -3.0f, 3.0f, 0.0f, -0.0f, -3.0000002f,
+                            2.9999998f, 1e30f, -1e30f, 1e-40f};
+  for (size_t i = 0; i < std::size(specials); ++i) x[3 + i] = specials[i];
+  const std::vector<int64_t> shape = {2, 5, 3, 3};
+  for (bool hardswish : {true, false}) {
+    for (int clamps : {0, 1, 2}) {
+      for (bool x_first : {true, false}) {
+        if (!hardswish && !x_first) continue;
+        const std::string where = std::string(hardswish ? "hardswish" : "hardsigmoid") + ", clamp form " +
+                                  std::to_string(clamps) + (x_first ? ", x first" : ", x second");
+        LoadOptions profiled;
+        profiled.enable_profiling = true;
+        Program fused = load_bytes(hard_activation_program(hardswish, clamps, x_first, false), profiled);
+        Program plain = load_bytes(hard_activation_program(hardswish, clamps, x_first, true), profiled);
+        auto a = fused.load_method("forward");
+        auto b = plain.load_method("forward");
+        const auto got = floats(exec(*a, {tensor_input(x, shape)})[0]);
+        const auto want = floats(exec(*b, {tensor_input(x, shape)})[0]);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          // The definition, step by step in float.
+          float t = x[i] + 3.0f;
+          t = t < 0.0f ? 0.0f : t;
+          t = t > 6.0f ? 6.0f : t;
+          const float def = hardswish ? x[i] * t / 6.0f : t / 6.0f;
+          if (std::isnan(def)) {
+            ASSERT_TRUE(std::isnan(got[i]) && std::isnan(want[i])) << where << " at " << i;
+          } else {
+            ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(def)) << where << " x=" << x[i];
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(def)) << where << " x=" << x[i];
+          }
+        }
+        // Fused: every call but the divide folded at load (the constants' copies too); kept: none of the chain.
+        const auto& fe = a->profile_events();
+        size_t running = 0;
+        for (const auto& e : fe) running += e.folded ? 0 : 1;
+        EXPECT_EQ(running, 1u) << where;
+        EXPECT_EQ(fe.back().name, "aten::div.out") << where;
+        EXPECT_FALSE(fe.back().folded) << where;
+        size_t kept = 0;
+        for (const auto& e : b->profile_events()) kept += e.folded ? 0 : 1;
+        EXPECT_EQ(kept, b->profile_events().size() - 2) << where << ": only the constants' copies fold";
+      }
+    }
+  }
+  // x + 2 instead of x + 3: not a hardswish, left as it is (and still right).
+  LoadOptions profiled;
+  profiled.enable_profiling = true;
+  Program other = load_bytes(hard_activation_program(true, 0, true, false, 2), profiled);
+  auto m = other.load_method("forward");
+  const auto got = floats(exec(*m, {tensor_input(x, shape)})[0]);
+  for (size_t i = 0; i < got.size(); ++i) {
+    float t = x[i] + 2.0f;
+    t = t < 0.0f ? 0.0f : t;
+    t = t > 6.0f ? 6.0f : t;
+    const float def = x[i] * t / 6.0f;
+    if (std::isnan(def)) {
+      ASSERT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      ASSERT_EQ(got[i], def) << i;
+    }
+  }
+  size_t running = 0;
+  for (const auto& e : m->profile_events()) running += e.folded ? 0 : 1;
+  EXPECT_EQ(running, 5u);  // add, two clamps, mul, div
 }
 
 /// A program calling etnp::convolution_affine_clamp.out itself: a 1x1 convolution of a [1, 2, 1, 2] input to 2

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "etnp/error.h"
+#include "cpu_levels.h"
 #include "format/npy.h"
 #include "kernel_test_util.h"
 #include "kernels/kernel_util.h"
@@ -545,6 +546,79 @@ TEST(ElementwiseKernels, RoundHalfToEven) {
   auto io = empty(ScalarType::Int, {2});
   unary("aten::round.out", i, io);
   EXPECT_EQ(io->values<int32_t>(), (std::vector<int32_t>{3, -3}));
+}
+
+/// hardswish and hardsigmoid as ATen defines them, step by step in T: t = x + 3, clamped to [0, 6] (NaN stays),
+/// then x * t / 6, or t / 6.
+template <typename T>
+T hard_activation_definition(T x, bool swish) {
+  T t = x + T(3);
+  t = t < T(0) ? T(0) : t;
+  t = t > T(6) ? T(6) : t;
+  return swish ? x * t / T(6) : t / T(6);
+}
+
+// aten::hardswish.out and aten::hardsigmoid.out: ATen's bits for float32 at every CPU level (the vector routine
+// where there is one, its tail included), over a sweep of [-8, 8] in steps of 1/64, the clamp's edges, -0,
+// subnormals, huge values, infinities and NaN; float64 too, and a channels-last float32 input through the scalar
+// loop. Integer inputs are refused.
+TEST(ElementwiseKernels, HardswishAndHardsigmoidHaveAtenBits) {
+  std::vector<float> x;
+  for (int i = -512; i <= 512; ++i) x.push_back(static_cast<float>(i) / 64.0f);
+  for (float v : {-3.0000002f, -2.9999998f, 2.9999998f, 3.0000002f, 5.9999995f, -0.0f, 1e-40f, -1e-40f, 1e30f,
+                  -1e30f, 3.4e38f, kInf, -kInf, kNaN}) {
+    x.push_back(v);
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-10.0f, 10.0f);
+  for (int i = 0; i < 37; ++i) x.push_back(dist(rng));  // an odd count: the vector loop's tail
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (bool swish : {true, false}) {
+    const std::string name = swish ? "aten::hardswish.out" : "aten::hardsigmoid.out";
+    testing::at_each_cpu_level([&](CpuLevel level) {
+      auto in = floats({n}, x);
+      auto out = empty(ScalarType::Float, {n});
+      unary(name, in, out);
+      const std::vector<float> got = out->values<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = hard_activation_definition(x[i], swish);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i])) << name << " level " << int(level) << " x=" << x[i];
+        } else {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
+              << name << " level " << int(level) << " x=" << x[i] << " got " << got[i] << " want " << want;
+        }
+      }
+    });
+    std::vector<double> xd(x.begin(), x.end());
+    auto in_d = make<double>(ScalarType::Double, {n}, xd);
+    auto out_d = empty(ScalarType::Double, {n});
+    unary(name, in_d, out_d);
+    const std::vector<double> got_d = out_d->values<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = hard_activation_definition(xd[i], swish);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got_d[i])) << name << " float64 x=" << xd[i];
+      } else {
+        ASSERT_EQ(got_d[i], want) << name << " float64 x=" << xd[i];
+      }
+    }
+    // [1, 2, 2, 3] channels-last in, contiguous out.
+    std::vector<float> small(x.begin() + 500, x.begin() + 512);
+    auto cl = testing::OwnedTensor::make<float>(ScalarType::Float, {1, 2, 2, 3}, small, ShapeDynamism::Static, -1,
+                                                {0, 2, 3, 1});
+    auto out_cl = empty(ScalarType::Float, {1, 2, 2, 3});
+    unary(name, cl, out_cl);
+    const std::vector<float> got_cl = out_cl->values<float>();
+    for (int64_t c = 0; c < 2; ++c) {
+      for (int64_t p = 0; p < 6; ++p) {  // logical (c, p) sits at p * 2 + c in the channels-last storage
+        EXPECT_EQ(got_cl[c * 6 + p], hard_activation_definition(small[p * 2 + c], swish)) << name << " channels-last";
+      }
+    }
+    auto bad = ints({2}, {1, 2});
+    auto bad_out = empty(ScalarType::Int, {2});
+    EXPECT_THROW(unary(name, bad, bad_out), Error) << name << " on int32";
+  }
 }
 
 TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
