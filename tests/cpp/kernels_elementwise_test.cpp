@@ -203,6 +203,57 @@ TEST(ElementwiseKernels, LargeTensorsMatchAcrossThreadsAndBroadcasts) {
   for (int64_t i = 0; i < rows * cols; i += 97) ASSERT_FLOAT_EQ(got[i], std::exp(va[i])) << i;
 }
 
+// A squeeze-excitation gate, [n, c, h, w] * [n, c, 1, 1] in either order: the rows the layout makes of it ([n * c,
+// h * w] against one value per row) on small maps and on one big enough to split across threads, float32 and
+// int32, and an int32 gate on a float32 map (converted, the general loop).
+TEST(ElementwiseKernels, ChannelGatesBroadcastPerRow) {
+  struct Shape {
+    int64_t n, c, h, w;
+  };
+  for (const Shape& sh : {Shape{2, 5, 2, 2}, Shape{1, 7, 1, 3}, Shape{1, 64, 32, 32}}) {
+    const int64_t plane = sh.h * sh.w, count = sh.n * sh.c * plane;
+    std::vector<float> xv(static_cast<size_t>(count)), gv(static_cast<size_t>(sh.n * sh.c));
+    std::vector<int32_t> xi(xv.size()), gi(gv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = static_cast<float>(static_cast<int64_t>(i % 23) - 11) * 0.75f;
+      xi[i] = static_cast<int32_t>(i % 19) - 9;
+    }
+    for (size_t i = 0; i < gv.size(); ++i) {
+      gv[i] = 0.125f * static_cast<float>(i + 1);
+      gi[i] = static_cast<int32_t>(i % 7) - 3;
+    }
+    for (bool gate_first : {false, true}) {
+      const std::string where = std::to_string(sh.c) + " channels of " + std::to_string(sh.h) + "x" +
+                                std::to_string(sh.w) + (gate_first ? ", gate first" : ", gate second");
+      auto x = floats({sh.n, sh.c, sh.h, sh.w}, xv);
+      auto g = floats({sh.n, sh.c, 1, 1}, gv);
+      auto out = empty(ScalarType::Float, {sh.n, sh.c, sh.h, sh.w});
+      gate_first ? binary("aten::mul.out", g, x, out) : binary("aten::mul.out", x, g, out);
+      auto got = out->values<float>();
+      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(got[i], xv[i] * gv[i / plane]) << where << " at " << i;
+
+      auto xi_t = ints({sh.n, sh.c, sh.h, sh.w}, xi);
+      auto gi_t = ints({sh.n, sh.c, 1, 1}, gi);
+      auto out_i = empty(ScalarType::Int, {sh.n, sh.c, sh.h, sh.w});
+      std::vector<EValue> sub{gate_first ? t(gi_t) : t(xi_t), gate_first ? t(xi_t) : t(gi_t), EValue::from_int(2),
+                              t(out_i), t(out_i)};
+      call_kernel("aten::sub.out", sub);
+      const auto got_i = out_i->values<int32_t>();
+      for (int64_t i = 0; i < count; ++i) {
+        const int32_t a = gate_first ? gi[i / plane] : xi[i], b = gate_first ? xi[i] : gi[i / plane];
+        ASSERT_EQ(got_i[i], a - 2 * b) << where << " int32 at " << i;
+      }
+
+      auto mixed = empty(ScalarType::Float, {sh.n, sh.c, sh.h, sh.w});
+      binary("aten::mul.out", x, gi_t, mixed);
+      got = mixed->values<float>();
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(got[i], xv[i] * static_cast<float>(gi[i / plane])) << where << " int32 gate at " << i;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // dtype promotion
 
