@@ -386,13 +386,14 @@ void apply(KernelContext& ctx, Tensor& out, const std::array<const Tensor*, NIN>
     }
   };
 
-  // Fast path: every operand contiguous with the output's shape (or a single element), so the whole tensor
+  // Fast path: every operand contiguous in the output's element order (or a single element), so the whole tensor
   // is one run and no layout needs building.
+  // An operand that broadcasts to the output with as many elements differs from its shape by leading or inner
+  // 1s at most ([48] against [1, 48]: a recurrent cell's bias), so its row-major order is the output's.
   bool flat = out.is_contiguous_order();
   for (size_t k = 0; k < NIN && flat; ++k) {
     const Tensor& t = *inputs[k];
-    const bool same_shape = t.dim() == out.dim() && std::equal(t.sizes().begin(), t.sizes().end(), out.sizes().begin());
-    flat = t.numel() == 1 || (same_shape && t.is_contiguous_order());
+    flat = t.numel() == 1 || (t.numel() == numel && t.is_contiguous_order());
   }
   ThreadPool* pool = ctx.pool();
   const bool parallel = pool != nullptr && numel >= 2 * grain && pool->num_threads() > 1;

@@ -203,6 +203,46 @@ TEST(ElementwiseKernels, LargeTensorsMatchAcrossThreadsAndBroadcasts) {
   for (int64_t i = 0; i < rows * cols; i += 97) ASSERT_FLOAT_EQ(got[i], std::exp(va[i])) << i;
 }
 
+// Operands with the output's element count but another rank ([48] against [1, 48], [2, 3] against [1, 2, 3]: a
+// recurrent cell's bias) take the one-run path; a channels-last one of the same count takes the general loop.
+// Each element meets its own partner either way.
+TEST(ElementwiseKernels, EqualCountOperandsOfAnotherRank) {
+  std::vector<float> av(48), bv(48);
+  for (size_t i = 0; i < 48; ++i) {
+    av[i] = static_cast<float>(i) * 0.5f;
+    bv[i] = 100.0f - static_cast<float>(i);
+  }
+  auto a = floats({48}, av);
+  auto b = floats({1, 48}, bv);
+  auto out = empty(ScalarType::Float, {1, 48});
+  auto sub = [&](Owned& x, Owned& y, Owned& o) {
+    std::vector<EValue> args{t(x), t(y), EValue::from_int(1), t(o), t(o)};
+    call_kernel("aten::sub.out", args);
+  };
+  sub(a, b, out);  // sub: the operands' order shows
+  auto got = out->values<float>();
+  for (size_t i = 0; i < 48; ++i) ASSERT_EQ(got[i], av[i] - bv[i]) << i;
+  sub(b, a, out);
+  got = out->values<float>();
+  for (size_t i = 0; i < 48; ++i) ASSERT_EQ(got[i], bv[i] - av[i]) << i;
+  auto a3 = floats({2, 1, 24}, av);
+  auto b3 = floats({1, 2, 1, 24}, bv);
+  auto out3 = empty(ScalarType::Float, {1, 2, 1, 24});
+  binary("aten::mul.out", a3, b3, out3);
+  got = out3->values<float>();
+  for (size_t i = 0; i < 48; ++i) ASSERT_EQ(got[i], av[i] * bv[i]) << i;
+  // [1, 4, 3, 4] channels-last against a contiguous one: logical element (c, p) of the first sits at p * 4 + c.
+  auto cl = testing::OwnedTensor::make<float>(ScalarType::Float, {1, 4, 3, 4}, av, ShapeDynamism::Static, -1,
+                                              {0, 2, 3, 1});
+  auto plain = floats({1, 4, 3, 4}, bv);
+  auto out_cl = empty(ScalarType::Float, {1, 4, 3, 4});
+  sub(cl, plain, out_cl);
+  got = out_cl->values<float>();
+  for (size_t c = 0; c < 4; ++c) {
+    for (size_t p = 0; p < 12; ++p) ASSERT_EQ(got[c * 12 + p], av[p * 4 + c] - bv[c * 12 + p]) << c << ", " << p;
+  }
+}
+
 // A squeeze-excitation gate, [n, c, h, w] * [n, c, 1, 1] in either order: the rows the layout makes of it ([n * c,
 // h * w] against one value per row) on small maps and on one big enough to split across threads, float32 and
 // int32, and an int32 gate on a float32 map (converted, the general loop).
