@@ -6,6 +6,7 @@
 // offset) and hand it with the output's strides to strided_copy, which merges contiguous dims into memcpy
 // runs, tiles transposes and converts dtypes. Every output is resized before it is written.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -702,13 +703,27 @@ void split_into(const Tensor& self, int dim, const std::vector<int64_t>& sizes, 
     kernel_fail(std::string(op) + ": expected " + std::to_string(sizes.size()) + " output tensors, got " +
                 std::to_string(outs.size()));
   }
+  // Split along the outermost dim of size above 1 of a contiguous tensor (a recurrent cell's [1, 3 * H] gates):
+  // each chunk is one run of bytes.
+  int64_t outer = 1;
+  for (int d = 0; d < dim; ++d) outer *= self.size(d);
+  const bool runs = outer == 1 && self.is_contiguous_order();
   int64_t pos = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     Tensor& out = outs[i];
     InlineShape shape = InlineShape::of(self.sizes());
     shape[static_cast<size_t>(dim)] = sizes[i];
     resize_output(out, shape, op);
-    if (out.numel() > 0) copy_block(out, 0, self, pos * self.stride(dim), slice_block(self, dim, sizes[i], 1, out.strides()));
+    if (out.numel() > 0) {
+      if (runs && out.is_contiguous_order() && out.dtype() == self.dtype() && out.data() != nullptr &&
+          self.data() != nullptr) {
+        const size_t es = self.element_size();
+        std::memcpy(out.data(), self.data_as<const uint8_t>() + static_cast<size_t>(pos * self.stride(dim)) * es,
+                    static_cast<size_t>(out.numel()) * es);
+      } else {
+        copy_block(out, 0, self, pos * self.stride(dim), slice_block(self, dim, sizes[i], 1, out.strides()));
+      }
+    }
     pos += sizes[i];
   }
 }

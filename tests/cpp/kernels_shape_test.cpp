@@ -510,6 +510,21 @@ TEST(ShapeKernels, StackSplitUnbind) {
   EXPECT_EQ(q1->values<float>(), (std::vector<float>{1, 2, 3, 4, 6, 7, 8, 9}));
   std::vector<EValue> bad{tv(x), l.ints({1, 3}), iv(1), outs2, outs2};
   EXPECT_NE(failure("aten::split_with_sizes_copy.out", bad).find("sum"), std::string::npos);
+  // Along the first dim, and along the last of a [1, 10] (a recurrent cell's gates): each chunk one run of bytes.
+  auto rows0 = f32({1, 5}), rows1 = f32({1, 5});
+  auto outs_rows = l.tensors({rows0.get(), rows1.get()});
+  std::vector<EValue> by_row{tv(x), l.ints({1, 1}), iv(0), outs_rows, outs_rows};
+  call_kernel("aten::split_with_sizes_copy.out", by_row);
+  EXPECT_EQ(rows0->values<float>(), (std::vector<float>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(rows1->values<float>(), (std::vector<float>{5, 6, 7, 8, 9}));
+  auto gates = f32({1, 10}, iota(10));
+  auto g0 = f32({1, 3}), g1 = f32({1, 3}), g2 = f32({1, 4});
+  auto outs_gates = l.tensors({g0.get(), g1.get(), g2.get()});
+  std::vector<EValue> by_gate{tv(gates), l.ints({3, 3, 4}), iv(1), outs_gates, outs_gates};
+  call_kernel("aten::split_with_sizes_copy.out", by_gate);
+  EXPECT_EQ(g0->values<float>(), (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(g1->values<float>(), (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(g2->values<float>(), (std::vector<float>{6, 7, 8, 9}));
 
   auto r0 = f32({5}), r1 = f32({5});
   auto outs3 = l.tensors({r0.get(), r1.get()});
