@@ -2,6 +2,7 @@
 // (relu, sigmoid, gelu, elu, leaky_relu, hardtanh), clamp, logit, predicates (isnan, isinf) and the
 // bitwise/logical not. Float math runs in float for float/half/bfloat16/integer/bool inputs and in double for
 // double inputs, with the C library's functions, as ATen's CPU kernels do.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -320,6 +321,57 @@ void leaky_relu_out(KernelContext& ctx, KernelArgs args) {
   });
 }
 
+// etnp::tanh_gelu.out(Tensor self, float a, float b, float c, float d, *, Tensor(a!) out)
+// out = (x * a) * (tanh((x + pow(x, 3) * b) * c) + d), each step rounded to float32 as the separate calls round
+// it: what the runtime makes at load of the tanh form of GELU written out in operators (GPT-2's
+// 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))), eight passes over memory in one. The cube is
+// pow's (libm's bits), the tanh the one aten::tanh.out runs (the vector routine where there is one). Float32,
+// contiguous.
+void tanh_gelu_out(KernelContext& ctx, KernelArgs args) {
+  constexpr const char* op = "etnp::tanh_gelu.out";
+  check_num_args(args, 7, op);
+  const Tensor& self = args[0]->to_tensor();
+  float k[4];
+  for (int i = 0; i < 4; ++i) k[i] = static_cast<float>(args[1 + i]->to_double());
+  Tensor& out = args[5]->to_tensor();
+  resize_output(out, self.sizes(), op);
+  ETNP_KERNEL_CHECK(self.dtype() == ScalarType::Float && out.dtype() == ScalarType::Float &&
+                        self.is_contiguous_order() && out.is_contiguous_order(),
+                    op << ": takes contiguous float32 tensors (got " << scalar_type_name(self.dtype()) << " in, "
+                       << scalar_type_name(out.dtype()) << " out)");
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  ETNP_KERNEL_CHECK(self.data() != nullptr && out.data() != nullptr, op << ": a tensor has no data");
+  const float* x = self.data_as<const float>();
+  float* y = out.data_as<float>();
+  const VectorF32Fn vtanh = vector_f32(VectorOp::Tanh);
+  const float a = k[0], b = k[1], c = k[2], d = k[3];
+  // Blocks of 256: the tanh's argument in a stack buffer, then the product, before the block leaves L1. y may
+  // be x itself (one element read before it is written), not a shifted view of it (the runtime checks).
+  auto range = [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 256;
+    float t[kBlock];
+    for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, end - i0);
+      for (int64_t i = 0; i < m; ++i) t[i] = (x[i0 + i] + compute::pow3_f32(x[i0 + i]) * b) * c;
+      if (vtanh != nullptr) {
+        vtanh(t, t, static_cast<size_t>(m));
+      } else {
+        for (int64_t i = 0; i < m; ++i) t[i] = std::tanh(t[i]);
+      }
+      for (int64_t i = 0; i < m; ++i) y[i0 + i] = (x[i0 + i] * a) * (t[i] + d);
+    }
+  };
+  ThreadPool* pool = ctx.pool();
+  if (pool != nullptr && pool->num_threads() > 1 && n >= 2 * ew::kCostlyGrain) {
+    pool->parallel_for(static_cast<size_t>(n), static_cast<size_t>(ew::kCostlyGrain), [&](size_t b0, size_t e0) {
+      range(static_cast<int64_t>(b0), static_cast<int64_t>(e0));
+    });
+  } else {
+    range(0, n);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // clamp / hardtanh. NaN inputs stay NaN, and a NaN bound gives NaN; min is applied before max, so
 // min > max gives max everywhere (as torch.clamp).
@@ -543,6 +595,8 @@ void register_unary_kernels(KernelRegistry& registry) {
   registry.add("aten::isinf.out", 3, isinf_out);
   registry.add("aten::logical_not.out", 3, logical_not_out);
   registry.add("aten::hardswish.out", 3, Hardswish_out);
+  // (Tensor self, float a, float b, float c, float d, *, Tensor(a!) out): the fused tanh form of GELU
+  registry.add("etnp::tanh_gelu.out", 7, tanh_gelu_out);
   registry.add("aten::hardsigmoid.out", 3, Hardsigmoid_out);
   // (Tensor self, *, str approximate='none', Tensor(a!) out)
   registry.add("aten::gelu.out", 4, gelu_out);

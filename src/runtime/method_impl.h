@@ -147,6 +147,8 @@ struct Method::Impl {
   /// An exporter's decomposition of hardswish or hardsigmoid (add 3, clamp to [0, 6], multiply by the input,
   /// divide by 6), as one aten::hardswish.out or aten::hardsigmoid.out.
   void fold_hard_activation(size_t pc, const runtime::UseAnalysis& usage);
+  /// The tanh form of GELU written out in operators (GPT-2's), as one etnp::tanh_gelu.out.
+  void fold_tanh_gelu(size_t pc, const runtime::UseAnalysis& usage);
   void elide_copies(const runtime::UseAnalysis& refs);
   /// After prepare_kernels: tensors that one channels-last kernel writes and only such kernels read keep their
   /// bytes in NHWC order (KernelState::exchanges_channels_last).

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "etnp/program.h"
 #include "compute/weight_cache.h"
@@ -29,7 +30,145 @@ void Method::Impl::fold_constants() {
     fold_silu(i, usage);
   }
   // After the loop: the chains read constants that a layout change (a dim-order copy) folded later on.
-  for (size_t i = 0; i < instructions.size(); ++i) fold_hard_activation(i, usage);
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    fold_hard_activation(i, usage);
+    fold_tanh_gelu(i, usage);
+  }
+}
+
+namespace {
+
+/// A number operand of an element-wise call: a Scalar, or a constant float32 tensor of one element.
+std::optional<float> constant_number(const EValue* v) {
+  if (v->is_scalar() && !v->is_bool()) return static_cast<float>(v->to_scalar().to_double());
+  if (!v->is_tensor()) return std::nullopt;
+  const Tensor& t = v->to_tensor();
+  if (!t.is_constant() || t.dtype() != ScalarType::Float || t.numel() != 1 || t.data() == nullptr) return std::nullopt;
+  return t.data_as<const float>()[0];
+}
+
+bool float_contiguous(const EValue* v) {
+  return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
+}
+
+/// A chain of element-wise calls over one input x, as the decompositions of activations make them: each call's
+/// result has x's shape, is contiguous float32, is written by that call only (the last's may be a method output
+/// too) and read by the next call that runs only, once. `at` lists the chain's calls.
+struct ElementwiseChain {
+  std::vector<Instruction>& instructions;
+  std::vector<EValue>& values;
+  const UseAnalysis& usage;
+  const EValue* x;
+  std::vector<size_t> at;
+
+  bool in_values(const EValue* v) const { return v >= values.data() && v < values.data() + values.size(); }
+  size_t index_of(const EValue* v) const { return static_cast<size_t>(v - values.data()); }
+
+  /// The call's result (its out slot, also the returned value), or null where it is not as above.
+  EValue* result_of(const Instruction& ins) const {
+    EValue* out = ins.args.back();
+    const Tensor& xt = x->to_tensor();
+    if (ins.args.size() < 3 || ins.args[ins.args.size() - 2] != out || !in_values(out) || !float_contiguous(out) ||
+        usage.writes[index_of(out)] != (usage.io[index_of(out)] ? 2u : 1u) ||
+        !std::ranges::equal(out->to_tensor().sizes(), xt.sizes()) || out->to_tensor().dynamism() != xt.dynamism()) {
+      return nullptr;
+    }
+    return out;
+  }
+
+  /// The call that runs next after the chain's last, when it is a kernel named `name` with `count` arguments that
+  /// reads `v` once, at an input position; `v` (a result of the chain) read by nothing else. Appended to `at`.
+  Instruction* next(const EValue* v, std::string_view name, size_t count, size_t* operand = nullptr) {
+    if (!in_values(v) || usage.io[index_of(v)] || usage.uses[index_of(v)] != 3) return nullptr;
+    size_t pc = at.back() + 1;
+    while (pc < instructions.size() && instructions[pc].kind == Instruction::Kind::Folded) ++pc;
+    if (pc >= instructions.size()) return nullptr;
+    Instruction& ins = instructions[pc];
+    if (ins.kind != Instruction::Kind::Kernel || *ins.name != name || ins.args.size() != count) return nullptr;
+    const auto first = std::find(ins.args.begin(), ins.args.end() - 2, v);
+    if (first == ins.args.end() - 2 || std::count(ins.args.begin(), ins.args.end(), v) != 1) return nullptr;
+    if (operand != nullptr) *operand = static_cast<size_t>(first - ins.args.begin());
+    at.push_back(pc);
+    return &ins;
+  }
+
+  /// A binary call's other operand than the one at `operand` (0 or 1).
+  static const EValue* other(const Instruction& ins, size_t operand) { return ins.args[operand == 0 ? 1 : 0]; }
+
+  /// Whether one pass may read x and write `y`: the same bytes, or apart.
+  bool may_write(const EValue* y) const {
+    const runtime::ByteRange xb = bytes_of(x->to_tensor()), yb = bytes_of(y->to_tensor());
+    return !xb.overlaps(yb) || (xb.begin == yb.begin && xb.end == yb.end);
+  }
+};
+
+}  // namespace
+
+void Method::Impl::fold_tanh_gelu(size_t pc, const UseAnalysis& usage) {
+  // GPT-2's GELU, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3)))), written out in operators:
+  // h = x * a, p = pow(x, 3), q = p * b, r = x + q, s = r * c, t = tanh(s), u = t + d, y = h * u. Eight passes
+  // over memory become one etnp::tanh_gelu.out with the same bits (each multiply and add is commutative in
+  // floating point, so the operands' order does not matter; the constants are taken as they are).
+  Instruction& first = instructions[pc];
+  if (first.kind != Instruction::Kind::Kernel || *first.name != "aten::mul.out" || first.args.size() != 4) return;
+  size_t operand = 0;
+  std::optional<float> a;
+  for (operand = 0; operand < 2 && !a; ++operand) {
+    if (float_contiguous(first.args[operand])) a = constant_number(first.args[operand == 0 ? 1 : 0]);
+  }
+  if (!a) return;
+  EValue* x = first.args[operand - 1];
+  ElementwiseChain chain{instructions, values, usage, x, {pc}};
+  EValue* h = chain.result_of(first);
+  if (h == nullptr || usage.io[chain.index_of(h)] || usage.uses[chain.index_of(h)] != 3) return;
+  // x is read by the first multiply, the power and the add: the power comes next.
+  size_t pc_pow = pc + 1;
+  while (pc_pow < instructions.size() && instructions[pc_pow].kind == Instruction::Kind::Folded) ++pc_pow;
+  if (pc_pow >= instructions.size()) return;
+  Instruction& pow = instructions[pc_pow];
+  if (pow.kind != Instruction::Kind::Kernel || *pow.name != "aten::pow.Tensor_Scalar_out" || pow.args.size() != 4 ||
+      pow.args[0] != x || constant_number(pow.args[1]) != 3.0f) {
+    return;
+  }
+  chain.at.push_back(pc_pow);
+  EValue* v = chain.result_of(pow);
+  // A multiply or add by a number: the number.
+  auto by_number = [&](std::string_view name, size_t count) -> std::optional<float> {
+    size_t at = 0;
+    Instruction* ins = v == nullptr ? nullptr : chain.next(v, name, count, &at);
+    if (ins == nullptr || (count == 5 && constant_number(ins->args[2]) != 1.0f)) return std::nullopt;
+    const std::optional<float> k = constant_number(ElementwiseChain::other(*ins, at));
+    v = k ? chain.result_of(*ins) : nullptr;
+    return v != nullptr ? k : std::nullopt;
+  };
+  const std::optional<float> b = by_number("aten::mul.out", 4);
+  if (!b) return;
+  // r = x + q (alpha 1)
+  size_t at = 0;
+  Instruction* add = chain.next(v, "aten::add.out", 5, &at);
+  if (add == nullptr || ElementwiseChain::other(*add, at) != x || constant_number(add->args[2]) != 1.0f ||
+      (v = chain.result_of(*add)) == nullptr) {
+    return;
+  }
+  const std::optional<float> c = by_number("aten::mul.out", 4);
+  if (!c) return;
+  Instruction* tanh = chain.next(v, "aten::tanh.out", 3);
+  if (tanh == nullptr || (v = chain.result_of(*tanh)) == nullptr) return;
+  const std::optional<float> d = by_number("aten::add.out", 5);
+  if (!d) return;
+  // y = h * u
+  Instruction* last = chain.next(v, "aten::mul.out", 4, &at);
+  if (last == nullptr || ElementwiseChain::other(*last, at) != h) return;
+  EValue* y = chain.result_of(*last);
+  if (y == nullptr || !chain.may_write(y)) return;
+  const KernelEntry* fused = runtime::kernel_registry().find("etnp::tanh_gelu.out");
+  if (fused == nullptr) return;
+  auto number = [&](float k) { return &load_time_values.emplace_back(EValue::from_double(k)); };
+  last->args = load_time_args.emplace_back(std::vector<EValue*>{x, number(*a), number(*b), number(*c), number(*d), y, y});
+  last->fn = fused->fn;
+  last->prepare = fused->prepare;
+  chain.at.pop_back();
+  for (const size_t i : chain.at) instructions[i].kind = Instruction::Kind::Folded;
 }
 
 void Method::Impl::fold_hard_activation(size_t pc, const UseAnalysis& usage) {
@@ -37,95 +176,49 @@ void Method::Impl::fold_hard_activation(size_t pc, const UseAnalysis& usage) {
   // or two clamps, a multiply and a divide (hardsigmoid, its squeeze-excitation gate: the same without the
   // multiply): four or five passes over memory where one does, with the same bits (each step rounds to float
   // as it did; aten::hardswish.out computes them in this order).
-  auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
-  auto in_values = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
-  auto float_contiguous = [](const EValue* v) {
-    return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
-  };
-  auto number_is = [](const EValue* v, double want) {
-    if (v->is_scalar() && !v->is_bool()) return v->to_scalar().to_double() == want;
-    if (!v->is_tensor()) return false;
-    const Tensor& t = v->to_tensor();
-    return t.is_constant() && t.dtype() == ScalarType::Float && t.numel() == 1 && t.data() != nullptr &&
-           t.data_as<const float>()[0] == static_cast<float>(want);
-  };
   Instruction& add = instructions[pc];
   if (add.kind != Instruction::Kind::Kernel || *add.name != "aten::add.out" || add.args.size() != 5) return;
   EValue* x = add.args[0];
-  if (!float_contiguous(x) || !number_is(add.args[1], 3.0) || !number_is(add.args[2], 1.0)) return;
-  const Tensor& x_tensor = x->to_tensor();
-  // `v`, the out value of a call (out slot and returned value), read by the next call that runs only, as its
-  // first argument (`operand` 0) or second; that call, or null.
-  std::vector<size_t> chain = {pc};
-  auto next_reader = [&](const EValue* v, size_t operand) -> Instruction* {
-    if (!in_values(v) || usage.io[index_of(v)] || usage.uses[index_of(v)] != 3) return nullptr;
-    size_t at = chain.back() + 1;
-    while (at < instructions.size() && instructions[at].kind == Instruction::Kind::Folded) ++at;
-    if (at >= instructions.size()) return nullptr;
-    Instruction& next = instructions[at];
-    if (next.kind != Instruction::Kind::Kernel || next.args.size() <= operand || next.args[operand] != v) {
-      return nullptr;
-    }
-    for (size_t k = 0; k < next.args.size(); ++k) {
-      if (k != operand && next.args[k] == v) return nullptr;
-    }
-    chain.push_back(at);
-    return &next;
-  };
-  // Each step's result: x's shape, contiguous float32, written by that step only (and, the last, a method output
-  // perhaps).
-  auto result_of = [&](const Instruction& ins) -> EValue* {
-    EValue* out = ins.args.back();
-    if (ins.args[ins.args.size() - 2] != out || !in_values(out) || !float_contiguous(out) ||
-        usage.writes[index_of(out)] != (usage.io[index_of(out)] ? 2u : 1u) ||
-        !std::ranges::equal(out->to_tensor().sizes(), x_tensor.sizes()) ||
-        out->to_tensor().dynamism() != x_tensor.dynamism()) {
-      return nullptr;
-    }
-    return out;
-  };
-  EValue* v = result_of(add);
+  if (!float_contiguous(x) || constant_number(add.args[1]) != 3.0f || constant_number(add.args[2]) != 1.0f) return;
+  ElementwiseChain chain{instructions, values, usage, x, {pc}};
+  EValue* v = chain.result_of(add);
   // clamp(min 0) then clamp(max 6), or clamp(0, 6), or hardtanh(0, 6).
   bool low = false, high = false;
   while (v != nullptr && !(low && high)) {
-    Instruction* c = next_reader(v, 0);
-    if (c == nullptr || c->args.size() != 5 || (*c->name != "aten::clamp.out" && *c->name != "aten::hardtanh.out")) {
-      return;
+    Instruction* c = chain.next(v, "aten::clamp.out", 5);
+    if (c == nullptr) {
+      c = chain.next(v, "aten::hardtanh.out", 5);
     }
-    const bool lo = number_is(c->args[1], 0.0), hi = number_is(c->args[2], 6.0);
+    if (c == nullptr || c->args[0] != v) return;
+    const bool lo = constant_number(c->args[1]) == 0.0f, hi = constant_number(c->args[2]) == 6.0f;
     if ((!lo && !c->args[1]->is_none()) || (!hi && !c->args[2]->is_none()) || (lo && low) || (hi && high) ||
         (!lo && !hi)) {
       return;
     }
     low = low || lo;
     high = high || hi;
-    v = result_of(*c);
+    v = chain.result_of(*c);
   }
   if (v == nullptr) return;
   // Then hardsigmoid: div(c, 6); hardswish: mul(x, c) or mul(c, x), then div(m, 6).
   const char* fused_name = "aten::hardsigmoid.out";
-  Instruction* last = next_reader(v, 0);
-  if (last == nullptr) last = next_reader(v, 1);
-  if (last == nullptr) return;
-  if (*last->name == "aten::mul.out") {
-    if (last->args.size() != 4 || last->args[last->args[0] == v ? 1 : 0] != x) return;
-    v = result_of(*last);
-    if (v == nullptr || (last = next_reader(v, 0)) == nullptr) return;
+  size_t operand = 0;
+  Instruction* last = chain.next(v, "aten::mul.out", 4, &operand);
+  if (last != nullptr) {
+    if (ElementwiseChain::other(*last, operand) != x || (v = chain.result_of(*last)) == nullptr) return;
     fused_name = "aten::hardswish.out";
   }
-  if (*last->name != "aten::div.out" || last->args.size() != 4 || !number_is(last->args[1], 6.0)) return;
-  EValue* y = result_of(*last);
-  if (y == nullptr) return;
-  // One pass reads x and writes y: the same bytes, or apart.
-  const runtime::ByteRange xb = bytes_of(x_tensor), yb = bytes_of(y->to_tensor());
-  if (xb.overlaps(yb) && (xb.begin != yb.begin || xb.end != yb.end)) return;
+  last = chain.next(v, "aten::div.out", 4, &operand);
+  if (last == nullptr || operand != 0 || constant_number(last->args[1]) != 6.0f) return;
+  EValue* y = chain.result_of(*last);
+  if (y == nullptr || !chain.may_write(y)) return;
   const KernelEntry* fused = runtime::kernel_registry().find(fused_name);
   if (fused == nullptr) return;
   last->args = load_time_args.emplace_back(std::vector<EValue*>{x, y, y});
   last->fn = fused->fn;
   last->prepare = fused->prepare;
-  chain.pop_back();
-  for (const size_t at : chain) instructions[at].kind = Instruction::Kind::Folded;
+  chain.at.pop_back();
+  for (const size_t i : chain.at) instructions[i].kind = Instruction::Kind::Folded;
 }
 
 void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {

@@ -804,6 +804,80 @@ TEST(ConstantWeights, DecomposedHardswishRunsAsOnePass) {
   EXPECT_EQ(running, 5u);  // add, two clamps, mul, div
 }
 
+/// GPT-2's GELU written out over x [3, 70]: h = x * 0.5, p = pow(x, 3), q = p * 0.044715, r = x + q,
+/// s = r * sqrt(2 / pi), t = tanh(s), u = t + 1, y = h * u; the numbers as constant 0-d float tensors.
+/// `swapped`: each multiply and add with its operands the other way round. `also_output`: t is an output too.
+std::vector<uint8_t> tanh_gelu_program(bool swapped, bool also_output) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const std::vector<int32_t> shape = {3, 70};
+  const int32_t x = m.planned_tensor(f32(shape));
+  auto number = [&](float v) { return m.constant_tensor(f32({}), format::as_bytes(std::vector<float>{v})); };
+  auto step = [&](const char* name, int32_t a, int32_t b, bool add) {
+    const int32_t out = m.planned_tensor(f32(shape));
+    const int32_t l = swapped ? b : a, r = swapped ? a : b;
+    m.kernel(name, add ? std::vector<int32_t>{l, r, m.int_value(1), out, out} : std::vector<int32_t>{l, r, out, out});
+    return out;
+  };
+  const int32_t h = step("aten::mul.out", x, number(0.5f), false);
+  const int32_t p = m.planned_tensor(f32(shape));
+  m.kernel("aten::pow.Tensor_Scalar_out", {x, m.double_value(3.0), p, p});
+  const int32_t q = step("aten::mul.out", p, number(0.044715f), false);
+  const int32_t r = step("aten::add.out", x, q, true);
+  const int32_t s = step("aten::mul.out", r, number(0.7978845608f), false);
+  const int32_t t = m.planned_tensor(f32(shape));
+  m.kernel("aten::tanh.out", {s, t, t});
+  const int32_t u = step("aten::add.out", t, number(1.0f), true);
+  const int32_t y = step("aten::mul.out", h, u, false);
+  m.set_inputs({x});
+  m.set_outputs(also_output ? std::vector<int32_t>{y, t} : std::vector<int32_t>{y});
+  return writer.serialize();
+}
+
+// GPT-2's GELU written out in operators runs as one etnp::tanh_gelu.out at load: the same bits as the eight calls,
+// NaN, infinities, huge and tiny inputs included, whichever order each multiply's and add's operands come in. A chain
+// with an intermediate that is also an output stays as it is.
+TEST(ConstantWeights, DecomposedTanhGeluRunsAsOnePass) {
+  std::mt19937 rng(9);
+  std::vector<float> x = random_floats(rng, 3 * 70);
+  for (float& v : x) v *= 6.0f;
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 1e30f, -1e30f, 1e-40f, 2e12f,
+                            -3.0f, 10.0f};
+  for (size_t i = 0; i < std::size(specials); ++i) x[5 + i] = specials[i];
+  for (bool swapped : {false, true}) {
+    LoadOptions profiled;
+    profiled.enable_profiling = true;
+    Program fused = load_bytes(tanh_gelu_program(swapped, false), profiled);
+    Program plain = load_bytes(tanh_gelu_program(swapped, true), profiled);
+    auto a = fused.load_method("forward");
+    auto b = plain.load_method("forward");
+    for (int run = 0; run < 2; ++run) {
+      const auto got = floats(exec(*a, {tensor_input(x, {3, 70})})[0]);
+      const auto want = floats(exec(*b, {tensor_input(x, {3, 70})})[0]);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(want[i])) {
+          ASSERT_TRUE(std::isnan(got[i])) << i << " x=" << x[i];
+        } else {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i << " x=" << x[i];
+          if (std::abs(x[i]) < 50.0f) {
+            const double g = 0.5 * x[i] * (1.0 + std::tanh(0.7978845608 * (x[i] + 0.044715 * std::pow(double(x[i]), 3))));
+            ASSERT_NEAR(got[i], g, 1e-5 * (1.0 + std::abs(g))) << i << " x=" << x[i];
+          }
+        }
+      }
+    }
+    size_t running = 0;
+    for (const auto& e : a->profile_events()) running += e.folded ? 0 : 1;
+    EXPECT_EQ(running, 2u) << (swapped ? "swapped" : "in order");  // 2 runs x the last multiply
+    EXPECT_EQ(a->profile_events().back().name, "aten::mul.out");
+    size_t kept = 0;
+    for (const auto& e : b->profile_events()) kept += e.folded ? 0 : 1;
+    EXPECT_EQ(kept, b->profile_events().size()) << "nothing folds when the tanh is an output";
+  }
+}
+
 /// A program calling etnp::convolution_affine_clamp.out itself: a 1x1 convolution of a [1, 2, 1, 2] input to 2
 /// channels, weights [[1, 2], [3, 4]], bias (10, 20), the given channel scale, clamp [-inf, 100], transposed or not.
 std::vector<uint8_t> affine_clamp_program(const std::vector<float>& scale, bool transposed) {

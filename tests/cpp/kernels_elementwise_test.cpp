@@ -712,6 +712,45 @@ TEST(ElementwiseKernels, HardswishAndHardsigmoidHaveAtenBits) {
   }
 }
 
+// etnp::tanh_gelu.out (what the runtime makes of GPT-2's GELU written out; tests/cpp/constant_weights_test.cpp
+// compares it with the calls it replaces) computes (x * a) * (tanh((x + pow(x, 3) * b) * c) + d) over contiguous
+// float32, on each CPU level's tanh, and refuses other dtypes with its name.
+TEST(ElementwiseKernels, TanhGeluComputesItsChain) {
+  const std::vector<float> x = {-4.0f, -1.25f, -0.0f, 0.5f, 2.0f, 7.5f, kNaN, kInf, -kInf};
+  const int64_t n = static_cast<int64_t>(x.size());
+  testing::at_each_cpu_level([&](CpuLevel level) {
+    auto in = floats({n}, x);
+    auto out = empty(ScalarType::Float, {n});
+    std::vector<EValue> args{t(in),  EValue::from_double(0.5),    EValue::from_double(0.044715),
+                             EValue::from_double(0.7978845608), EValue::from_double(1.0), t(out), t(out)};
+    call_kernel("etnp::tanh_gelu.out", args);
+    const auto got = out->values<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double xd = x[i];
+      const double want = 0.5 * xd * (1.0 + std::tanh(0.7978845608 * (xd + 0.044715 * xd * xd * xd)));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << "level " << int(level) << " x=" << x[i];
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got[i], want) << "level " << int(level) << " x=" << x[i];
+      } else {
+        EXPECT_NEAR(got[i], want, 1e-6 * (1.0 + std::abs(want))) << "level " << int(level) << " x=" << x[i];
+      }
+    }
+  });
+  auto bad = ints({2}, {1, 2});
+  auto bad_out = empty(ScalarType::Float, {2});
+  std::vector<EValue> args{t(bad), EValue::from_double(0.5), EValue::from_double(0.044715),
+                           EValue::from_double(0.7978845608), EValue::from_double(1.0), t(bad_out), t(bad_out)};
+  try {
+    call_kernel("etnp::tanh_gelu.out", args);
+    ADD_FAILURE() << "int32 input accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("etnp::tanh_gelu.out: takes contiguous float32 tensors (got int32 in"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ElementwiseKernels, ActivationsMatchTheirFormulas) {
   const std::vector<float> x{-3.0f, -0.5f, 0.0f, 0.7f, 4.0f};
   auto a = floats({5}, x);
