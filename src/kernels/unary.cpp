@@ -353,7 +353,10 @@ void tanh_gelu_out(KernelContext& ctx, KernelArgs args) {
     float t[kBlock];
     for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
       const int64_t m = std::min(kBlock, end - i0);
-      for (int64_t i = 0; i < m; ++i) t[i] = (x[i0 + i] + compute::pow3_f32(x[i0 + i]) * b) * c;
+      // The product is stored before the add reads it: in one expression a compiler may fuse the two into a
+      // multiply-add (GCC does on aarch64), which rounds once where the separate calls round twice.
+      for (int64_t i = 0; i < m; ++i) t[i] = compute::pow3_f32(x[i0 + i]) * b;
+      for (int64_t i = 0; i < m; ++i) t[i] = (x[i0 + i] + t[i]) * c;
       if (vtanh != nullptr) {
         vtanh(t, t, static_cast<size_t>(m));
       } else {
