@@ -95,6 +95,15 @@ struct ElementwiseChain {
   /// A binary call's other operand than the one at `operand` (0 or 1).
   static const EValue* other(const Instruction& ins, size_t operand) { return ins.args[operand == 0 ? 1 : 0]; }
 
+  /// The chain's last call runs `fused` on `args` (kept by the method); the others never run.
+  void fuse(const KernelEntry& fused, std::span<EValue* const> args) {
+    Instruction& last = instructions[at.back()];
+    last.args = args;
+    last.fn = fused.fn;
+    last.prepare = fused.prepare;
+    for (size_t i = 0; i + 1 < at.size(); ++i) instructions[at[i]].kind = Instruction::Kind::Folded;
+  }
+
   /// Whether one pass may read x and write `y`: the same bytes, or apart.
   bool may_write(const EValue* y) const {
     const runtime::ByteRange xb = bytes_of(x->to_tensor()), yb = bytes_of(y->to_tensor());
@@ -164,11 +173,8 @@ void Method::Impl::fold_tanh_gelu(size_t pc, const UseAnalysis& usage) {
   const KernelEntry* fused = runtime::kernel_registry().find("etnp::tanh_gelu.out");
   if (fused == nullptr) return;
   auto number = [&](float k) { return &load_time_values.emplace_back(EValue::from_double(k)); };
-  last->args = load_time_args.emplace_back(std::vector<EValue*>{x, number(*a), number(*b), number(*c), number(*d), y, y});
-  last->fn = fused->fn;
-  last->prepare = fused->prepare;
-  chain.at.pop_back();
-  for (const size_t i : chain.at) instructions[i].kind = Instruction::Kind::Folded;
+  chain.fuse(*fused, load_time_args.emplace_back(
+                         std::vector<EValue*>{x, number(*a), number(*b), number(*c), number(*d), y, y}));
 }
 
 void Method::Impl::fold_hard_activation(size_t pc, const UseAnalysis& usage) {
@@ -214,11 +220,7 @@ void Method::Impl::fold_hard_activation(size_t pc, const UseAnalysis& usage) {
   if (y == nullptr || !chain.may_write(y)) return;
   const KernelEntry* fused = runtime::kernel_registry().find(fused_name);
   if (fused == nullptr) return;
-  last->args = load_time_args.emplace_back(std::vector<EValue*>{x, y, y});
-  last->fn = fused->fn;
-  last->prepare = fused->prepare;
-  chain.at.pop_back();
-  for (const size_t i : chain.at) instructions[i].kind = Instruction::Kind::Folded;
+  chain.fuse(*fused, load_time_args.emplace_back(std::vector<EValue*>{x, y, y}));
 }
 
 void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {
