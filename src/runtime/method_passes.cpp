@@ -79,7 +79,7 @@ struct ElementwiseChain {
   /// The call that runs next after the chain's last, when it is a kernel named `name` with `count` arguments that
   /// reads `v` once, at an input position; `v` (a result of the chain) read by nothing else. Appended to `at`.
   Instruction* next(const EValue* v, std::string_view name, size_t count, size_t* operand = nullptr) {
-    if (!in_values(v) || usage.io[index_of(v)] || usage.uses[index_of(v)] != 3) return nullptr;
+    if (!read_once(v)) return nullptr;
     size_t pc = at.back() + 1;
     while (pc < instructions.size() && instructions[pc].kind == Instruction::Kind::Folded) ++pc;
     if (pc >= instructions.size()) return nullptr;
@@ -90,6 +90,13 @@ struct ElementwiseChain {
     if (operand != nullptr) *operand = static_cast<size_t>(first - ins.args.begin());
     at.push_back(pc);
     return &ins;
+  }
+
+  /// `v` (a call's result) is not a method output and is read by one call only, as an argument (its out slot and
+  /// returned value are the other two references): no tensor list holds it either (`uses` counts arguments only).
+  bool read_once(const EValue* v) const {
+    return in_values(v) && usage.tensor_lists_well_formed && !usage.io[index_of(v)] &&
+           usage.uses[index_of(v)] == 3 && usage.by_value[index_of(v)].size() == 2;
   }
 
   /// A binary call's other operand than the one at `operand` (0 or 1).
@@ -129,7 +136,7 @@ void Method::Impl::fold_tanh_gelu(size_t pc, const UseAnalysis& usage) {
   EValue* x = first.args[operand - 1];
   ElementwiseChain chain{instructions, values, usage, x, {pc}};
   EValue* h = chain.result_of(first);
-  if (h == nullptr || usage.io[chain.index_of(h)] || usage.uses[chain.index_of(h)] != 3) return;
+  if (h == nullptr || !chain.read_once(h)) return;
   // x is read by the first multiply, the power and the add: the power comes next.
   size_t pc_pow = pc + 1;
   while (pc_pow < instructions.size() && instructions[pc_pow].kind == Instruction::Kind::Folded) ++pc_pow;
@@ -238,14 +245,12 @@ void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {
   EValue* x = sigmoid.args[0];
   EValue* s = sigmoid.args[1];
   EValue* y = mul.args[2];
-  auto float_contiguous = [](const EValue* v) {
-    return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
-  };
   const bool operands = (mul.args[0] == x && mul.args[1] == s) || (mul.args[0] == s && mul.args[1] == x);
   const size_t s_index = static_cast<size_t>(s - values.data());
   // s: written by the sigmoid, read by the multiply only; y: the multiply's output, x's shape (no broadcast).
   if (!operands || x == s || sigmoid.args[2] != s || mul.args[3] != y || y == x || y == s || usage.io[s_index] ||
-      usage.uses[s_index] != 3 || !float_contiguous(x) || !float_contiguous(s) || !float_contiguous(y) ||
+      usage.uses[s_index] != 3 || !usage.tensor_lists_well_formed || usage.by_value[s_index].size() != 2 ||
+      !float_contiguous(x) || !float_contiguous(s) || !float_contiguous(y) ||
       !std::ranges::equal(x->to_tensor().sizes(), y->to_tensor().sizes()) ||
       x->to_tensor().dynamism() != y->to_tensor().dynamism()) {
     return;
@@ -461,9 +466,6 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
   const KernelEntry* fused = runtime::kernel_registry().find("etnp::convolution_affine_clamp.out");
   if (fused == nullptr) return;
   auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
-  auto float_contiguous = [](const EValue* v) {
-    return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
-  };
   auto constant_f32 = [&](const EValue* v, int64_t numel) {
     return float_contiguous(v) && v->to_tensor().is_constant() && v->to_tensor().numel() == numel;
   };

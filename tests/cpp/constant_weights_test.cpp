@@ -633,7 +633,8 @@ TEST(ConstantWeights, ChainedConvolutionsOnPackedWeightsMatchTheGeneralPath) {
 }
 
 /// y = x * sigmoid(x) (or sigmoid(x) * x) over [3, 37]; `keep_sigmoid`: s = sigmoid(x) is an output too.
-std::vector<uint8_t> silu_program(bool sigmoid_first, bool keep_sigmoid) {
+/// `listed`: the output is cat([y, s]) instead (s read again through a tensor list).
+std::vector<uint8_t> silu_program(bool sigmoid_first, bool keep_sigmoid, bool listed = false) {
   format::ProgramWriter writer;
   auto& m = writer.add_method("forward");
   const int32_t x = m.planned_tensor(f32({3, 37}));
@@ -642,7 +643,13 @@ std::vector<uint8_t> silu_program(bool sigmoid_first, bool keep_sigmoid) {
   m.kernel("aten::sigmoid.out", {x, s, s});
   m.kernel("aten::mul.out", sigmoid_first ? std::vector<int32_t>{s, x, y, y} : std::vector<int32_t>{x, s, y, y});
   m.set_inputs({x});
-  m.set_outputs(keep_sigmoid ? std::vector<int32_t>{y, s} : std::vector<int32_t>{y});
+  if (listed) {
+    const int32_t both = m.planned_tensor(f32({6, 37}));
+    m.kernel("aten::cat.out", {m.tensor_list({y, s}), m.int_value(0), both, both});
+    m.set_outputs({both});
+  } else {
+    m.set_outputs(keep_sigmoid ? std::vector<int32_t>{y, s} : std::vector<int32_t>{y});
+  }
   return writer.serialize();
 }
 
@@ -680,6 +687,24 @@ TEST(ConstantWeights, DecomposedSiluRunsAsOnePass) {
     EXPECT_FALSE(a->profile_events()[1].folded);
     ASSERT_EQ(b->profile_events().size(), 2u);
     EXPECT_FALSE(b->profile_events()[0].folded);
+    // A sigmoid that a tensor list also holds (cat([y, s])) stays: the cat reads it.
+    Program listed = load_bytes(silu_program(sigmoid_first, false, true), profiled);
+    auto c = listed.load_method("forward");
+    const auto both = floats(exec(*c, {tensor_input(x, {3, 37})})[0]);
+    const auto outputs = exec(*b, {tensor_input(x, {3, 37})});
+    const auto s_want = floats(outputs[1]);
+    ASSERT_EQ(both.size(), 2 * want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      for (const auto& [value, expected] : {std::pair{both[i], want[i]}, std::pair{both[want.size() + i], s_want[i]}}) {
+        if (std::isnan(expected)) {
+          ASSERT_TRUE(std::isnan(value)) << i;
+        } else {
+          ASSERT_EQ(value, expected) << i;
+        }
+      }
+    }
+    ASSERT_EQ(c->profile_events().size(), 3u);
+    EXPECT_FALSE(c->profile_events()[0].folded);
   }
 }
 
@@ -688,7 +713,7 @@ TEST(ConstantWeights, DecomposedSiluRunsAsOnePass) {
 /// (hardswish; `x_first`: x is the multiply's first operand), divided by 6. `also_output`: the clamp's result is an
 /// output too. `three`: the number added.
 std::vector<uint8_t> hard_activation_program(bool hardswish, int clamps, bool x_first, bool also_output,
-                                             int64_t three = 3) {
+                                             int64_t three = 3, bool listed = false) {
   format::ProgramWriter writer;
   auto& m = writer.add_method("forward");
   const std::vector<int32_t> shape = {2, 5, 3, 3};
@@ -724,7 +749,13 @@ std::vector<uint8_t> hard_activation_program(bool hardswish, int clamps, bool x_
   const int32_t y = m.planned_tensor(f32(shape));
   m.kernel("aten::div.out", {numerator, k6, y, y});
   m.set_inputs({x});
-  m.set_outputs(also_output ? std::vector<int32_t>{y, c} : std::vector<int32_t>{y});
+  if (listed) {  // the clamp's result read again through a tensor list: cat([y, c])
+    const int32_t both = m.planned_tensor(f32({4, 5, 3, 3}));
+    m.kernel("aten::cat.out", {m.tensor_list({y, c}), m.int_value(0), both, both});
+    m.set_outputs({both});
+  } else {
+    m.set_outputs(also_output ? std::vector<int32_t>{y, c} : std::vector<int32_t>{y});
+  }
   return writer.serialize();
 }
 
@@ -781,6 +812,32 @@ TEST(ConstantWeights, DecomposedHardswishRunsAsOnePass) {
         EXPECT_EQ(kept, b->profile_events().size() - 2) << where << ": only the constants' copies fold";
       }
     }
+  }
+  // The clamp's result also read through a tensor list (a cat), which the use counts do not show: left as it is;
+  // fused, the cat would read bytes nothing wrote.
+  {
+    LoadOptions profiled;
+    profiled.enable_profiling = true;
+    Program listed = load_bytes(hard_activation_program(true, 1, true, false, 3, true), profiled);
+    auto m = listed.load_method("forward");
+    const auto got = floats(exec(*m, {tensor_input(x, shape)})[0]);
+    ASSERT_EQ(got.size(), 2 * x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      float t = x[i] + 3.0f;
+      t = t < 0.0f ? 0.0f : t;
+      t = t > 6.0f ? 6.0f : t;
+      const float def = x[i] * t / 6.0f;
+      for (const auto& [value, want] : {std::pair{got[i], def}, std::pair{got[x.size() + i], t}}) {
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(value)) << i;
+        } else {
+          ASSERT_EQ(value, want) << i << " x=" << x[i];
+        }
+      }
+    }
+    size_t running = 0;
+    for (const auto& e : m->profile_events()) running += e.folded ? 0 : 1;
+    EXPECT_EQ(running, 5u);  // add, clamp, mul, div, cat
   }
   // x + 2 instead of x + 3: not a hardswish, left as it is (and still right).
   LoadOptions profiled;
