@@ -632,6 +632,19 @@ TEST(ConstantWeights, ChainedConvolutionsOnPackedWeightsMatchTheGeneralPath) {
   }
 }
 
+/// The outputs of a load-time fusion's test program: y alone; y and the chain's intermediate `mid`
+/// (`also_output`); or, `listed`, cat([y, mid]) along dim 0 (`cat_shape`), which reads `mid` through a tensor list.
+void set_fusion_outputs(format::MethodWriter& m, int32_t y, int32_t mid, bool also_output, bool listed,
+                        std::vector<int32_t> cat_shape) {
+  if (listed) {
+    const int32_t both = m.planned_tensor(f32(std::move(cat_shape)));
+    m.kernel("aten::cat.out", {m.tensor_list({y, mid}), m.int_value(0), both, both});
+    m.set_outputs({both});
+  } else {
+    m.set_outputs(also_output ? std::vector<int32_t>{y, mid} : std::vector<int32_t>{y});
+  }
+}
+
 /// y = x * sigmoid(x) (or sigmoid(x) * x) over [3, 37]; `keep_sigmoid`: s = sigmoid(x) is an output too.
 /// `listed`: the output is cat([y, s]) instead (s read again through a tensor list).
 std::vector<uint8_t> silu_program(bool sigmoid_first, bool keep_sigmoid, bool listed = false) {
@@ -643,18 +656,12 @@ std::vector<uint8_t> silu_program(bool sigmoid_first, bool keep_sigmoid, bool li
   m.kernel("aten::sigmoid.out", {x, s, s});
   m.kernel("aten::mul.out", sigmoid_first ? std::vector<int32_t>{s, x, y, y} : std::vector<int32_t>{x, s, y, y});
   m.set_inputs({x});
-  if (listed) {
-    const int32_t both = m.planned_tensor(f32({6, 37}));
-    m.kernel("aten::cat.out", {m.tensor_list({y, s}), m.int_value(0), both, both});
-    m.set_outputs({both});
-  } else {
-    m.set_outputs(keep_sigmoid ? std::vector<int32_t>{y, s} : std::vector<int32_t>{y});
-  }
+  set_fusion_outputs(m, y, s, keep_sigmoid, listed, {6, 37});
   return writer.serialize();
 }
 
 // A decomposed SiLU (a sigmoid that only a multiply by its input reads) runs as one aten::silu at load: the same
-// bits as the two calls, NaN and infinities included; a sigmoid that is also an output stays.
+// bits as the two calls, NaN and infinities included; a sigmoid that is also an output, or in a tensor list, stays.
 TEST(ConstantWeights, DecomposedSiluRunsAsOnePass) {
   std::mt19937 rng(3);
   std::vector<float> x = random_floats(rng, 3 * 37);
@@ -749,13 +756,7 @@ std::vector<uint8_t> hard_activation_program(bool hardswish, int clamps, bool x_
   const int32_t y = m.planned_tensor(f32(shape));
   m.kernel("aten::div.out", {numerator, k6, y, y});
   m.set_inputs({x});
-  if (listed) {  // the clamp's result read again through a tensor list: cat([y, c])
-    const int32_t both = m.planned_tensor(f32({4, 5, 3, 3}));
-    m.kernel("aten::cat.out", {m.tensor_list({y, c}), m.int_value(0), both, both});
-    m.set_outputs({both});
-  } else {
-    m.set_outputs(also_output ? std::vector<int32_t>{y, c} : std::vector<int32_t>{y});
-  }
+  set_fusion_outputs(m, y, c, also_output, listed, {4, 5, 3, 3});
   return writer.serialize();
 }
 
