@@ -90,6 +90,7 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
 struct Pool2dParams {
   std::array<int64_t, 2> kernel, stride, pad, dilation;
   int64_t oh, ow;
+  bool operator==(const Pool2dParams&) const = default;
 };
 
 Pool2dParams pool2d_params(const Tensor& in, const EValue& kernel_v, const EValue& stride_v, const EValue& pad_v,
@@ -244,10 +245,7 @@ struct MaxPoolTable final : KernelState {
   int64_t h = 0, w = 0;
   std::vector<int32_t> table;
   size_t bytes() const override { return table.size() * sizeof(int32_t); }
-  bool fits(const Pool2dParams& p, int64_t in_h, int64_t in_w) const {
-    return in_h == h && in_w == w && p.kernel == params.kernel && p.stride == params.stride && p.pad == params.pad &&
-           p.dilation == params.dilation && p.oh == params.oh && p.ow == params.ow;
-  }
+  bool fits(const Pool2dParams& p, int64_t in_h, int64_t in_w) const { return in_h == h && in_w == w && p == params; }
 };
 
 std::unique_ptr<KernelState> prepare_max_pool(KernelArgs args) {
@@ -654,11 +652,12 @@ void upsample_nearest2d_vec_out(KernelContext& ctx, KernelArgs args) {
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& registry) {
-  #ifdef ETNP_POOL_AVX2
-  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out, prepare_max_pool);
+#ifdef ETNP_POOL_AVX2
+  constexpr KernelPrepareFn kMaxPoolTable = prepare_max_pool;  // the window table serves the AVX2 loop only
 #else
-  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out);
+  constexpr KernelPrepareFn kMaxPoolTable = nullptr;
 #endif
+  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out, kMaxPoolTable);
   registry.add("aten::avg_pool2d.out", 9, avg_pool2d_out);
   registry.add("aten::_adaptive_avg_pool2d.out", 4, adaptive_avg_pool2d_out);
   registry.add("aten::upsample_bilinear2d.vec_out", 6, upsample_bilinear2d_vec_out);

@@ -331,8 +331,8 @@ void tanh_gelu_out(KernelContext& ctx, KernelArgs args) {
   constexpr const char* op = "etnp::tanh_gelu.out";
   check_num_args(args, 7, op);
   const Tensor& self = args[0]->to_tensor();
-  float k[4];
-  for (int i = 0; i < 4; ++i) k[i] = static_cast<float>(args[1 + i]->to_double());
+  const float a = static_cast<float>(args[1]->to_double()), b = static_cast<float>(args[2]->to_double()),
+              c = static_cast<float>(args[3]->to_double()), d = static_cast<float>(args[4]->to_double());
   Tensor& out = args[5]->to_tensor();
   resize_output(out, self.sizes(), op);
   ETNP_KERNEL_CHECK(self.dtype() == ScalarType::Float && out.dtype() == ScalarType::Float &&
@@ -345,7 +345,6 @@ void tanh_gelu_out(KernelContext& ctx, KernelArgs args) {
   const float* x = self.data_as<const float>();
   float* y = out.data_as<float>();
   const VectorF32Fn vtanh = vector_f32(VectorOp::Tanh);
-  const float a = k[0], b = k[1], c = k[2], d = k[3];
   // Blocks of 256: the tanh's argument in a stack buffer, then the product, before the block leaves L1. y may
   // be x itself (one element read before it is written), not a shifted view of it (the runtime checks).
   auto range = [&](int64_t begin, int64_t end) {
@@ -598,9 +597,9 @@ void register_unary_kernels(KernelRegistry& registry) {
   registry.add("aten::isinf.out", 3, isinf_out);
   registry.add("aten::logical_not.out", 3, logical_not_out);
   registry.add("aten::hardswish.out", 3, Hardswish_out);
+  registry.add("aten::hardsigmoid.out", 3, Hardsigmoid_out);
   // (Tensor self, float a, float b, float c, float d, *, Tensor(a!) out): the fused tanh form of GELU
   registry.add("etnp::tanh_gelu.out", 7, tanh_gelu_out);
-  registry.add("aten::hardsigmoid.out", 3, Hardsigmoid_out);
   // (Tensor self, *, str approximate='none', Tensor(a!) out)
   registry.add("aten::gelu.out", 4, gelu_out);
   // (Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out)

@@ -51,6 +51,13 @@ bool float_contiguous(const EValue* v) {
   return v->is_tensor() && v->to_tensor().dtype() == ScalarType::Float && v->to_tensor().is_contiguous_order();
 }
 
+/// Value `v`, a call's result, is not a method output and one call reads it, once, as an argument (its out slot
+/// and returned value are the other two references); no tensor list holds it either (`uses` counts arguments only,
+/// `by_value` follows lists): a fusion may fold its reader's read of it away.
+bool read_once(const UseAnalysis& usage, size_t v) {
+  return usage.tensor_lists_well_formed && !usage.io[v] && usage.uses[v] == 3 && usage.by_value[v].size() == 2;
+}
+
 /// A chain of element-wise calls over one input x, as the decompositions of activations make them: each call's
 /// result has x's shape, is contiguous float32, is written by that call only (the last's may be a method output
 /// too) and read by the next call that runs only, once. `at` lists the chain's calls.
@@ -80,8 +87,7 @@ struct ElementwiseChain {
   /// reads `v` once, at an input position; `v` (a result of the chain) read by nothing else. Appended to `at`.
   Instruction* next(const EValue* v, std::string_view name, size_t count, size_t* operand = nullptr) {
     if (!read_once(v)) return nullptr;
-    size_t pc = at.back() + 1;
-    while (pc < instructions.size() && instructions[pc].kind == Instruction::Kind::Folded) ++pc;
+    const size_t pc = next_running();
     if (pc >= instructions.size()) return nullptr;
     Instruction& ins = instructions[pc];
     if (ins.kind != Instruction::Kind::Kernel || *ins.name != name || ins.args.size() != count) return nullptr;
@@ -92,11 +98,13 @@ struct ElementwiseChain {
     return &ins;
   }
 
-  /// `v` (a call's result) is not a method output and is read by one call only, as an argument (its out slot and
-  /// returned value are the other two references): no tensor list holds it either (`uses` counts arguments only).
-  bool read_once(const EValue* v) const {
-    return in_values(v) && usage.tensor_lists_well_formed && !usage.io[index_of(v)] &&
-           usage.uses[index_of(v)] == 3 && usage.by_value[index_of(v)].size() == 2;
+  bool read_once(const EValue* v) const { return in_values(v) && etnp::read_once(usage, index_of(v)); }
+
+  /// The first instruction after the chain's last that runs (folded ones are skipped), or the end.
+  size_t next_running() const {
+    size_t pc = at.back() + 1;
+    while (pc < instructions.size() && instructions[pc].kind == Instruction::Kind::Folded) ++pc;
+    return pc;
   }
 
   /// A binary call's other operand than the one at `operand` (0 or 1).
@@ -138,8 +146,7 @@ void Method::Impl::fold_tanh_gelu(size_t pc, const UseAnalysis& usage) {
   EValue* h = chain.result_of(first);
   if (h == nullptr || !chain.read_once(h)) return;
   // x is read by the first multiply, the power and the add: the power comes next.
-  size_t pc_pow = pc + 1;
-  while (pc_pow < instructions.size() && instructions[pc_pow].kind == Instruction::Kind::Folded) ++pc_pow;
+  const size_t pc_pow = chain.next_running();
   if (pc_pow >= instructions.size()) return;
   Instruction& pow = instructions[pc_pow];
   if (pow.kind != Instruction::Kind::Kernel || *pow.name != "aten::pow.Tensor_Scalar_out" || pow.args.size() != 4 ||
@@ -248,9 +255,8 @@ void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {
   const bool operands = (mul.args[0] == x && mul.args[1] == s) || (mul.args[0] == s && mul.args[1] == x);
   const size_t s_index = static_cast<size_t>(s - values.data());
   // s: written by the sigmoid, read by the multiply only; y: the multiply's output, x's shape (no broadcast).
-  if (!operands || x == s || sigmoid.args[2] != s || mul.args[3] != y || y == x || y == s || usage.io[s_index] ||
-      usage.uses[s_index] != 3 || !usage.tensor_lists_well_formed || usage.by_value[s_index].size() != 2 ||
-      !float_contiguous(x) || !float_contiguous(s) || !float_contiguous(y) ||
+  if (!operands || x == s || sigmoid.args[2] != s || mul.args[3] != y || y == x || y == s ||
+      !read_once(usage, s_index) || !float_contiguous(x) || !float_contiguous(s) || !float_contiguous(y) ||
       !std::ranges::equal(x->to_tensor().sizes(), y->to_tensor().sizes()) ||
       x->to_tensor().dynamism() != y->to_tensor().dynamism()) {
     return;

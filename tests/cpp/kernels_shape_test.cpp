@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "etnp/error.h"
+#include "etnp/threadpool.h"
 #include "kernel_test_util.h"
 
 namespace etnp::testing {
@@ -119,6 +120,29 @@ TEST(ShapeKernels, LargeTransposeMatchesNaive) {
   auto v = out->values<float>();
   for (int64_t i = 0; i < c; ++i)
     for (int64_t j = 0; j < r; ++j) ASSERT_EQ(v[i * r + j], float(j * c + i)) << i << "," << j;
+}
+
+// A layout change the size of those around a convolution on a small map ([1, 256, 96] <-> [1, 96, 256], 96 KiB:
+// a few row blocks of the tiled transpose), on a pool of three threads: split so that each thread gets work, every
+// element where it belongs, both ways.
+TEST(ShapeKernels, SmallMapTransposesSplitAcrossThreads) {
+  ThreadPool::global().set_num_threads(3);
+  struct Restore {
+    ~Restore() { ThreadPool::global().set_num_threads(0); }
+  } restore;
+  Lists l;
+  for (const auto& [pixels, channels] : {std::pair<int64_t, int64_t>{256, 96}, {96, 256}, {200, 40}}) {
+    auto x = f32({1, pixels, channels}, iota(pixels * channels));
+    auto out = f32({1, channels, pixels});
+    std::vector<EValue> args{tv(x), l.ints({0, 2, 1}), tv(out), tv(out)};
+    call_kernel("aten::permute_copy.out", args);
+    const auto v = out->values<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t p = 0; p < pixels; ++p) {
+        ASSERT_EQ(v[c * pixels + p], float(p * channels + c)) << pixels << "x" << channels << " at " << c << ", " << p;
+      }
+    }
+  }
 }
 
 TEST(ShapeKernels, TCopy) {
