@@ -17,10 +17,11 @@ namespace etnp::compute {
 class PackedGemm {
  public:
   /// `w`: the weights as [n, k] (w_is_nk, the fully-connected layout) or [k, n], row-major; `bias`: n
-  /// floats or null. For [n, k] weights, optionally: `k_order` (k entries) takes row i of the product from
-  /// element k_order[i] of each weight row (a convolution's [Cout, Cin, KH, KW] filter read as [Cout, KH, KW, Cin]
-  /// without a reordered copy), and `column_scale` (n floats) multiplies column j's weights by it.
-  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const uint32_t* k_order = nullptr,
+  /// floats or null. For [n, k] weights, optionally: `k_taps` > 1 reads each weight row as [k / k_taps, k_taps]
+  /// and takes the product's rows in the order [k_taps, k / k_taps] (a convolution's [Cout, Cin, KH, KW] filter
+  /// read as [Cout, KH, KW, Cin], k_taps = KH * KW, without a reordered copy), and `column_scale` (n floats)
+  /// multiplies column j's weights by it.
+  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, size_t k_taps = 1,
              const float* column_scale = nullptr);
 
   size_t k() const { return k_; }

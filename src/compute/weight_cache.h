@@ -5,8 +5,8 @@
 // parameters, packed panels). A loader packs as usual, then share() returns the live entry with the same
 // type and content, or stores the new packing. Keying on the result rather than on the source constant means
 // that every parameter that changes the packed bytes is in the key by construction, and that the confirmation
-// (a byte comparison after a 64-bit hash matched) compares exactly the bytes the kernels will read: a hash
-// collision costs one comparison, never wrong weights. The price is that a hit still packs once (the
+// (a byte comparison after a 64-bit hash, of samples of the large parts, matched) compares exactly the bytes the
+// kernels will read: a hash collision costs one comparison, never wrong weights. The price is that a hit still packs once (the
 // temporary packing is freed at once); what is saved is memory, not load time.
 //
 // Entries are owned by the shared_ptrs handed out (the delegates' steps); the cache keeps only weak

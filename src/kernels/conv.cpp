@@ -841,12 +841,8 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
   if (scale != nullptr) state->packed_args.push_back(scale_arg);
   if (s.groups == 1) {
     // Read as [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
-    std::vector<uint32_t> k_order(static_cast<size_t>(taps * s.c_in));
-    for (int64_t t = 0; t < taps; ++t) {
-      for (int64_t ic = 0; ic < s.c_in; ++ic) k_order[static_cast<size_t>(t * s.c_in + ic)] = static_cast<uint32_t>(ic * taps + t);
-    }
     state->gemm = compute::WeightCache::global().share(std::make_shared<const compute::PackedGemm>(
-        w, true, static_cast<size_t>(taps * s.c_in), static_cast<size_t>(s.c_out), b, k_order.data(), sc));
+        w, true, static_cast<size_t>(taps * s.c_in), static_cast<size_t>(s.c_out), b, static_cast<size_t>(taps), sc));
   } else {
     // [C, 1, KH, KW] -> [KH, KW, C].
     std::vector<float> packed(static_cast<size_t>(taps * s.c_in));

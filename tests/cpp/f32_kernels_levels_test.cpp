@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -282,6 +283,43 @@ TEST(PackedGemm, SingleRowMatchesTheDefinitionAndTheMicroKernelAtEveryCpuLevel) 
         gemm_f.run(xf.data(), 7, k, -inf, inf, many.data());
         for (size_t j = 0; j < n; ++j) {
           ASSERT_EQ(one[j], many[j]) << cpu_level_name(level) << " " << k << "x" << n << " at " << j;
+        }
+      }
+    }
+  });
+}
+
+// PackedGemm's packing of [n, k] weights, byte for byte against the layout it documents ([n / 16 rounded up][k][16],
+// zero past n): taps of 1 (a fully-connected layer), 9 and 49 (a convolution's filter read as [Cout, KH, KW, Cin]),
+// channel counts across the 8-wide register transposes and the 256-float blocks, partial last panels, a column
+// scale or none (random floats: the scale must be one multiply, as the epilogue folds assume).
+
+TEST(PackedGemm, PacksWeightRowsInTheDocumentedLayoutAtEveryCpuLevel) {
+  at_each_cpu_level([&](CpuLevel level) {
+    for (size_t taps : {1, 9, 49}) {
+      for (size_t channels : {1, 7, 8, 29, 300}) {
+        for (size_t n : {1, 16, 17, 40}) {
+          for (bool scaled : {false, true}) {
+            const size_t k = taps * channels;
+            const auto w = random_floats(n * k, 46), scale = random_floats(n, 47);
+            const PackedGemm gemm(w.data(), true, k, n, nullptr, taps, scaled ? scale.data() : nullptr);
+            const size_t panels = (n + 15) / 16;
+            std::vector<float> expected(panels * k * 16, 0.0f);
+            for (size_t j = 0; j < n; ++j) {
+              for (size_t t = 0; t < taps; ++t) {
+                for (size_t c = 0; c < channels; ++c) {
+                  const float v = w[j * k + c * taps + t];
+                  expected[(j / 16 * k + t * channels + c) * 16 + j % 16] = scaled ? v * scale[j] : v;
+                }
+              }
+            }
+            const auto content = gemm.content();
+            ASSERT_EQ(content.size(), 4u);
+            ASSERT_EQ(content[2].size(), expected.size() * sizeof(float));
+            ASSERT_EQ(std::memcmp(content[2].data(), expected.data(), content[2].size()), 0)
+                << cpu_level_name(level) << " taps " << taps << " channels " << channels << " n " << n
+                << (scaled ? " scaled" : "");
+          }
         }
       }
     }

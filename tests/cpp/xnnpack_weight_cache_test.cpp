@@ -156,6 +156,32 @@ TEST(WeightCache, EqualPackingsShareUnequalOnesDoNot) {
   EXPECT_EQ(cache.counts().bytes, before.bytes);
 }
 
+TEST(WeightCache, LargePackingsDifferingBetweenHashSamplesStayApart) {
+  // A packing over 64 KiB is hashed from samples (64 bytes every 4 KiB): two that differ only between samples
+  // land in one bucket, and the byte comparison must still keep them apart. Panels are [k][16] floats, so
+  // weight (0, 1) is the packed bytes [64, 128), past the first sample.
+  auto& cache = compute::WeightCache::global();
+  const auto before = cache.counts();
+  static constexpr size_t k = 512, n = 64;  // 128 KiB of panels
+  const std::vector<float> w = pattern(k * n, 9);
+  std::vector<float> other = w;
+  other[1] += 1.0f;
+  auto pack = [](const std::vector<float>& weights) {
+    return std::make_shared<const compute::PackedGemm>(weights.data(), true, k, n, nullptr);
+  };
+  auto first = cache.share(pack(w));
+  ASSERT_GT(first->bytes(), 64u * 1024u);
+  auto second = cache.share(pack(other));
+  auto again = cache.share(pack(w));
+  EXPECT_NE(first.get(), second.get());
+  EXPECT_EQ(first.get(), again.get());
+  EXPECT_EQ(cache.counts().entries, before.entries + 2);
+  first.reset();
+  second.reset();
+  again.reset();
+  EXPECT_EQ(cache.counts().entries, before.entries);
+}
+
 TEST(XnnpackWeightCache, OptionValuesAndRefusals) {
   EXPECT_FALSE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));  // off by default
   const auto names = xnnpack()->option_names();
