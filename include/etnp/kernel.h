@@ -40,7 +40,17 @@ struct KernelState {
   /// tensor's only writer and every reader are such kernels (the tensor's sizes stay NCHW; its bytes hold NHWC),
   /// so that no transpose runs between them. Default: never.
   virtual bool exchanges_channels_last() const { return false; }
-  /// Called at load, before any run, with what the runtime paired: argument 0 and/or the result as NHWC bytes.
+  /// Layout-keeping operators (max pooling, concatenation along channels) join such a pairing instead: the
+  /// argument positions of the tensors (or tensor lists) it reads and of those it writes, all of which it can take
+  /// in NHWC order together. The runtime pairs them with the exchanging kernels around them, all or none, and only
+  /// where every other tensor the call references is read by nothing else (a state may then leave it unwritten:
+  /// max pooling's indices). Default: none.
+  struct ChannelsLastArgs {
+    std::vector<size_t> inputs, outputs;
+  };
+  virtual ChannelsLastArgs keeps_channels_last() const { return {}; }
+  /// Called at load, before any run, with what the runtime paired: argument 0 and/or the result as NHWC bytes
+  /// (for a layout-keeping state, true and true: every argument keeps_channels_last() names).
   virtual void use_channels_last(bool /*input*/, bool /*output*/) {}
 };
 

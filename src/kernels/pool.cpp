@@ -16,6 +16,9 @@
 #include <immintrin.h>
 #define ETNP_POOL_AVX2 1
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 namespace etnp::kernels {
 namespace {
@@ -238,46 +241,136 @@ bool max_pool_by_table(const Pool2dParams& p, const Planes& in, const Planes& ou
          indices.stride_w == 1 && indices.stride_h == p.ow;
 }
 
-/// The window table of a max pooling, built at load for the serialized input size; a call on another size (a
-/// dynamic shape) builds its own.
-struct MaxPoolTable final : KernelState {
+#endif  // ETNP_POOL_AVX2
+
+/// The larger of `best` and `v` by ATen's max pooling rule (a greater value or any NaN takes over).
+inline float max_pool_take(float best, float v) { return (v > best || v != v) ? v : best; }
+
+/// One output pixel of an NHWC max pooling, portably (NEON's four lanes on aarch64): dst[0, c) = each channel's
+/// maximum over the window's taps [h0, h1) x [w0, w1) (steps dh, dw) in ATen's order; `row` and `pixel` floats
+/// between input rows and pixels.
+void max_pool_pixel_nhwc(const float* in, int64_t row, int64_t pixel, int64_t c, int64_t h0, int64_t h1, int64_t dh,
+                         int64_t w0, int64_t w1, int64_t dw, float* dst) {
+  int64_t k = 0;
+#if defined(__aarch64__)
+  for (; k + 4 <= c; k += 4) {
+    float32x4_t best = vdupq_n_f32(-std::numeric_limits<float>::infinity());
+    for (int64_t ih = h0; ih < h1; ih += dh) {
+      for (int64_t iw = w0; iw < w1; iw += dw) {
+        const float32x4_t v = vld1q_f32(in + ih * row + iw * pixel + k);
+        best = vbslq_f32(vorrq_u32(vcgtq_f32(v, best), vmvnq_u32(vceqq_f32(v, v))), v, best);
+      }
+    }
+    vst1q_f32(dst + k, best);
+  }
+#endif
+  for (; k < c; ++k) {
+    float best = -std::numeric_limits<float>::infinity();
+    for (int64_t ih = h0; ih < h1; ih += dh) {
+      for (int64_t iw = w0; iw < w1; iw += dw) best = max_pool_take(best, in[ih * row + iw * pixel + k]);
+    }
+    dst[k] = best;
+  }
+}
+
+#ifdef ETNP_POOL_AVX2
+/// The same, 8 channels at a time with AVX2.
+__attribute__((target("avx2,fma"))) void max_pool_pixel_nhwc_avx2(const float* in, int64_t row, int64_t c,
+                                                                    int64_t h0, int64_t h1, int64_t dh, int64_t w0,
+                                                                    int64_t w1, int64_t dw, float* dst) {
+  int64_t k = 0;
+  for (; k + 8 <= c; k += 8) {
+    __m256 best = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t ih = h0; ih < h1; ih += dh) {
+      for (int64_t iw = w0; iw < w1; iw += dw) {
+        const __m256 v = _mm256_loadu_ps(in + ih * row + iw * c + k);
+        best = _mm256_blendv_ps(best, v,
+                                _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+      }
+    }
+    _mm256_storeu_ps(dst + k, best);
+  }
+  if (k < c) max_pool_pixel_nhwc(in + k, row, c, c - k, h0, h1, dh, w0, w1, dw, dst + k);
+}
+#endif
+
+/// Max pooling of a 4-D float32 tensor whose bytes are NHWC (paired at load): the values only, the indices left
+/// unwritten (the load pairs a max pooling only where nothing reads them).
+void max_pool_nhwc(KernelContext& ctx, const float* in, float* out, int64_t n, int64_t c, int64_t h, int64_t w,
+                   const Pool2dParams& p) {
+  for_planes(ctx, n * p.oh, p.ow * p.kernel[0] * p.kernel[1] * c, [&](int64_t r) {
+    const int64_t b = r / p.oh, oh = r % p.oh;
+    int64_t h0 = oh * p.stride[0] - p.pad[0];
+    const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, h);
+    while (h0 < 0) h0 += p.dilation[0];
+    const float* image = in + b * h * w * c;
+    for (int64_t ow = 0; ow < p.ow; ++ow) {
+      int64_t w0 = ow * p.stride[1] - p.pad[1];
+      const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, w);
+      while (w0 < 0) w0 += p.dilation[1];
+      float* dst = out + (r * p.ow + ow) * c;
+#ifdef ETNP_POOL_AVX2
+      if (has_avx2_fma()) {
+        max_pool_pixel_nhwc_avx2(image, w * c, c, h0, h1, p.dilation[0], w0, w1, p.dilation[1], dst);
+        continue;
+      }
+#endif
+      max_pool_pixel_nhwc(image, w * c, c, c, h0, h1, p.dilation[0], w0, w1, p.dilation[1], dst);
+    }
+  });
+}
+
+/// What a float32 max pooling keeps from the load: the window table of the AVX2 loop for the serialized input
+/// size (empty where that loop does not take it; a call on another size builds its own), and for a static 4-D
+/// input the NHWC pairing (KernelState::keeps_channels_last: the input, argument 0, and the values, argument 6).
+struct MaxPoolState final : KernelState {
   Pool2dParams params{};
-  int64_t h = 0, w = 0;
+  int64_t n = 0, c = 0, h = 0, w = 0;
   std::vector<int32_t> table;
+  bool four_d = false, nhwc = false;
   size_t bytes() const override { return table.size() * sizeof(int32_t); }
   bool fits(const Pool2dParams& p, int64_t in_h, int64_t in_w) const { return in_h == h && in_w == w && p == params; }
+  ChannelsLastArgs keeps_channels_last() const override {
+    if (!four_d) return {};
+    return {{0}, {6}};
+  }
+  void use_channels_last(bool input, bool output) override { nhwc = input && output; }
 };
 
 std::unique_ptr<KernelState> prepare_max_pool(KernelArgs args) {
   constexpr const char* op = "aten::max_pool2d_with_indices.out";
-  // Arguments the call would reject are its to report, with its context: here they only mean "no table".
+  // Arguments the call would reject are its to report, with its context: here they only mean "no state".
   try {
     if (args.size() != 9) return nullptr;
     const Tensor& in = args[0]->to_tensor();
     const Tensor& out = args[6]->to_tensor();
     const Tensor& indices = args[7]->to_tensor();
     if (in.dtype() != ScalarType::Float || (in.dim() != 3 && in.dim() != 4) || !in.is_contiguous_order() ||
-        !out.is_contiguous_order() || !indices.is_contiguous_order()) {
+        !out.is_contiguous_order() || !indices.is_contiguous_order() || in.numel() == 0) {
       return nullptr;
     }
     const auto dilation = pair_arg(*args[4], "dilation", op);
     const Pool2dParams p = pool2d_params(in, *args[1], *args[2], *args[3], dilation, args[5]->to_bool(), op);
     const Planes pi = planes_of(in);
+    auto state = std::make_unique<MaxPoolState>();
+    state->params = p;
+    state->n = in.dim() == 4 ? in.size(0) : 1;
+    state->c = pi.channels;
+    state->h = pi.h;
+    state->w = pi.w;
+    state->four_d = in.dim() == 4 && in.dynamism() == ShapeDynamism::Static;
+#ifdef ETNP_POOL_AVX2
     // The call's outputs are contiguous tensors of the pooled size: their planes.
     Planes po = pi;
     po.stride_h = p.ow;
-    if (!max_pool_by_table(p, pi, po, po)) return nullptr;
-    auto state = std::make_unique<MaxPoolTable>();
-    state->params = p;
-    state->h = pi.h;
-    state->w = pi.w;
-    max_pool_window_table(p, pi.h, pi.w, state->table);
+    if (max_pool_by_table(p, pi, po, po)) max_pool_window_table(p, pi.h, pi.w, state->table);
+#endif
+    if (state->table.empty() && !state->four_d) return nullptr;
     return state;
   } catch (const Error&) {
     return nullptr;
   }
 }
-#endif
 
 // aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
 //   int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
@@ -295,6 +388,16 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
   const auto shape = with_spatial(in, p.oh, p.ow);
   resize_output(out, shape, op);
   resize_output(indices, shape, op);
+  const auto* state = static_cast<const MaxPoolState*>(ctx.state());  // prepare_max_pool's, or null
+  if (state != nullptr && state->nhwc) {
+    // What the load paired holds NHWC bytes: no other loop may read or write them.
+    ETNP_KERNEL_CHECK(in.dim() == 4 && in.dtype() == ScalarType::Float && in.size(0) == state->n &&
+                          in.size(1) == state->c && state->fits(p, in.size(2), in.size(3)),
+                      op << ": a max pooling paired with its neighbours in NHWC order no longer fits its input of shape "
+                         << shape_str(in.sizes()));
+    return max_pool_nhwc(ctx, in.data_as<const float>(), out.data_as<float>(), state->n, state->c, state->h,
+                         state->w, p);
+  }
   const Planes pi = planes_of(in), po = planes_of(out), px = planes_of(indices);
   dispatch<kRealTypes>(in.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -324,8 +427,7 @@ void max_pool2d_with_indices_out(KernelContext& ctx, KernelArgs args) {
 #ifdef ETNP_POOL_AVX2
     if constexpr (std::is_same_v<T, float>) {
       if (max_pool_by_table(p, pi, po, px)) {
-        const auto* state = static_cast<const MaxPoolTable*>(ctx.state());  // prepare_max_pool's, or null
-        if (state != nullptr && state->fits(p, pi.h, pi.w)) {
+        if (state != nullptr && !state->table.empty() && state->fits(p, pi.h, pi.w)) {
           table = state->table.data();
         } else {
           max_pool_window_table(p, pi.h, pi.w, own_table);
@@ -652,12 +754,7 @@ void upsample_nearest2d_vec_out(KernelContext& ctx, KernelArgs args) {
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& registry) {
-#ifdef ETNP_POOL_AVX2
-  constexpr KernelPrepareFn kMaxPoolTable = prepare_max_pool;  // the window table serves the AVX2 loop only
-#else
-  constexpr KernelPrepareFn kMaxPoolTable = nullptr;
-#endif
-  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out, kMaxPoolTable);
+  registry.add("aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out, prepare_max_pool);
   registry.add("aten::avg_pool2d.out", 9, avg_pool2d_out);
   registry.add("aten::_adaptive_avg_pool2d.out", 4, adaptive_avg_pool2d_out);
   registry.add("aten::upsample_bilinear2d.vec_out", 6, upsample_bilinear2d_vec_out);

@@ -608,11 +608,68 @@ void select_scatter_out(KernelContext&, KernelArgs args) {
 
 bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
 
-void cat_out(KernelContext&, KernelArgs args) {
+/// A concatenation of 4-D tensors along channels, which the load may pair with its neighbours in NHWC order
+/// (KernelState::keeps_channels_last): then each input's pixels are runs of its channels, copied to their place in
+/// the output's.
+struct CatChannels final : KernelState {
+  ChannelsLastArgs keeps_channels_last() const override { return {{0}, {2}}; }
+  void use_channels_last(bool input, bool output) override { nhwc = input && output; }
+  bool nhwc = false;
+};
+
+std::unique_ptr<KernelState> prepare_cat(KernelArgs args) {
+  if (args.size() != 4 || args[0]->tag() != Tag::ListTensor || !args[1]->is_int() || !args[2]->is_tensor()) {
+    return nullptr;
+  }
+  const Tensor& out = args[2]->to_tensor();
+  const auto fits = [&](const Tensor& t) {
+    return t.dim() == 4 && t.dtype() == out.dtype() && t.is_contiguous_order() && t.numel() > 0 &&
+           t.dynamism() == ShapeDynamism::Static;
+  };
+  const TensorListRef tensors = args[0]->to_tensor_list();
+  if (tensors.empty() || !fits(out) || (args[1]->to_int() != 1 && args[1]->to_int() != -3)) return nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!fits(tensors[i])) return nullptr;
+  }
+  return std::make_unique<CatChannels>();
+}
+
+/// cat along channels of NHWC bytes (a paired CatChannels).
+void cat_channels_last(KernelArgs args, const TensorListRef& tensors, Tensor& out) {
+  constexpr const char* op = "cat.out";
+  const Tensor& first = tensors[0];
+  int64_t channels = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const bool same = t.dim() == 4 && t.dtype() == out.dtype() && t.size(0) == first.size(0) &&
+                      t.size(2) == first.size(2) && t.size(3) == first.size(3);
+    if (!same || (args[1]->to_int() != 1 && args[1]->to_int() != -3)) {
+      kernel_fail(std::string(op) + ": a concatenation paired with its neighbours in NHWC order no longer fits it "
+                  "(tensor " + std::to_string(i) + " of shape " + shape_str(t.sizes()) + ")");
+    }
+    channels += t.size(1);
+  }
+  resize_output(out, {first.size(0), channels, first.size(2), first.size(3)}, op);
+  const int64_t pixels = first.size(0) * first.size(2) * first.size(3);
+  int64_t at = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    Block b;
+    b.add(pixels, channels, t.size(1));
+    b.add(t.size(1), 1, 1);
+    copy_block(out, at, t, 0, b);
+    at += t.size(1);
+  }
+}
+
+void cat_out(KernelContext& ctx, KernelArgs args) {
   constexpr const char* op = "cat.out";
   const TensorListRef tensors = args[0]->to_tensor_list();
   Tensor& out = tensor_arg(args, 2);
   if (tensors.empty()) kernel_fail(std::string(op) + ": expected a non-empty list of Tensors");
+  if (const auto* state = static_cast<const CatChannels*>(ctx.state()); state != nullptr && state->nhwc) {
+    return cat_channels_last(args, tensors, out);
+  }
   // ATen skips 1-D tensors of size 0 (the legacy "empty" tensor) for shape purposes.
   const Tensor* ref = nullptr;
   ScalarType common = tensors[0].dtype();
@@ -1104,7 +1161,7 @@ void register_shape_kernels(KernelRegistry& registry) {
   registry.add("aten::as_strided_copy.out", 6, as_strided_copy_out);
   registry.add("aten::unfold_copy.out", 6, unfold_copy_out);
   registry.add("aten::diagonal_copy.out", 6, diagonal_copy_out);
-  registry.add("aten::cat.out", 4, cat_out);
+  registry.add("aten::cat.out", 4, cat_out, prepare_cat);
   registry.add("aten::stack.out", 4, stack_out);
   registry.add("aten::split_copy.Tensor_out", 5, split_copy_tensor_out);
   registry.add("aten::split_with_sizes_copy.out", 5, split_with_sizes_copy_out);

@@ -267,49 +267,205 @@ void Method::Impl::fold_silu(size_t pc, const UseAnalysis& usage) {
   sigmoid.kind = Instruction::Kind::Folded;
 }
 
+namespace {
+
+/// Operators whose result at an index depends only on their tensor operands at that index when every tensor
+/// argument has one shape: the order of the bytes does not matter to them, so an NHWC group may run through them.
+constexpr std::string_view kLayoutFreeOps[] = {
+    "aten::relu.out",        "aten::hardtanh.out", "aten::clamp.out",      "aten::add.out",
+    "aten::sub.out",         "aten::mul.out",      "aten::div.out",        "aten::sigmoid.out",
+    "aten::tanh.out",        "aten::silu.out",     "aten::hardswish.out",  "aten::hardsigmoid.out",
+    "aten::leaky_relu.out",  "aten::gelu.out",     "aten::neg.out",        "aten::abs.out",
+    "aten::elu.out",         "aten::exp.out",      "aten::maximum.out",    "aten::minimum.out",
+    "etnp::tanh_gelu.out"};
+
+}  // namespace
+
 void Method::Impl::pair_channels_last() {
   // A convolution on small maps transposes its input to NHWC and its result back (kernels/conv.cpp); between two
-  // of them both transposes are wasted. The writer's result is the value of its last argument (its out slot, the
-  // one before, is the same value); every reference to that value must be the writer's or a reader's first
-  // argument, with no other reference in between (a view, a free, a method output or a jump could see the bytes).
+  // of them both transposes are wasted, and so they are across the operators that keep a layout between them:
+  // max pooling and concatenation along channels (KernelState::keeps_channels_last), and element-wise operators
+  // whose tensor arguments all have one shape (kLayoutFreeOps: the bytes' order does not matter to them). The
+  // values such an operator connects are NHWC all together or not at all: a group. A group is NHWC when every
+  // reference to each of its values is an exchanging kernel's argument 0 or result, a layout-keeping kernel's
+  // named argument, or an element-wise operand or result (nothing else may see the bytes: a view, a move, a
+  // free, a method output, a jump), and an exchanging kernel reads or writes it (else nothing is saved).
   const UseAnalysis usage(instructions, values, *plan);
   if (usage.has_jumps || !usage.tensor_lists_well_formed) return;
-  auto exchanges = [&](const Instruction& ins) {
-    return ins.kind == Instruction::Kind::Kernel && ins.state != nullptr && ins.state->exchanges_channels_last() &&
-           ins.args.size() >= 3;
+  const size_t count = values.size();
+  std::vector<int64_t> value_of_tensor(tensors.size(), -1);
+  for (size_t v = 0; v < count; ++v) {
+    if (tensor_of_value[v] >= 0) value_of_tensor[static_cast<size_t>(tensor_of_value[v])] = static_cast<int64_t>(v);
+  }
+  auto value_index = [&](const Tensor& t) -> int64_t {
+    if (&t < tensors.data() || &t >= tensors.data() + tensors.size()) return -1;  // a tensor made at load
+    return value_of_tensor[static_cast<size_t>(&t - tensors.data())];
   };
+  // The values an argument holds: itself, or a tensor list's items.
+  auto values_at = [&](const EValue* arg, std::vector<size_t>& into) {
+    if (arg->is_tensor()) {
+      if (const int64_t v = value_index(arg->to_tensor()); v >= 0) into.push_back(static_cast<size_t>(v));
+    } else if (arg->tag() == Tag::ListTensor) {
+      const TensorListRef list = arg->to_tensor_list();
+      for (size_t k = 0; k < list.size(); ++k) {
+        if (const int64_t v = value_index(list[k]); v >= 0) into.push_back(static_cast<size_t>(v));
+      }
+    }
+  };
+
+  // What each instruction may do with a value in NHWC order: read it (`reads`), write it (`writes`); any other
+  // reference to the value pins it to its own order.
+  struct Access {
+    enum class Role : uint8_t { None, Exchanges, Keeps, LayoutFree } role = Role::None;
+    std::vector<size_t> reads, writes, others;  // `others`: the tensors a layout-keeping call must find unread
+  };
+  std::vector<Access> access(instructions.size());
   for (size_t pc = 0; pc < instructions.size(); ++pc) {
-    Instruction& writer = instructions[pc];
-    if (!exchanges(writer)) continue;
-    EValue* result = writer.args.back();
-    if (result < values.data() || result >= values.data() + values.size()) continue;  // a value made at load
-    const size_t v = static_cast<size_t>(result - values.data());
-    if (writer.args[writer.args.size() - 2] != result || !result->is_tensor() || usage.io[v] ||
-        usage.freed_or_moved[v] || usage.writes[v] != 1) {
+    const Instruction& ins = instructions[pc];
+    if (ins.kind != Instruction::Kind::Kernel || ins.args.size() < 3) continue;
+    Access& a = access[pc];
+    const EValue* result = ins.args.back();
+    if (ins.state != nullptr && ins.state->exchanges_channels_last()) {
+      a.role = Access::Role::Exchanges;
+      const auto refs = [&](const EValue* v) { return std::count(ins.args.begin(), ins.args.end(), v); };
+      if (ins.args[0]->is_tensor() && refs(ins.args[0]) == 1) values_at(ins.args[0], a.reads);
+      if (result->is_tensor() && ins.args[ins.args.size() - 2] == result && refs(result) == 2) {
+        values_at(result, a.writes);
+      }
+    } else if (ins.state != nullptr && !ins.state->keeps_channels_last().inputs.empty()) {
+      a.role = Access::Role::Keeps;
+      const KernelState::ChannelsLastArgs named = ins.state->keeps_channels_last();
+      std::vector<bool> is_named(ins.args.size(), false);
+      for (size_t at : named.inputs) {
+        if (at < ins.args.size()) values_at(ins.args[at], a.reads), is_named[at] = true;
+      }
+      for (size_t at : named.outputs) {
+        if (at < ins.args.size()) values_at(ins.args[at], a.writes), is_named[at] = true;
+      }
+      for (size_t at = 0; at + 1 < ins.args.size(); ++at) {  // the return slot repeats the outputs
+        if (!is_named[at]) values_at(ins.args[at], a.others);
+      }
+    } else if (std::find(std::begin(kLayoutFreeOps), std::end(kLayoutFreeOps), *ins.name) != std::end(kLayoutFreeOps) &&
+               result->is_tensor() && ins.args[ins.args.size() - 2] == result) {
+      const Tensor& out = result->to_tensor();
+      bool one_shape = true;
+      for (const EValue* arg : ins.args) {
+        one_shape = one_shape && (!arg->is_tensor() ? arg->tag() != Tag::ListTensor && arg->tag() != Tag::ListOptionalTensor
+                                                    : std::ranges::equal(arg->to_tensor().sizes(), out.sizes()));
+      }
+      if (!one_shape) continue;
+      a.role = Access::Role::LayoutFree;
+      for (size_t at = 0; at + 2 < ins.args.size(); ++at) values_at(ins.args[at], a.reads);
+      values_at(result, a.writes);
+    }
+  }
+
+  // A value may be NHWC when it is a planned, static, contiguous tensor that no method input or output, move or
+  // free touches, and every instruction that references it (through lists too) does so only where it may.
+  std::vector<bool> may(count, false), exchanged(count, false);
+  for (size_t v = 0; v < count; ++v) {
+    if (!values[v].is_tensor() || usage.io[v] || usage.freed_or_moved[v] || usage.by_value[v].empty()) continue;
+    const Tensor& t = values[v].to_tensor();
+    if (t.is_constant() || t.data() == nullptr || t.dynamism() != ShapeDynamism::Static || !t.is_contiguous_order()) {
       continue;
     }
-    uint32_t refs = 0;
-    for (const EValue* a : writer.args) refs += a == result ? 1 : 0;
-    if (refs != 2) continue;  // then the folded instructions' references, then one per reader
-    std::vector<Instruction*> readers;
-    bool all = true;
-    for (const uint32_t at : usage.by_value[v]) {
-      if (at == pc) continue;
-      Instruction& reader = instructions[at];
-      if (reader.kind == Instruction::Kind::Folded) {  // an activation folded into the writer: it never runs
-        for (const EValue* a : reader.args) refs += a == result ? 1 : 0;
-        continue;
-      }
-      if (at < pc || !exchanges(reader) || reader.args[0] != result ||
-          std::count(reader.args.begin(), reader.args.end(), result) != 1) {
-        all = false;
+    bool ok = true, written = false;
+    for (const uint32_t pc : usage.by_value[v]) {
+      const Instruction& ins = instructions[pc];
+      if (ins.kind == Instruction::Kind::Folded) continue;  // an activation folded into the writer: never runs
+      const Access& a = access[pc];
+      const auto holds = [v](const std::vector<size_t>& list) { return std::find(list.begin(), list.end(), v) != list.end(); };
+      const bool reads = holds(a.reads), writes = holds(a.writes);
+      // Referenced nowhere else in the call: the arguments before the return slot (which repeats the outputs)
+      // hold it only where the call reads or writes it.
+      std::vector<size_t> held;
+      for (size_t at = 0; at + 1 < ins.args.size(); ++at) values_at(ins.args[at], held);
+      const auto refs = std::count(held.begin(), held.end(), v);
+      const auto expected = std::count(a.reads.begin(), a.reads.end(), v) + std::count(a.writes.begin(), a.writes.end(), v);
+      if (a.role == Access::Role::None || (!reads && !writes) || refs != expected ||
+          (a.role == Access::Role::Exchanges && reads && writes)) {
+        ok = false;
         break;
       }
-      readers.push_back(&reader);
+      written = written || writes;
+      exchanged[v] = exchanged[v] || a.role == Access::Role::Exchanges;
     }
-    if (!all || readers.empty() || usage.uses[v] != refs + readers.size()) continue;
-    writer.state->use_channels_last(false, true);
-    for (Instruction* reader : readers) reader->state->use_channels_last(true, false);
+    may[v] = ok && written;
+  }
+
+  // Groups: the values one layout-keeping or element-wise call joins.
+  std::vector<size_t> parent(count);
+  for (size_t v = 0; v < count; ++v) parent[v] = v;
+  const std::function<size_t(size_t)> root = [&](size_t v) { return parent[v] == v ? v : parent[v] = root(parent[v]); };
+  std::vector<bool> group_ok(count, true), group_exchanged(count, false);
+  for (size_t pc = 0; pc < instructions.size(); ++pc) {
+    const Access& a = access[pc];
+    if (a.role != Access::Role::Keeps && a.role != Access::Role::LayoutFree) continue;
+    std::vector<size_t> members = a.reads;
+    members.insert(members.end(), a.writes.begin(), a.writes.end());
+    if (members.empty()) continue;
+    bool unread_others = true;
+    for (size_t o : a.others) {
+      unread_others = unread_others && !usage.io[o] && usage.by_value[o].size() == 1 && usage.by_value[o][0] == pc;
+    }
+    const size_t first = root(members[0]);
+    if (!unread_others) group_ok[first] = false;
+    for (size_t m : members) {
+      const size_t r = root(m);
+      if (r == first) continue;
+      parent[r] = first;
+      group_ok[first] = group_ok[first] && group_ok[r];
+    }
+  }
+  for (size_t v = 0; v < count; ++v) {
+    const size_t r = root(v);
+    group_ok[r] = group_ok[r] && may[v];
+    group_exchanged[r] = group_exchanged[r] || exchanged[v];
+  }
+  // No other tensor may see a member's bytes: none that the plan puts there may be referenced while the member is,
+  // and those referenced after it must be written whole first (else they could be a view the exporter planned on
+  // them, reading NHWC bytes). References by folded instructions do not count: those never run. (Checked last, for
+  // the groups still in the running: it scans the method.)
+  constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> first_run(count, kNever), last_run(count, 0);
+  for (size_t w = 0; w < count; ++w) {
+    for (const uint32_t pc : usage.by_value[w]) {
+      if (instructions[pc].kind == Instruction::Kind::Folded) continue;
+      first_run[w] = std::min(first_run[w], pc);
+      last_run[w] = std::max(last_run[w], pc);
+    }
+  }
+  auto bytes_private = [&](size_t v) {
+    const runtime::ByteRange range = bytes_of(values[v].to_tensor());
+    for (size_t w = 0; w < count; ++w) {
+      if (w == v || first_run[w] == kNever || !values[w].is_tensor()) continue;
+      const Tensor& t = values[w].to_tensor();
+      const bool during = first_run[w] <= last_run[v] && last_run[w] >= first_run[v];
+      if (t.data() == nullptr) {
+        if (during && t.capacity_numel() > 0) return false;  // its storage is only known when it runs
+        continue;
+      }
+      if (!bytes_of(t).overlaps(range) || last_run[w] < first_run[v]) continue;
+      if (during || usage.by_value[w].front() != first_run[w] || !usage.produced[w]) return false;
+    }
+    return true;
+  };
+  for (size_t v = 0; v < count; ++v) {
+    const size_t r = root(v);
+    if (may[v] && group_ok[r] && group_exchanged[r]) group_ok[r] = bytes_private(v);
+  }
+  auto nhwc = [&](size_t v) { return group_ok[root(v)] && group_exchanged[root(v)]; };
+  auto all_nhwc = [&](const std::vector<size_t>& list) {
+    return !list.empty() && std::all_of(list.begin(), list.end(), nhwc);
+  };
+  for (size_t pc = 0; pc < instructions.size(); ++pc) {
+    const Access& a = access[pc];
+    if (a.role == Access::Role::Exchanges) {
+      const bool in = all_nhwc(a.reads), out = all_nhwc(a.writes);
+      if (in || out) instructions[pc].state->use_channels_last(in, out);
+    } else if (a.role == Access::Role::Keeps && all_nhwc(a.reads) && all_nhwc(a.writes)) {
+      instructions[pc].state->use_channels_last(true, true);
+    }
   }
 }
 

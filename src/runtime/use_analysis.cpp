@@ -52,17 +52,54 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
       case Instruction::Kind::Folded: break;
     }
 
-    const bool writes_out = ins.kind == Instruction::Kind::Kernel && ins.args.size() >= 2 &&
-                            ins.args[ins.args.size() - 2] == ins.args.back() && ins.args.back()->is_tensor();
+    // The kernel's out slots: the arguments before the return slot that it repeats, one tensor (out, out) or the
+    // items of a returned tensor list (out0, out1, [out0, out1]: max pooling's values and indices).
+    size_t outs = 0;
+    if (ins.kind == Instruction::Kind::Kernel && ins.args.size() >= 2) {
+      const EValue* ret = ins.args.back();
+      if (ret->is_tensor() && ins.args[ins.args.size() - 2] == ret) {
+        outs = 1;
+      } else if (ret->tag() == Tag::ListTensor) {
+        try {
+          const TensorListRef items = ret->to_tensor_list();
+          const size_t k = items.size();
+          bool repeats = k > 0 && k + 1 < ins.args.size();
+          for (size_t i = 0; repeats && i < k; ++i) {
+            const EValue* slot = ins.args[ins.args.size() - 1 - k + i];
+            repeats = slot->is_tensor() && &slot->to_tensor() == &items[i];
+          }
+          if (repeats) outs = k;
+        } catch (const Error&) {
+          // a list item that is not a tensor: reported below
+        }
+      }
+    }
     auto add = [&](const Tensor* t) {
       auto it = value_of.find(t);
       if (it == value_of.end()) return;  // a constant made at load
       auto& list = by_value[it->second];
-      if (list.empty() && writes_out && &ins.args.back()->to_tensor() == t) {
-        produced[it->second] = std::none_of(ins.args.begin(), ins.args.end() - 2, [t](const EValue* v) {
-          return !v->is_tensor() ? v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor
-                                 : &v->to_tensor() == t;
+      if (list.empty() && outs > 0) {
+        // Written whole when it is one of the out slots and no other argument (an input) holds it.
+        const auto first_out = ins.args.end() - 1 - static_cast<std::ptrdiff_t>(outs);
+        const auto holds = [t](const EValue* v) {
+          if (v->is_tensor()) return &v->to_tensor() == t;
+          if (v->tag() == Tag::ListTensor) {
+            const TensorListRef items = v->to_tensor_list();
+            for (size_t k = 0; k < items.size(); ++k) {
+              if (&items[k] == t) return true;
+            }
+          } else if (v->tag() == Tag::ListOptionalTensor) {
+            const OptionalTensorListRef items = v->to_optional_tensor_list();
+            for (size_t k = 0; k < items.size(); ++k) {
+              if (items[k] == t) return true;
+            }
+          }
+          return false;
+        };
+        const auto in_outs = std::count_if(first_out, ins.args.end() - 1, [t](const EValue* v) {
+          return v->is_tensor() && &v->to_tensor() == t;
         });
+        produced[it->second] = in_outs == 1 && std::none_of(ins.args.begin(), first_out, holds);
       }
       if (list.empty() || list.back() != pc) list.push_back(pc);
       by_instr[pc].push_back(it->second);

@@ -39,8 +39,9 @@ struct UseAnalysis {
   // By tensor, following tensor-list items too. Complete only when `tensor_lists_well_formed`.
   std::vector<std::vector<uint32_t>> by_value;  ///< value -> instructions referencing its tensor, ascending
   std::vector<std::vector<uint32_t>> by_instr;  ///< instruction -> tensor values it references
-  /// The value's first reference is a kernel writing it whole (its out slot, also the returned value, and
-  /// not among the kernel's other arguments): what its bytes held before is never read.
+  /// The value's first reference is a kernel writing it whole: one of its out slots (the arguments before the
+  /// return slot that the return slot repeats: the out tensor, or a returned list's items), held by none of the
+  /// kernel's other arguments: what its bytes held before is never read.
   std::vector<bool> produced;
   bool has_jumps = false;
   /// False when some tensor-list argument holds a non-tensor (a malformed program, reported when it runs).

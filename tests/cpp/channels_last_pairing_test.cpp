@@ -1,0 +1,286 @@
+// Channels-last pairing at load (Method::Impl::pair_channels_last): tensors that exchanging kernels (convolutions
+// on packed weights) write and read keep NHWC bytes between them, across max pooling, concatenation along
+// channels and element-wise operators of one shape, as whole groups or not at all. The decisions are observed
+// through a test kernel whose state records what the load paired; the numbers, through real convolutions against
+// the same program with the weights given as inputs (the NCHW paths), at each CPU level.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "cpu_levels.h"
+#include "etnp/kernel.h"
+#include "tools/writer/writer.h"
+#include "writer_test_util.h"
+
+namespace etnp::writer_testing {
+namespace {
+
+// ---- decisions ------------------------------------------------------------------------------------------
+
+/// What the load told each labelled test kernel: {argument 0 NHWC, result NHWC}.
+std::map<int64_t, std::pair<bool, bool>>& paired() {
+  static std::map<int64_t, std::pair<bool, bool>> labels;
+  return labels;
+}
+
+/// etnp_test::exchange.out(Tensor self, int label, *, Tensor(a!) out): out = self; its state exchanges
+/// channels-last like a convolution's and records the pairing under `label`.
+struct Exchange final : KernelState {
+  int64_t label = 0;
+  bool exchanges_channels_last() const override { return true; }
+  void use_channels_last(bool input, bool output) override { paired()[label] = {input, output}; }
+};
+
+void exchange_kernel(KernelContext&, KernelArgs args) {
+  const Tensor& in = args[0]->to_tensor();
+  Tensor& out = args[2]->to_tensor();
+  std::copy(in.data_as<const float>(), in.data_as<const float>() + in.numel(), out.data_as<float>());
+}
+
+std::unique_ptr<KernelState> prepare_exchange(KernelArgs args) {
+  auto state = std::make_unique<Exchange>();
+  state->label = args[1]->to_int();
+  paired()[state->label] = {false, false};
+  return state;
+}
+
+void register_exchange() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_kernel({"etnp_test::exchange.out", exchange_kernel, 4, prepare_exchange}); });
+}
+
+/// Loads `bytes` and returns what each labelled exchange was told.
+std::map<int64_t, std::pair<bool, bool>> decisions(const std::vector<uint8_t>& bytes) {
+  register_exchange();
+  paired().clear();
+  Program program = load_bytes(bytes);
+  auto method = program.load_method("forward");
+  return paired();
+}
+
+struct Builder {
+  format::ProgramWriter writer;
+  format::MethodWriter& m = writer.add_method("forward");
+  int32_t exchange(int32_t in, int64_t label, std::vector<int32_t> sizes) {
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    m.kernel("etnp_test::exchange.out", {in, m.int_value(label), out, out});
+    return out;
+  }
+  /// max_pool2d_with_indices(in, 3, 2, 1) of a [1, C, 6, 6] input: {values, indices}.
+  std::pair<int32_t, int32_t> max_pool(int32_t in, int32_t channels) {
+    const int32_t values = m.planned_tensor(f32({1, channels, 3, 3}));
+    const int32_t indices = m.planned_tensor({ScalarType::Long, {1, channels, 3, 3}, {}, ShapeDynamism::Static, {}});
+    m.kernel("aten::max_pool2d_with_indices.out",
+             {in, m.int_list({3, 3}), m.int_list({2, 2}), m.int_list({1, 1}), m.int_list({1, 1}), m.bool_value(false),
+              values, indices, m.tensor_list({values, indices})});
+    return {values, indices};
+  }
+};
+
+const std::pair<bool, bool> kNone{false, false}, kOut{false, true}, kIn{true, false};
+
+TEST(ChannelsLastPairing, AcrossAMaxPoolingWhoseIndicesNothingReads) {
+  for (bool indices_out : {false, true}) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    const auto [p, indices] = b.max_pool(a, 4);
+    const int32_t y = b.exchange(p, 2, {1, 4, 3, 3});
+    b.m.set_inputs({x});
+    b.m.set_outputs(indices_out ? std::vector<int32_t>{y, indices} : std::vector<int32_t>{y});
+    const auto got = decisions(b.writer.serialize());
+    // Read indices would have to be NCHW: the pooling, and with it the group, keeps the tensors' order.
+    EXPECT_EQ(got.at(1), indices_out ? kNone : kOut) << indices_out;
+    EXPECT_EQ(got.at(2), indices_out ? kNone : kIn) << indices_out;
+  }
+}
+
+TEST(ChannelsLastPairing, AcrossAConcatenationAllOrNone) {
+  // 0: cat([a, b]) read by an exchange; 1: the cat's result also a method output; 2: b written by a negation of
+  // the method input (an element-wise operator, but of a tensor that must stay NCHW): the whole group stays.
+  for (int variant = 0; variant < 3; ++variant) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    int32_t second = 0;
+    if (variant == 2) {
+      second = b.m.planned_tensor(f32({1, 4, 6, 6}));
+      b.m.kernel("aten::neg.out", {x, second, second});
+    } else {
+      second = b.exchange(x, 2, {1, 4, 6, 6});
+    }
+    const int32_t c = b.m.planned_tensor(f32({1, 8, 6, 6}));
+    b.m.kernel("aten::cat.out", {b.m.tensor_list({a, second}), b.m.int_value(1), c, c});
+    const int32_t y = b.exchange(c, 3, {1, 8, 6, 6});
+    b.m.set_inputs({x});
+    b.m.set_outputs(variant == 1 ? std::vector<int32_t>{y, c} : std::vector<int32_t>{y});
+    const auto got = decisions(b.writer.serialize());
+    EXPECT_EQ(got.at(1), variant == 0 ? kOut : kNone) << variant;
+    if (variant != 2) {
+      EXPECT_EQ(got.at(2), variant == 0 ? kOut : kNone) << variant;
+    }
+    EXPECT_EQ(got.at(3), variant == 0 ? kIn : kNone) << variant;
+  }
+}
+
+TEST(ChannelsLastPairing, AcrossElementwiseOperatorsOfOneShapeOnly) {
+  // relu then r + r between two exchanges; with `broadcast`, r + k for a constant k [1, 4, 1, 1] (whose result
+  // depends on where a channel's bytes lie): nothing pairs.
+  for (bool broadcast : {false, true}) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    const int32_t r = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    b.m.kernel("aten::relu.out", {a, r, r});
+    const int32_t k = b.m.constant_tensor(f32({1, 4, 1, 1}), format::as_bytes(std::vector<float>{1, 2, 3, 4}));
+    const int32_t s = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    b.m.kernel("aten::add.out", {r, broadcast ? k : r, b.m.int_value(1), s, s});
+    const int32_t y = b.exchange(s, 2, {1, 4, 6, 6});
+    b.m.set_inputs({x});
+    b.m.set_outputs({y});
+    const auto got = decisions(b.writer.serialize());
+    EXPECT_EQ(got.at(1), broadcast ? kNone : kOut) << broadcast;
+    EXPECT_EQ(got.at(2), broadcast ? kNone : kIn) << broadcast;
+  }
+}
+
+TEST(ChannelsLastPairing, NotWhereAnAliasSeesTheBytes) {
+  // a is read by the next exchange and, through a view planned on its bytes, by a negation: NCHW.
+  for (bool alias : {false, true}) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    const int32_t y = b.exchange(a, 2, {1, 4, 6, 6});
+    std::vector<int32_t> outputs = {y};
+    if (alias) {
+      const int32_t flat = b.m.planned_alias(a, f32({1, 144}));
+      const int32_t n = b.m.planned_tensor(f32({1, 144}));
+      b.m.kernel("aten::neg.out", {flat, n, n});
+      outputs.push_back(n);
+    }
+    b.m.set_inputs({x});
+    b.m.set_outputs(outputs);
+    const auto got = decisions(b.writer.serialize());
+    EXPECT_EQ(got.at(1), alias ? kNone : kOut) << alias;
+    EXPECT_EQ(got.at(2), alias ? kNone : kIn) << alias;
+  }
+}
+
+// ---- numbers --------------------------------------------------------------------------------------------
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct ConvSpec {
+  int32_t cin, cout, k;
+};
+
+/// A fire module: x [1, 6, 9, 9] -> conv 3x3 + relu -> max pool 3x3 / 2, padding 1, ceil mode -> conv 1x1 ->
+/// [conv 1x1, conv 3x3] -> cat -> relu -> r + r -> conv 1x1 -> y, the convolutions' channels from `convs`. The
+/// weights are constants (packed: the NHWC engines, paired where they write 16 channels or more) or method inputs
+/// after x (the NCHW paths).
+std::vector<uint8_t> fire_program(const std::vector<ConvSpec>& convs, const std::vector<std::vector<float>>& weights,
+                                  bool as_inputs) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, 6, 9, 9}));
+  std::vector<int32_t> inputs = {x};
+  auto param = [&](std::vector<int32_t> sizes, const std::vector<float>& data) {
+    if (!as_inputs) return m.constant_tensor(f32(std::move(sizes)), format::as_bytes(data));
+    const int32_t v = m.planned_tensor(f32(std::move(sizes)));
+    inputs.push_back(v);
+    return v;
+  };
+  auto conv = [&](int32_t in, size_t i, int32_t hw) {
+    const ConvSpec& c = convs[i];
+    const int32_t w = param({c.cout, c.cin, c.k, c.k}, weights[2 * i]);
+    const int32_t bias = param({c.cout}, weights[2 * i + 1]);
+    const int32_t out = m.planned_tensor(f32({1, c.cout, hw, hw}));
+    m.kernel("aten::convolution.out", {in, w, bias, m.int_list({1, 1}), m.int_list({c.k / 2, c.k / 2}),
+                                       m.int_list({1, 1}), m.bool_value(false), m.int_list({0, 0}), m.int_value(1),
+                                       out, out});
+    return out;
+  };
+  auto relu = [&](int32_t in, std::vector<int32_t> sizes) {
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    m.kernel("aten::relu.out", {in, out, out});
+    return out;
+  };
+  const int32_t first = convs[0].cout;
+  const int32_t a = relu(conv(x, 0, 9), {1, first, 9, 9});
+  const int32_t p = m.planned_tensor(f32({1, first, 5, 5}));
+  const int32_t indices = m.planned_tensor({ScalarType::Long, {1, first, 5, 5}, {}, ShapeDynamism::Static, {}});
+  m.kernel("aten::max_pool2d_with_indices.out",
+           {a, m.int_list({3, 3}), m.int_list({2, 2}), m.int_list({1, 1}), m.int_list({1, 1}), m.bool_value(true), p,
+            indices, m.tensor_list({p, indices})});
+  const int32_t squeeze = conv(p, 1, 5);
+  const int32_t e1 = conv(squeeze, 2, 5), e3 = conv(squeeze, 3, 5);
+  const int32_t both = convs[2].cout + convs[3].cout;
+  const int32_t c = m.planned_tensor(f32({1, both, 5, 5}));
+  m.kernel("aten::cat.out", {m.tensor_list({e1, e3}), m.int_value(1), c, c});
+  const int32_t r = relu(c, {1, both, 5, 5});
+  const int32_t s = m.planned_tensor(f32({1, both, 5, 5}));
+  m.kernel("aten::add.out", {r, r, m.int_value(1), s, s});
+  const int32_t y = conv(s, 4, 5);
+  m.set_inputs(inputs);
+  m.set_outputs({y});
+  return writer.serialize();
+}
+
+TEST(ChannelsLastPairing, AFireModuleMatchesTheNchwPathsAtEveryCpuLevel) {
+  // 16 and 20 channels through the pooling (two vector blocks; two and a tail), a NaN in the input (the pooling
+  // takes NaN over any number), ceil mode's clipped last windows.
+  for (int32_t first : {16, 20}) {
+    const std::vector<ConvSpec> convs = {{6, first, 3}, {first, 16, 1}, {16, 16, 1}, {16, 20, 3}, {36, 16, 1}};
+    std::mt19937 rng(static_cast<unsigned>(first));
+    std::vector<std::vector<float>> weights;
+    for (const ConvSpec& c : convs) {
+      weights.push_back(random_floats(rng, static_cast<size_t>(c.cout) * c.cin * c.k * c.k));
+      weights.push_back(random_floats(rng, static_cast<size_t>(c.cout)));
+    }
+    std::vector<float> x = random_floats(rng, 6 * 9 * 9);
+    x[3 * 81] = std::numeric_limits<float>::quiet_NaN();  // a corner: its NaN reaches a corner of the output
+    etnp::testing::at_each_cpu_level([&](CpuLevel level) {
+      Program packed = load_bytes(fire_program(convs, weights, false));
+      Program general = load_bytes(fire_program(convs, weights, true));
+      auto a = packed.load_method("forward");
+      auto g = general.load_method("forward");
+      std::vector<Value> in_g = {tensor_input(x, {1, 6, 9, 9})};
+      for (size_t i = 0; i < convs.size(); ++i) {
+        const ConvSpec& c = convs[i];
+        in_g.push_back(tensor_input(weights[2 * i], {c.cout, c.cin, c.k, c.k}));
+        in_g.push_back(tensor_input(weights[2 * i + 1], {c.cout}));
+      }
+      for (int run = 0; run < 2; ++run) {
+        const auto got = floats(exec(*a, {tensor_input(x, {1, 6, 9, 9})})[0]);
+        const auto want = floats(exec(*g, in_g)[0]);
+        ASSERT_EQ(got.size(), want.size());
+        size_t nans = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << cpu_level_name(level) << " " << first << " at " << i;
+          if (std::isnan(want[i])) {
+            ++nans;
+            continue;
+          }
+          ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i])))
+              << cpu_level_name(level) << " " << first << " at " << i;
+        }
+        EXPECT_GT(nans, 0u);               // the NaN reached the output through the pooling
+        EXPECT_LT(nans, got.size() / 2);   // and not everywhere
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace etnp::writer_testing
