@@ -615,6 +615,60 @@ bool activation_bounds(const Instruction& act, float& lo, float& hi) {
 
 }  // namespace
 
+bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* target, EValue* last,
+                                       const UseAnalysis& usage) {
+  // `last`, the output of the chain [pc, chain_end] a fusion folds, shares bytes with the convolution's input; the
+  // convolution's own output `target` does not (both are live at pc). The readers of `last` may read `target`
+  // instead when: `last` is no method input or output, no move or free touches it, and kernels read it as
+  // arguments only (no tensor list holds it), all after the chain; and nothing else touches `target`'s bytes
+  // until its last new reader (the snapshot's references of the instructions that still run, and the outputs
+  // this pass re-homed before, over their new lifetimes).
+  auto index_of = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
+  auto in_table = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
+  if (!in_table(target) || !in_table(last) || target == last) return false;
+  const size_t l = index_of(last), t = index_of(target);
+  if (usage.io[l] || usage.freed_or_moved[l] || usage.io[t] || !usage.tensor_lists_well_formed) return false;
+  std::vector<size_t> readers;
+  uint32_t direct = 2;  // the chain's last call: its out slot and returned value
+  for (const uint32_t at : usage.by_value[l]) {
+    if (at <= chain_end) {
+      if (at != chain_end) return false;
+      continue;
+    }
+    const Instruction& reader = instructions[at];
+    if (reader.kind != Instruction::Kind::Kernel || std::find(reader.args.begin(), reader.args.end(), last) == reader.args.end() ||
+        reader.args.back() == last) {
+      return false;
+    }
+    direct += static_cast<uint32_t>(std::count(reader.args.begin(), reader.args.end(), last));
+    readers.push_back(at);
+  }
+  if (readers.empty() || usage.uses[l] != direct) return false;  // a tensor list (or a jump) references it too
+  const size_t until = readers.back();
+  const runtime::ByteRange range = bytes_of(target->to_tensor());
+  const Tensor* chain_values[] = {&last->to_tensor(), &target->to_tensor()};
+  for (size_t at = pc; at <= until; ++at) {
+    if (instructions[at].kind == Instruction::Kind::Folded || (at > pc && at <= chain_end)) continue;
+    for (const uint32_t v : usage.by_instr[at]) {
+      const Tensor& other = values[v].to_tensor();
+      if (&other == chain_values[0] || &other == chain_values[1]) continue;
+      if (other.data() == nullptr && other.capacity_numel() > 0) return false;  // storage known only at run
+      if (bytes_of(other).overlaps(range)) return false;
+    }
+  }
+  for (const RehomedOutput& r : rehomed_outputs) {
+    if (r.from <= until && r.until >= pc && runtime::ByteRange{r.begin, r.end}.overlaps(range)) return false;
+  }
+  for (const size_t at : readers) {
+    Instruction& reader = instructions[at];
+    std::vector<EValue*> args(reader.args.begin(), reader.args.end());
+    std::replace(args.begin(), args.end(), last, target);
+    reader.args = load_time_args.emplace_back(std::move(args));
+  }
+  rehomed_outputs.push_back({range.begin, range.end, pc, until});
+  return true;
+}
+
 void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage) {
   // A float convolution followed by an inference batch norm on constants, an activation (relu, hardtanh,
   // clamp), or both, becomes one etnp::convolution_affine_clamp.out: the batch norm as a scale per channel
@@ -690,20 +744,35 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
   }
   constexpr float kInf = std::numeric_limits<float>::infinity();
   float lo = -kInf, hi = kInf, act_lo = 0.0f, act_hi = 0.0f;  // no activation: no clamp
+  bool act_rehomed = false;  // the chain's readers read the convolution's own output (rehome_chain_output)
   Instruction* act = sole_reader(out, next, refs);
   if (act != nullptr && (!activation_bounds(*act, act_lo, act_hi) ||
                          act->args.back() != act->args[act->args.size() - 2] || !same_kind(act->args.back(), out))) {
     act = nullptr;
   }
   // The convolution writes the last output only (the ones between are not written at all): that one must be
-  // apart from its input; else one fewer.
-  if (act != nullptr && !apart_from_input(act->args.back())) act = nullptr;
-  if (act != nullptr) {
+  // apart from its input. Where the plan gave it the input's bytes (their lifetimes met at the chain), the
+  // convolution writes its own output instead and the last output's readers read that (rehome_chain_output);
+  // else one fewer.
+  EValue* const conv_out = conv.args[9];
+  const size_t chain_end = act != nullptr ? static_cast<size_t>(act - instructions.data())
+                                          : (bn != nullptr ? static_cast<size_t>(bn - instructions.data()) : pc);
+  EValue* const last = act != nullptr ? act->args.back() : (bn != nullptr ? bn->args[7] : nullptr);
+  if (last != nullptr && !apart_from_input(last) && rehome_chain_output(pc, chain_end, conv_out, last, usage)) {
+    out = conv_out;
+    if (act != nullptr) {
+      lo = act_lo;
+      hi = act_hi;
+    }
+    act_rehomed = true;
+  }
+  if (act != nullptr && !act_rehomed && !apart_from_input(act->args.back())) act = nullptr;
+  if (act != nullptr && !act_rehomed) {
     out = act->args.back();
     lo = act_lo;
     hi = act_hi;
   }
-  if (act == nullptr && bn != nullptr && !apart_from_input(bn->args[7])) bn = nullptr;
+  if (act == nullptr && bn != nullptr && !act_rehomed && !apart_from_input(bn->args[7])) bn = nullptr;
   if (bn == nullptr && act == nullptr) return;
 
   std::vector<EValue*> args(conv.args.begin(), conv.args.begin() + 9);

@@ -558,6 +558,72 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
   }
 }
 
+/// u [1, 16, 6, 6] -> neg -> x -> conv 3x3 -> c -> relu -> r -> conv 1x1 -> y, r planned on x's bytes (as a
+/// planner does once x's last reader has run), so the convolution cannot write r while it reads x. `y_on_c`: y is
+/// planned on c's bytes too, so c cannot live on until y's convolution reads it. The weights are constants, or
+/// method inputs after u (no fusion).
+std::vector<uint8_t> conv_relu_over_input_program(const std::vector<std::vector<float>>& p, bool as_inputs,
+                                                  bool y_on_c) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t u = m.planned_tensor(f32({1, 16, 6, 6}));
+  std::vector<int32_t> inputs = {u};
+  const std::vector<std::vector<int32_t>> sizes = {{16, 16, 3, 3}, {16}, {16, 16, 1, 1}, {16}};
+  std::vector<int32_t> params;
+  for (size_t i = 0; i < p.size(); ++i) {
+    params.push_back(as_inputs ? m.planned_tensor(f32(sizes[i])) : m.constant_tensor(f32(sizes[i]), format::as_bytes(p[i])));
+    if (as_inputs) inputs.push_back(params.back());
+  }
+  const int32_t x = m.planned_tensor(f32({1, 16, 6, 6}));
+  const int32_t c = m.planned_tensor(f32({1, 16, 6, 6}));
+  const int32_t r = m.planned_alias(x, f32({1, 16, 6, 6}));
+  const int32_t y = y_on_c ? m.planned_alias(c, f32({1, 16, 6, 6})) : m.planned_tensor(f32({1, 16, 6, 6}), 2);
+  auto conv = [&](int32_t in, int32_t w, int32_t b, int32_t pad, int32_t out) {
+    m.kernel("aten::convolution.out", {in, w, b, m.int_list({1, 1}), m.int_list({pad, pad}), m.int_list({1, 1}),
+                                       m.bool_value(false), m.int_list({0, 0}), m.int_value(1), out, out});
+  };
+  m.kernel("aten::neg.out", {u, x, x});
+  conv(x, params[0], params[1], 1, c);
+  m.kernel("aten::relu.out", {c, r, r});
+  conv(r, params[2], params[3], 0, y);
+  m.set_inputs(inputs);
+  m.set_outputs({y});
+  return writer.serialize();
+}
+
+// An activation whose output the plan put on the convolution's input bytes still runs in the convolution's
+// epilogue: the convolution writes its own output and the activation's reader reads that (re-homed), unless
+// something else uses those bytes before that reader has run; either way the result is the unfused calls'.
+TEST(ConstantWeights, ActivationPlannedOnTheConvolutionInputFoldsThroughItsOwnOutput) {
+  std::mt19937 rng(29);
+  std::vector<std::vector<float>> params;
+  for (size_t n : {16 * 16 * 9, 16, 16 * 16, 16}) params.push_back(random_floats(rng, n));
+  const std::vector<float> u = random_floats(rng, 16 * 36);
+  for (bool y_on_c : {false, true}) {
+    LoadOptions profiled;
+    profiled.enable_profiling = true;
+    Program fused = load_bytes(conv_relu_over_input_program(params, false, y_on_c), profiled);
+    Program plain = load_bytes(conv_relu_over_input_program(params, true, y_on_c));
+    auto a = fused.load_method("forward");
+    auto b = plain.load_method("forward");
+    std::vector<Value> in_b = {tensor_input(u, {1, 16, 6, 6})};
+    const std::vector<std::vector<int64_t>> shapes = {{16, 16, 3, 3}, {16}, {16, 16, 1, 1}, {16}};
+    for (size_t i = 0; i < params.size(); ++i) in_b.push_back(tensor_input(params[i], shapes[i]));
+    for (int run = 0; run < 2; ++run) {
+      const auto got = floats(exec(*a, {tensor_input(u, {1, 16, 6, 6})})[0]);
+      const auto want = floats(b->execute(in_b)[0]);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << "y_on_c " << y_on_c << " at " << i;
+      }
+    }
+    const auto& events = a->profile_events();
+    ASSERT_EQ(events.size(), 8u);  // two runs of neg, conv, relu, conv
+    EXPECT_EQ(events[2].name, "aten::relu.out");
+    EXPECT_EQ(events[2].folded, !y_on_c) << "y_on_c " << y_on_c;
+  }
+}
+
 /// x [1, 8, 7, 6] -> conv 3x3 (16) -> relu -> y1 -> conv 1x1 (12) -> y2 -> depthwise 3x3 (12) -> y3, and, by
 /// `shape`: 0 nothing else; 1 y1 also a method output; 2 y2 also read by an add (z = y2 + y2, an output); 3 no
 /// relu, y1 laid out channels-last (the program's dim order).
