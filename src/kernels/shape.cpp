@@ -626,10 +626,15 @@ std::unique_ptr<KernelState> prepare_cat(KernelArgs args) {
     return t.dim() == 4 && t.dtype() == out.dtype() && t.is_contiguous_order() && t.numel() > 0 &&
            t.dynamism() == ShapeDynamism::Static;
   };
-  const TensorListRef tensors = args[0]->to_tensor_list();
-  if (tensors.empty() || !fits(out) || (args[1]->to_int() != 1 && args[1]->to_int() != -3)) return nullptr;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!fits(tensors[i])) return nullptr;
+  // A malformed list is the call's to report, with its context: here it only means "no state".
+  try {
+    const TensorListRef tensors = args[0]->to_tensor_list();
+    if (tensors.empty() || !fits(out) || (args[1]->to_int() != 1 && args[1]->to_int() != -3)) return nullptr;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!fits(tensors[i])) return nullptr;
+    }
+  } catch (const Error&) {
+    return nullptr;
   }
   return std::make_unique<CatChannels>();
 }

@@ -9,12 +9,12 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <random>
 #include <utility>
 #include <vector>
 
 #include "cpu_levels.h"
 #include "etnp/kernel.h"
+#include "kernel_test_util.h"
 #include "tools/writer/writer.h"
 #include "writer_test_util.h"
 
@@ -174,13 +174,6 @@ TEST(ChannelsLastPairing, NotWhereAnAliasSeesTheBytes) {
 
 // ---- numbers --------------------------------------------------------------------------------------------
 
-std::vector<float> random_floats(std::mt19937& rng, size_t n) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 struct ConvSpec {
   int32_t cin, cout, k;
 };
@@ -242,13 +235,14 @@ TEST(ChannelsLastPairing, AFireModuleMatchesTheNchwPathsAtEveryCpuLevel) {
   // takes NaN over any number), ceil mode's clipped last windows.
   for (int32_t first : {16, 20}) {
     const std::vector<ConvSpec> convs = {{6, first, 3}, {first, 16, 1}, {16, 16, 1}, {16, 20, 3}, {36, 16, 1}};
-    std::mt19937 rng(static_cast<unsigned>(first));
+    using etnp::testing::random_floats;
+    uint32_t seed = static_cast<uint32_t>(first);
     std::vector<std::vector<float>> weights;
     for (const ConvSpec& c : convs) {
-      weights.push_back(random_floats(rng, static_cast<size_t>(c.cout) * c.cin * c.k * c.k));
-      weights.push_back(random_floats(rng, static_cast<size_t>(c.cout)));
+      weights.push_back(random_floats(static_cast<size_t>(c.cout) * c.cin * c.k * c.k, -1.0f, 1.0f, ++seed));
+      weights.push_back(random_floats(static_cast<size_t>(c.cout), -1.0f, 1.0f, ++seed));
     }
-    std::vector<float> x = random_floats(rng, 6 * 9 * 9);
+    std::vector<float> x = random_floats(6 * 9 * 9, -1.0f, 1.0f, ++seed);
     x[3 * 81] = std::numeric_limits<float>::quiet_NaN();  // a corner: its NaN reaches a corner of the output
     etnp::testing::at_each_cpu_level([&](CpuLevel level) {
       Program packed = load_bytes(fire_program(convs, weights, false));
