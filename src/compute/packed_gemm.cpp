@@ -176,14 +176,11 @@ void pack_nk(const float* w, size_t k, size_t n, size_t taps, const float* scale
         const float* src = w + (j0 + c) * k + c0 * taps;
         if (taps == 1 && scale == nullptr) {
           std::copy(src, src + count, dst);
-        } else if (taps == 1) {
-          const float s = scale[j0 + c];
-          for (size_t i = 0; i < count; ++i) dst[i] = src[i] * s;
-        } else {
-          const float s = scale != nullptr ? scale[j0 + c] : 1.0f;
-          for (size_t ch = 0; ch < count; ++ch) {
-            for (size_t t = 0; t < taps; ++t) dst[t * block + ch] = src[ch * taps + t] * s;
-          }
+          continue;
+        }
+        const float s = scale != nullptr ? scale[j0 + c] : 1.0f;
+        for (size_t ch = 0; ch < count; ++ch) {
+          for (size_t t = 0; t < taps; ++t) dst[t * block + ch] = src[ch * taps + t] * s;
         }
       }
       for (size_t t = 0; t < taps; ++t) {

@@ -6,8 +6,8 @@
 // type and content, or stores the new packing. Keying on the result rather than on the source constant means
 // that every parameter that changes the packed bytes is in the key by construction, and that the confirmation
 // (a byte comparison after a 64-bit hash, of samples of the large parts, matched) compares exactly the bytes the
-// kernels will read: a hash collision costs one comparison, never wrong weights. The price is that a hit still packs once (the
-// temporary packing is freed at once); what is saved is memory, not load time.
+// kernels will read: a hash collision costs one comparison, never wrong weights. The price is that a hit still
+// packs once (the temporary packing is freed at once); what is saved is memory, not load time.
 //
 // Entries are owned by the shared_ptrs handed out (the delegates' steps); the cache keeps only weak
 // references and forgets an entry when its last user is gone. Thread-safe.

@@ -629,7 +629,7 @@ std::unique_ptr<KernelState> prepare_cat(KernelArgs args) {
   // A malformed list is the call's to report, with its context: here it only means "no state".
   try {
     const TensorListRef tensors = args[0]->to_tensor_list();
-    if (tensors.empty() || !fits(out) || (args[1]->to_int() != 1 && args[1]->to_int() != -3)) return nullptr;
+    if (tensors.empty() || !fits(out) || normalize_dim(args[1]->to_int(), 4, "cat.out") != 1) return nullptr;
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!fits(tensors[i])) return nullptr;
     }
@@ -648,7 +648,7 @@ void cat_channels_last(KernelArgs args, const TensorListRef& tensors, Tensor& ou
     const Tensor& t = tensors[i];
     const bool same = t.dim() == 4 && t.dtype() == out.dtype() && t.size(0) == first.size(0) &&
                       t.size(2) == first.size(2) && t.size(3) == first.size(3);
-    if (!same || (args[1]->to_int() != 1 && args[1]->to_int() != -3)) {
+    if (!same || normalize_dim(args[1]->to_int(), 4, op) != 1) {
       kernel_fail(std::string(op) + ": a concatenation paired with its neighbours in NHWC order no longer fits it "
                   "(tensor " + std::to_string(i) + " of shape " + shape_str(t.sizes()) + ")");
     }

@@ -140,18 +140,20 @@ struct Method::Impl {
   /// fold_constant_layout's zero-copy case: true when `ins` transposed a constant matrix that only packing
   /// kernels read, and its readers now read the constant in place, through a transposed dim order.
   bool fold_transpose_as_view(Instruction& ins, const runtime::UseAnalysis& usage);
-  /// A convolution and the batch norm and/or activation after it, as one fused convolution.
-  void fold_convolution_epilogue(size_t pc, const runtime::UseAnalysis& usage);
-  /// fold_convolution_epilogue's way around a chain output planned on the convolution's input bytes: the readers
-  /// of `last` read the convolution's own output `target` instead, when that is safe; true when done.
-  bool rehome_chain_output(size_t pc, size_t chain_end, EValue* target, EValue* last,
-                           const runtime::UseAnalysis& usage);
-  /// The outputs re-homed so far (their bytes and new lifetimes), which the snapshot analysis does not know.
+  /// The outputs fold_convolution_epilogue re-homed so far (their bytes and new lifetimes), which the snapshot
+  /// analysis it decides on does not know.
   struct RehomedOutput {
     uintptr_t begin = 0, end = 0;  ///< the bytes
     size_t from = 0, until = 0;    ///< the instructions that now reference them
   };
-  std::vector<RehomedOutput> rehomed_outputs;
+  /// A convolution and the batch norm and/or activation after it, as one fused convolution.
+  void fold_convolution_epilogue(size_t pc, const runtime::UseAnalysis& usage,
+                                 std::vector<RehomedOutput>& rehomed_outputs);
+  /// fold_convolution_epilogue's way around a chain output planned on the convolution's input bytes: the readers
+  /// of `last` read the convolution's own output `target` instead, when that is safe; true when done (and
+  /// recorded in `rehomed_outputs`).
+  bool rehome_chain_output(size_t pc, size_t chain_end, EValue* target, EValue* last,
+                           const runtime::UseAnalysis& usage, std::vector<RehomedOutput>& rehomed_outputs);
   /// A sigmoid whose only reader multiplies it by the sigmoid's input (a decomposed SiLU), as one aten::silu.
   void fold_silu(size_t pc, const runtime::UseAnalysis& usage);
   /// An exporter's decomposition of hardswish or hardsigmoid (add 3, clamp to [0, 6], multiply by the input,

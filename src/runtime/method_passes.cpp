@@ -24,9 +24,10 @@ using runtime::UseAnalysis;
 void Method::Impl::fold_constants() {
   const UseAnalysis usage(instructions, values, *plan);
   FoldedConstants folded;
+  std::vector<RehomedOutput> rehomed;
   for (size_t i = 0; i < instructions.size(); ++i) {
     fold_constant_layout(instructions[i], usage, folded);
-    fold_convolution_epilogue(i, usage);
+    fold_convolution_epilogue(i, usage, rehomed);
     fold_silu(i, usage);
   }
   // After the loop: the chains read constants that a layout change (a dim-order copy) folded later on.
@@ -293,70 +294,52 @@ void Method::Impl::pair_channels_last() {
   const UseAnalysis usage(instructions, values, *plan);
   if (usage.has_jumps || !usage.tensor_lists_well_formed) return;
   const size_t count = values.size();
-  std::vector<int64_t> value_of_tensor(tensors.size(), -1);
-  for (size_t v = 0; v < count; ++v) {
-    if (tensor_of_value[v] >= 0) value_of_tensor[static_cast<size_t>(tensor_of_value[v])] = static_cast<int64_t>(v);
-  }
-  auto value_index = [&](const Tensor& t) -> int64_t {
-    if (&t < tensors.data() || &t >= tensors.data() + tensors.size()) return -1;  // a tensor made at load
-    return value_of_tensor[static_cast<size_t>(&t - tensors.data())];
-  };
-  // The values an argument holds: itself, or a tensor list's items.
-  auto values_at = [&](const EValue* arg, std::vector<size_t>& into) {
-    if (arg->is_tensor()) {
-      if (const int64_t v = value_index(arg->to_tensor()); v >= 0) into.push_back(static_cast<size_t>(v));
-    } else if (arg->tag() == Tag::ListTensor) {
-      const TensorListRef list = arg->to_tensor_list();
-      for (size_t k = 0; k < list.size(); ++k) {
-        if (const int64_t v = value_index(list[k]); v >= 0) into.push_back(static_cast<size_t>(v));
-      }
-    }
-  };
 
   // What each instruction may do with a value in NHWC order: read it (`reads`), write it (`writes`); any other
   // reference to the value pins it to its own order.
   struct Access {
     enum class Role : uint8_t { None, Exchanges, Keeps, LayoutFree } role = Role::None;
-    std::vector<size_t> reads, writes, others;  // `others`: the tensors a layout-keeping call must find unread
+    std::vector<uint32_t> reads, writes, others;  // `others`: the tensors a layout-keeping call must find unread
+    std::vector<uint32_t> held;  // every value its arguments before the return slot (which repeats the outputs) hold
   };
   std::vector<Access> access(instructions.size());
   for (size_t pc = 0; pc < instructions.size(); ++pc) {
     const Instruction& ins = instructions[pc];
     if (ins.kind != Instruction::Kind::Kernel || ins.args.size() < 3) continue;
     Access& a = access[pc];
+    for (size_t at = 0; at + 1 < ins.args.size(); ++at) usage.values_at(ins.args[at], a.held);
     const EValue* result = ins.args.back();
     if (ins.state != nullptr && ins.state->exchanges_channels_last()) {
       a.role = Access::Role::Exchanges;
       const auto refs = [&](const EValue* v) { return std::count(ins.args.begin(), ins.args.end(), v); };
-      if (ins.args[0]->is_tensor() && refs(ins.args[0]) == 1) values_at(ins.args[0], a.reads);
+      if (ins.args[0]->is_tensor() && refs(ins.args[0]) == 1) usage.values_at(ins.args[0], a.reads);
       if (result->is_tensor() && ins.args[ins.args.size() - 2] == result && refs(result) == 2) {
-        values_at(result, a.writes);
+        usage.values_at(result, a.writes);
       }
     } else if (ins.state != nullptr && !ins.state->keeps_channels_last().inputs.empty()) {
       a.role = Access::Role::Keeps;
       const KernelState::ChannelsLastArgs named = ins.state->keeps_channels_last();
       std::vector<bool> is_named(ins.args.size(), false);
       for (size_t at : named.inputs) {
-        if (at < ins.args.size()) values_at(ins.args[at], a.reads), is_named[at] = true;
+        if (at < ins.args.size()) usage.values_at(ins.args[at], a.reads), is_named[at] = true;
       }
       for (size_t at : named.outputs) {
-        if (at < ins.args.size()) values_at(ins.args[at], a.writes), is_named[at] = true;
+        if (at < ins.args.size()) usage.values_at(ins.args[at], a.writes), is_named[at] = true;
       }
-      for (size_t at = 0; at + 1 < ins.args.size(); ++at) {  // the return slot repeats the outputs
-        if (!is_named[at]) values_at(ins.args[at], a.others);
+      for (size_t at = 0; at + 1 < ins.args.size(); ++at) {
+        if (!is_named[at]) usage.values_at(ins.args[at], a.others);
       }
     } else if (std::find(std::begin(kLayoutFreeOps), std::end(kLayoutFreeOps), *ins.name) != std::end(kLayoutFreeOps) &&
                result->is_tensor() && ins.args[ins.args.size() - 2] == result) {
       const Tensor& out = result->to_tensor();
-      bool one_shape = true;
-      for (const EValue* arg : ins.args) {
-        one_shape = one_shape && (!arg->is_tensor() ? arg->tag() != Tag::ListTensor && arg->tag() != Tag::ListOptionalTensor
-                                                    : std::ranges::equal(arg->to_tensor().sizes(), out.sizes()));
-      }
+      const bool one_shape = std::all_of(ins.args.begin(), ins.args.end(), [&](const EValue* arg) {
+        return arg->is_tensor() ? std::ranges::equal(arg->to_tensor().sizes(), out.sizes())
+                                : arg->tag() != Tag::ListTensor && arg->tag() != Tag::ListOptionalTensor;
+      });
       if (!one_shape) continue;
       a.role = Access::Role::LayoutFree;
-      for (size_t at = 0; at + 2 < ins.args.size(); ++at) values_at(ins.args[at], a.reads);
-      values_at(result, a.writes);
+      for (size_t at = 0; at + 2 < ins.args.size(); ++at) usage.values_at(ins.args[at], a.reads);
+      usage.values_at(result, a.writes);
     }
   }
 
@@ -371,23 +354,18 @@ void Method::Impl::pair_channels_last() {
     }
     bool ok = true, written = false;
     for (const uint32_t pc : usage.by_value[v]) {
-      const Instruction& ins = instructions[pc];
-      if (ins.kind == Instruction::Kind::Folded) continue;  // an activation folded into the writer: never runs
+      if (instructions[pc].kind == Instruction::Kind::Folded) continue;  // an activation folded into the writer
       const Access& a = access[pc];
-      const auto holds = [v](const std::vector<size_t>& list) { return std::find(list.begin(), list.end(), v) != list.end(); };
-      const bool reads = holds(a.reads), writes = holds(a.writes);
-      // Referenced nowhere else in the call: the arguments before the return slot (which repeats the outputs)
-      // hold it only where the call reads or writes it.
-      std::vector<size_t> held;
-      for (size_t at = 0; at + 1 < ins.args.size(); ++at) values_at(ins.args[at], held);
-      const auto refs = std::count(held.begin(), held.end(), v);
-      const auto expected = std::count(a.reads.begin(), a.reads.end(), v) + std::count(a.writes.begin(), a.writes.end(), v);
-      if (a.role == Access::Role::None || (!reads && !writes) || refs != expected ||
-          (a.role == Access::Role::Exchanges && reads && writes)) {
+      const auto reads = std::count(a.reads.begin(), a.reads.end(), v);
+      const auto writes = std::count(a.writes.begin(), a.writes.end(), v);
+      // Held nowhere else in the call's arguments than where it reads or writes it.
+      if (a.role == Access::Role::None || reads + writes == 0 ||
+          std::count(a.held.begin(), a.held.end(), v) != reads + writes ||
+          (a.role == Access::Role::Exchanges && reads > 0 && writes > 0)) {
         ok = false;
         break;
       }
-      written = written || writes;
+      written = written || writes > 0;
       exchanged[v] = exchanged[v] || a.role == Access::Role::Exchanges;
     }
     may[v] = ok && written;
@@ -396,21 +374,24 @@ void Method::Impl::pair_channels_last() {
   // Groups: the values one layout-keeping or element-wise call joins.
   std::vector<size_t> parent(count);
   for (size_t v = 0; v < count; ++v) parent[v] = v;
-  const std::function<size_t(size_t)> root = [&](size_t v) { return parent[v] == v ? v : parent[v] = root(parent[v]); };
+  const auto root = [&](size_t v) {
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];  // halving the path on the way
+    return v;
+  };
   std::vector<bool> group_ok(count, true), group_exchanged(count, false);
   for (size_t pc = 0; pc < instructions.size(); ++pc) {
     const Access& a = access[pc];
     if (a.role != Access::Role::Keeps && a.role != Access::Role::LayoutFree) continue;
-    std::vector<size_t> members = a.reads;
+    std::vector<uint32_t> members = a.reads;
     members.insert(members.end(), a.writes.begin(), a.writes.end());
     if (members.empty()) continue;
     bool unread_others = true;
-    for (size_t o : a.others) {
+    for (const uint32_t o : a.others) {
       unread_others = unread_others && !usage.io[o] && usage.by_value[o].size() == 1 && usage.by_value[o][0] == pc;
     }
     const size_t first = root(members[0]);
     if (!unread_others) group_ok[first] = false;
-    for (size_t m : members) {
+    for (const uint32_t m : members) {
       const size_t r = root(m);
       if (r == first) continue;
       parent[r] = first;
@@ -455,7 +436,7 @@ void Method::Impl::pair_channels_last() {
     if (may[v] && group_ok[r] && group_exchanged[r]) group_ok[r] = bytes_private(v);
   }
   auto nhwc = [&](size_t v) { return group_ok[root(v)] && group_exchanged[root(v)]; };
-  auto all_nhwc = [&](const std::vector<size_t>& list) {
+  auto all_nhwc = [&](const std::vector<uint32_t>& list) {
     return !list.empty() && std::all_of(list.begin(), list.end(), nhwc);
   };
   for (size_t pc = 0; pc < instructions.size(); ++pc) {
@@ -616,7 +597,7 @@ bool activation_bounds(const Instruction& act, float& lo, float& hi) {
 }  // namespace
 
 bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* target, EValue* last,
-                                       const UseAnalysis& usage) {
+                                       const UseAnalysis& usage, std::vector<RehomedOutput>& rehomed_outputs) {
   // `last`, the output of the chain [pc, chain_end] a fusion folds, shares bytes with the convolution's input; the
   // convolution's own output `target` does not (both are live at pc). The readers of `last` may read `target`
   // instead when: `last` is no method input or output, no move or free touches it, and kernels read it as
@@ -669,7 +650,8 @@ bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* targ
   return true;
 }
 
-void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage) {
+void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage,
+                                             std::vector<RehomedOutput>& rehomed_outputs) {
   // A float convolution followed by an inference batch norm on constants, an activation (relu, hardtanh,
   // clamp), or both, becomes one etnp::convolution_affine_clamp.out: the batch norm as a scale per channel
   // and a shifted bias, applied with the activation's clamp as each output tile leaves the convolution (what
@@ -744,7 +726,6 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
   }
   constexpr float kInf = std::numeric_limits<float>::infinity();
   float lo = -kInf, hi = kInf, act_lo = 0.0f, act_hi = 0.0f;  // no activation: no clamp
-  bool act_rehomed = false;  // the chain's readers read the convolution's own output (rehome_chain_output)
   Instruction* act = sole_reader(out, next, refs);
   if (act != nullptr && (!activation_bounds(*act, act_lo, act_hi) ||
                          act->args.back() != act->args[act->args.size() - 2] || !same_kind(act->args.back(), out))) {
@@ -754,26 +735,20 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
   // apart from its input. Where the plan gave it the input's bytes (their lifetimes met at the chain), the
   // convolution writes its own output instead and the last output's readers read that (rehome_chain_output);
   // else one fewer.
-  EValue* const conv_out = conv.args[9];
-  const size_t chain_end = act != nullptr ? static_cast<size_t>(act - instructions.data())
-                                          : (bn != nullptr ? static_cast<size_t>(bn - instructions.data()) : pc);
   EValue* const last = act != nullptr ? act->args.back() : (bn != nullptr ? bn->args[7] : nullptr);
-  if (last != nullptr && !apart_from_input(last) && rehome_chain_output(pc, chain_end, conv_out, last, usage)) {
-    out = conv_out;
-    if (act != nullptr) {
-      lo = act_lo;
-      hi = act_hi;
-    }
-    act_rehomed = true;
+  bool rehomed = false;
+  if (last != nullptr && !apart_from_input(last)) {
+    const size_t chain_end = static_cast<size_t>((act != nullptr ? act : bn) - instructions.data());
+    rehomed = rehome_chain_output(pc, chain_end, conv.args[9], last, usage, rehomed_outputs);
+    if (!rehomed) act = nullptr;
+    if (!rehomed && bn != nullptr && !apart_from_input(bn->args[7])) bn = nullptr;
   }
-  if (act != nullptr && !act_rehomed && !apart_from_input(act->args.back())) act = nullptr;
-  if (act != nullptr && !act_rehomed) {
-    out = act->args.back();
+  if (bn == nullptr && act == nullptr) return;
+  if (act != nullptr) {
     lo = act_lo;
     hi = act_hi;
   }
-  if (act == nullptr && bn != nullptr && !act_rehomed && !apart_from_input(bn->args[7])) bn = nullptr;
-  if (bn == nullptr && act == nullptr) return;
+  out = rehomed ? conv.args[9] : (act != nullptr ? act->args.back() : bn->args[7]);
 
   std::vector<EValue*> args(conv.args.begin(), conv.args.begin() + 9);
   EValue* scale = &load_time_values.emplace_back();  // None: no batch norm

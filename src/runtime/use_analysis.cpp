@@ -17,9 +17,8 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
       by_instr(instructions.size()), produced(values.size(), false) {
   auto in_table = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
   auto index = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
-  std::unordered_map<const Tensor*, uint32_t> value_of;
   for (size_t v = 0; v < values.size(); ++v) {
-    if (values[v].is_tensor()) value_of.emplace(&values[v].to_tensor(), static_cast<uint32_t>(v));
+    if (values[v].is_tensor()) value_of_.emplace(&values[v].to_tensor(), static_cast<uint32_t>(v));
   }
   for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
     const Instruction& ins = instructions[pc];
@@ -75,8 +74,8 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
       }
     }
     auto add = [&](const Tensor* t) {
-      auto it = value_of.find(t);
-      if (it == value_of.end()) return;  // a constant made at load
+      auto it = value_of_.find(t);
+      if (it == value_of_.end()) return;  // a constant made at load
       auto& list = by_value[it->second];
       if (list.empty() && outs > 0) {
         // Written whole when it is one of the out slots and no other argument (an input) holds it.
@@ -141,6 +140,18 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
       ++writes[v];
       io[static_cast<size_t>(v)] = true;
     }
+  }
+}
+
+void UseAnalysis::values_at(const EValue* arg, std::vector<uint32_t>& into) const {
+  auto add = [&](const Tensor& t) {
+    if (auto it = value_of_.find(&t); it != value_of_.end()) into.push_back(it->second);
+  };
+  if (arg->is_tensor()) {
+    add(arg->to_tensor());
+  } else if (arg->tag() == Tag::ListTensor) {
+    const TensorListRef list = arg->to_tensor_list();
+    for (size_t k = 0; k < list.size(); ++k) add(list[k]);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "etnp/value.h"
@@ -47,6 +48,10 @@ struct UseAnalysis {
   /// False when some tensor-list argument holds a non-tensor (a malformed program, reported when it runs).
   bool tensor_lists_well_formed = true;
 
+  /// Appends the values an argument holds to `into`: the argument itself, or a tensor list's items (tensors made at
+  /// load, outside the value table, are left out).
+  void values_at(const EValue* arg, std::vector<uint32_t>& into) const;
+
   /// Every tensor other than `except` that shares a byte with `range` and is referenced after instruction
   /// `pc` is first referenced after it, by a kernel that writes it whole: none reads what the range held at
   /// `pc` (an exporter's view planned on a tensor's bytes would).
@@ -56,6 +61,9 @@ struct UseAnalysis {
   /// every tensor they reference must have its storage now (a view's is only known when it runs).
   bool bytes_untouched(const std::vector<EValue>& values, uint32_t from, uint32_t to, const ByteRange& range,
                        std::initializer_list<uint32_t> allowed) const;
+
+ private:
+  std::unordered_map<const Tensor*, uint32_t> value_of_;  ///< a value-table tensor's value slot
 };
 
 }  // namespace etnp::runtime

@@ -24,6 +24,7 @@
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
 #include "cpu_levels.h"
+#include "fixtures.h"
 #include "kernel_test_util.h"
 #include "compute/gemm.h"
 
@@ -822,6 +823,78 @@ TEST(NnKernelsPool, MaxPoolTableBuiltAtLoadServesOnlyItsSize) {
     const std::vector<float> xv = max_pool_values(rng, static_cast<size_t>(c.n * c.c * c.h * c.w), 4);
     check_max_pool(c, xv, {}, c.describe() + " with the table of 15x15, 3x3, stride 2", state.get());
   }
+}
+
+// A 4-D max pooling that the load paired channels-last pools NHWC bytes: the values of the NCHW pooling of the
+// same image (NaN taken over numbers), at each CPU level; an input of another size no longer fits and fails.
+TEST(NnKernelsPool, MaxPoolPairedChannelsLastMatchesTheNchwPoolingAndRefusesAnotherSize) {
+  const KernelEntry* entry = runtime::kernel_registry().find("aten::max_pool2d_with_indices.out");
+  ASSERT_NE(entry, nullptr);
+  constexpr int64_t c = 11, h = 5, w = 5;  // an 8-wide block and a tail of 3
+  std::vector<float> nchw = etnp::testing::random_floats(static_cast<size_t>(c * h * w), -1.0f, 1.0f, 17);
+  nchw[3 * h * w + 2 * w + 2] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> nhwc(nchw.size());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t p = 0; p < h * w; ++p) nhwc[static_cast<size_t>(p * c + ch)] = nchw[static_cast<size_t>(ch * h * w + p)];
+  }
+  // max_pool2d_with_indices(x, 3, 2, 1, 1, ceil_mode) into out and idx, its state prepared for the first call's
+  // shapes (and paired channels-last with `paired`).
+  struct Call {
+    std::deque<EValue> items;
+    std::deque<std::vector<EValue*>> lists;
+    std::vector<EValue> args;
+    std::vector<EValue*> ptrs;
+  };
+  auto pooling = [](const Owned& x, const Owned& out, const Owned& idx) {
+    auto call = std::make_unique<Call>();
+    call->args.push_back(EValue::from_tensor(&x->tensor));
+    for (const int64_t v : {3, 2, 1, 1}) {
+      auto& list = call->lists.emplace_back();
+      for (int k = 0; k < 2; ++k) list.push_back(&call->items.emplace_back(EValue::from_int(v)));
+      call->args.push_back(EValue::from_int_list(list));
+    }
+    call->args.push_back(EValue::from_bool(true));
+    call->args.push_back(EValue::from_tensor(&out->tensor));
+    call->args.push_back(EValue::from_tensor(&idx->tensor));
+    call->args.push_back(EValue());
+    for (EValue& a : call->args) call->ptrs.push_back(&a);
+    return call;
+  };
+  auto run = [&](const Call& call, KernelState* state) {
+    KernelContext ctx(&ThreadPool::global(), state);
+    entry->fn(ctx, KernelArgs(call.ptrs));
+  };
+  at_each_cpu_level([&](CpuLevel level) {
+    auto x = f32({1, c, h, w}, nchw);
+    auto ref = out_tensor(ScalarType::Float, {1, c, 3, 3});
+    auto ref_idx = out_tensor(ScalarType::Long, {1, c, 3, 3});
+    run(*pooling(x, ref, ref_idx), nullptr);
+    auto xl = f32({1, c, h, w}, nhwc);
+    auto got = out_tensor(ScalarType::Float, {1, c, 3, 3});
+    auto got_idx = out_tensor(ScalarType::Long, {1, c, 3, 3});
+    const auto paired = pooling(xl, got, got_idx);
+    const std::unique_ptr<KernelState> state = entry->prepare(KernelArgs(paired->ptrs));
+    ASSERT_NE(state, nullptr);
+    state->use_channels_last(true, true);
+    run(*paired, state.get());
+    const std::vector<float> want = ref->values<float>(), have = got->values<float>();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t p = 0; p < 9; ++p) {
+        const float a = have[static_cast<size_t>(p * c + ch)], b = want[static_cast<size_t>(ch * 9 + p)];
+        ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << cpu_level_name(level) << " channel " << ch << " at " << p;
+      }
+    }
+    EXPECT_TRUE(std::isnan(have[static_cast<size_t>(4 * c + 3)]));  // the NaN's window, channel 3
+    // The state prepared for 5x5, called on 7x7.
+    auto bigger = f32({1, c, 7, 7}, std::vector<float>(static_cast<size_t>(c * 49), 0.0f));
+    auto big_out = out_tensor(ScalarType::Float, {1, c, 4, 4});
+    auto big_idx = out_tensor(ScalarType::Long, {1, c, 4, 4});
+    const Error e = etnp::testing::expect_error([&] { run(*pooling(bigger, big_out, big_idx), state.get()); });
+    EXPECT_NE(std::string(e.what()).find("paired with its neighbours in NHWC order no longer fits its input of shape "
+                                         "[1, 11, 7, 7]"),
+              std::string::npos)
+        << e.what();
+  });
 }
 
 TEST(NnKernelsPool, AvgPoolMatchesTorch) {

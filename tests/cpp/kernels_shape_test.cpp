@@ -13,6 +13,7 @@
 
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
+#include "fixtures.h"
 #include "kernel_test_util.h"
 
 namespace etnp::testing {
@@ -506,6 +507,42 @@ TEST(ShapeKernels, CatSkipsLegacyEmptyAndPromotes) {
   std::vector<EValue> zz{l.tensors({z.get(), a.get(), z.get()}), iv(1), tv(out2), tv(out2)};
   call_kernel("aten::cat.out", zz);
   EXPECT_EQ(out2->values<float>(), (std::vector<float>{1, 2}));
+}
+
+// A 4-D cat along channels that the load paired channels-last (CatChannels) reads and writes NHWC bytes: each
+// pixel's channels of each input, in turn; an input of another spatial size no longer fits the pairing and fails.
+TEST(ShapeKernels, CatPairedChannelsLastJoinsChannelRunsAndRefusesAnotherShape) {
+  Lists l;
+  auto a = f32({1, 2, 2, 2}, iota(8));       // NHWC bytes: pixel p holds a[2p], a[2p + 1]
+  auto b = f32({1, 3, 2, 2}, iota(12, 100));  // pixel p holds b[3p .. 3p + 2]
+  auto out = f32({1, 5, 2, 2});
+  std::vector<EValue> args{l.tensors({a.get(), b.get()}), iv(1), tv(out), tv(out)};
+  const KernelEntry* entry = runtime::kernel_registry().find("aten::cat.out");
+  ASSERT_NE(entry, nullptr);
+  std::vector<EValue*> ptrs;
+  for (EValue& v : args) ptrs.push_back(&v);
+  const std::unique_ptr<KernelState> state = entry->prepare(KernelArgs(ptrs));
+  ASSERT_NE(state, nullptr);
+  const KernelState::ChannelsLastArgs named = state->keeps_channels_last();
+  EXPECT_EQ(named.inputs, std::vector<size_t>{0});
+  EXPECT_EQ(named.outputs, std::vector<size_t>{2});
+  state->use_channels_last(true, true);
+  KernelContext ctx(&ThreadPool::global(), state.get());
+  entry->fn(ctx, KernelArgs(ptrs));
+  std::vector<float> want;
+  for (int p = 0; p < 4; ++p) {
+    for (int c = 0; c < 2; ++c) want.push_back(static_cast<float>(2 * p + c));
+    for (int c = 0; c < 3; ++c) want.push_back(static_cast<float>(100 + 3 * p + c));
+  }
+  EXPECT_EQ(out->values<float>(), want);
+  auto wide = f32({1, 3, 2, 3});
+  args[0] = l.tensors({a.get(), wide.get()});
+  ptrs[0] = &args[0];
+  const Error e = etnp::testing::expect_error([&] { entry->fn(ctx, KernelArgs(ptrs)); });
+  EXPECT_NE(std::string(e.what()).find("paired with its neighbours in NHWC order no longer fits it (tensor 1 of "
+                                       "shape [1, 3, 2, 3])"),
+            std::string::npos)
+      << e.what();
 }
 
 TEST(ShapeKernels, StackSplitUnbind) {
