@@ -451,9 +451,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, GemmMatrix a, GemmMatrix b, float
   }
 
   const size_t threads = pool == nullptr ? 1 : pool->num_threads();
-  const double flops = double(pr.m) * double(pr.n) * double(pr.k);
-  // Below ~4 MFLOP (tens of microseconds) splitting costs more than it saves.
-  const bool parallel = threads > 1 && flops >= 4e6;
+  const double macs = double(pr.m) * double(pr.n) * double(pr.k);
+  const bool parallel = threads > 1 && macs >= kGemmParallelMacs;
   int64_t mc = std::min(kMCMax, round_up(pr.m, kMR));
   int64_t nc = std::min(kNCMax, round_up(pr.n, kNR));
   if (parallel) {

@@ -44,6 +44,10 @@ struct GemmEpilogue {
   bool clamps() const { return clamps_anything(min, max); }
 };
 
+/// Below this many multiply-adds (m * n * k; tens of microseconds) gemm_f32 runs on the calling thread: splitting
+/// costs more than it saves.
+inline constexpr double kGemmParallelMacs = 4e6;
+
 /// C[m x n] = alpha * A[m x k] * B[k x n] (+ beta * bias). C may have any strides (its elements must not
 /// overlap A, B or bias). With `pool` (not nullptr) the work is split across its threads; callers already
 /// inside a parallel region must pass nullptr.

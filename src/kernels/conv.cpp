@@ -19,6 +19,7 @@
 #include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
 #include "compute/packed_gemm.h"
+#include "compute/parallel.h"
 #include "compute/weight_cache.h"
 #include "core/cpu_features.h"
 
@@ -567,7 +568,8 @@ void conv_depthwise_f32(const ConvShape& s, const float* in, const float* wt, co
   });
 }
 
-/// cols[(ic, kh, kw)][(oh, ow)] = input[ic][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] (0 outside) for one group.
+/// cols[(ic, kh, kw)][(oh, ow)] = input[ic][oh*sh - ph + kh*dh][ow*sw - pw + kw*dw] (0 outside) for one group;
+/// on the calling thread when `pool` is nullptr.
 void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* pool) {
   const int64_t kk = s.kh * s.kw, plane_out = s.oh * s.ow;
   auto body = [&](size_t b, size_t e) {
@@ -600,6 +602,10 @@ void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* po
     }
   };
   const size_t rows = static_cast<size_t>(s.cin_g * kk);
+  if (pool == nullptr) {
+    body(0, rows);
+    return;
+  }
   pool->parallel_for(rows, std::max<size_t>(1, (1u << 16) / static_cast<size_t>(std::max<int64_t>(1, plane_out))), body);
 }
 
@@ -629,48 +635,71 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
   const size_t cols_floats = direct ? 0 : static_cast<size_t>(k_live * plane_out);
   const size_t weight_floats = trimmed && live.kh * live.kw > 1 ? static_cast<size_t>(s.cout_g * k_live) : 0;
   const size_t scratch_floats = cols_floats + weight_floats;
-  auto* cols = scratch_floats == 0 ? nullptr : static_cast<float*>(ctx.scratch(scratch_floats * sizeof(float)));
-  float* live_weights = cols == nullptr ? nullptr : cols + cols_floats;
-  for (int64_t n = 0; n < s.n; ++n) {
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const float* in_g = in + (n * s.c_in + g * s.cin_g) * plane_in;
-      float* out_g = out + (n * s.c_out + g * s.cout_g) * plane_out;
-      GemmMatrix a{wt + g * s.cout_g * k, k, 1};
-      if (trimmed) {
-        if (k_live == 0) {  // no tap reads the input: every output is the bias
-          for (int64_t oc = 0; oc < s.cout_g; ++oc) {
-            const int64_t c = g * s.cout_g + oc;
-            const float b = bias == nullptr ? 0.0f : bias[c];
-            std::fill(out_g + oc * plane_out, out_g + (oc + 1) * plane_out, post.scale != nullptr ? 0.0f : b);
-            post.finish(out_g + oc * plane_out, plane_out, c, bias);
-          }
-          continue;
+  // One (image, group) pair: its patches, its live weights, one GEMM. `scratch` holds scratch_floats floats.
+  auto run_pair = [&](int64_t pair, float* scratch, ThreadPool* inner) {
+    const int64_t n = pair / s.groups, g = pair % s.groups;
+    float* cols = scratch;
+    float* live_weights = scratch == nullptr ? nullptr : scratch + cols_floats;
+    const float* in_g = in + (n * s.c_in + g * s.cin_g) * plane_in;
+    float* out_g = out + (n * s.c_out + g * s.cout_g) * plane_out;
+    GemmMatrix a{wt + g * s.cout_g * k, k, 1};
+    if (trimmed) {
+      if (k_live == 0) {  // no tap reads the input: every output is the bias
+        for (int64_t oc = 0; oc < s.cout_g; ++oc) {
+          const int64_t c = g * s.cout_g + oc;
+          const float b = bias == nullptr ? 0.0f : bias[c];
+          std::fill(out_g + oc * plane_out, out_g + (oc + 1) * plane_out, post.scale != nullptr ? 0.0f : b);
+          post.finish(out_g + oc * plane_out, plane_out, c, bias);
         }
-        const int64_t first_tap = static_cast<int64_t>(ty.first) * s.kw + static_cast<int64_t>(tx.first);
-        if (live.kh * live.kw == 1) {
-          a = GemmMatrix{a.data + first_tap, k, s.kh * s.kw};  // one tap: its weights, kh * kw floats apart
-        } else {
-          float* dst = live_weights;
-          for (int64_t row = 0; row < s.cout_g * s.cin_g; ++row) {  // (oc, ic) pairs: their kh x kw filters
-            const float* filter = a.data + row * s.kh * s.kw + first_tap;
-            for (int64_t y = 0; y < live.kh; ++y) dst = std::copy(filter + y * s.kw, filter + y * s.kw + live.kw, dst);
-          }
-          a = GemmMatrix{live_weights, k_live, 1};
+        return;
+      }
+      const int64_t first_tap = static_cast<int64_t>(ty.first) * s.kw + static_cast<int64_t>(tx.first);
+      if (live.kh * live.kw == 1) {
+        a = GemmMatrix{a.data + first_tap, k, s.kh * s.kw};  // one tap: its weights, kh * kw floats apart
+      } else {
+        float* dst = live_weights;
+        for (int64_t row = 0; row < s.cout_g * s.cin_g; ++row) {  // (oc, ic) pairs: their kh x kw filters
+          const float* filter = a.data + row * s.kh * s.kw + first_tap;
+          for (int64_t y = 0; y < live.kh; ++y) dst = std::copy(filter + y * s.kw, filter + y * s.kw + live.kw, dst);
         }
+        a = GemmMatrix{live_weights, k_live, 1};
       }
-      GemmMatrix b{in_g, plane_in, 1};
-      if (!direct) {
-        im2col_f32(live, in_g, cols, pool);
-        b = GemmMatrix{cols, plane_out, 1};
-      }
-      GemmEpilogue ep;
-      if (bias != nullptr) ep.bias = GemmMatrix{bias + g * s.cout_g, 1, 0};
-      if (post.scale != nullptr) ep.scale = GemmMatrix{post.scale + g * s.cout_g, 1, 0};
-      ep.min = post.min;
-      ep.max = post.max;
-      gemm_f32(s.cout_g, plane_out, k_live, a, b, out_g, plane_out, 1, ep, pool);
     }
+    GemmMatrix b{in_g, plane_in, 1};
+    if (!direct) {
+      im2col_f32(live, in_g, cols, inner);
+      b = GemmMatrix{cols, plane_out, 1};
+    }
+    GemmEpilogue ep;
+    if (bias != nullptr) ep.bias = GemmMatrix{bias + g * s.cout_g, 1, 0};
+    if (post.scale != nullptr) ep.scale = GemmMatrix{post.scale + g * s.cout_g, 1, 0};
+    ep.min = post.min;
+    ep.max = post.max;
+    gemm_f32(s.cout_g, plane_out, k_live, a, b, out_g, plane_out, 1, ep, inner);
+  };
+  const int64_t pairs = s.n * s.groups;
+  const size_t threads = pool == nullptr ? 1 : pool->num_threads();
+  const double pair_macs = double(s.cout_g) * double(plane_out) * double(k_live);
+  // A batch (or groups) of GEMMs too small to split one by one (a small CNN's first layer on two images): the
+  // pairs go to the threads whole, each with its own scratch.
+  const bool split_pairs = threads > 1 && pairs > 1 && pair_macs < compute::kGemmParallelMacs &&
+                           pair_macs * double(pairs) >= double(compute::kParallelWork);
+  if (split_pairs) {
+    const size_t tasks = std::min(threads, static_cast<size_t>(pairs));
+    auto* scratch =
+        scratch_floats == 0 ? nullptr : static_cast<float*>(ctx.scratch(tasks * scratch_floats * sizeof(float)));
+    pool->parallel_for(tasks, 1, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        float* own = scratch == nullptr ? nullptr : scratch + t * scratch_floats;
+        const int64_t first = static_cast<int64_t>(t) * pairs / static_cast<int64_t>(tasks);
+        const int64_t last = static_cast<int64_t>(t + 1) * pairs / static_cast<int64_t>(tasks);
+        for (int64_t pair = first; pair < last; ++pair) run_pair(pair, own, nullptr);
+      }
+    });
+    return;
   }
+  auto* scratch = scratch_floats == 0 ? nullptr : static_cast<float*>(ctx.scratch(scratch_floats * sizeof(float)));
+  for (int64_t pair = 0; pair < pairs; ++pair) run_pair(pair, scratch, pool);
 }
 
 /// dst[i * stride] += src[i] for i < n. The col2im of a transposed convolution; stride 2 (upsampling by two) is

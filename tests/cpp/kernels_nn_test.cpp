@@ -603,7 +603,7 @@ TEST(NnKernelsConv, DoubleDtypeAndErrors) {
 }
 
 // The parallel splits (GEMM tiles, GEMV chunks, batched heads, depthwise channels, im2col rows, col2im
-// channels) with an odd thread count, whatever the machine has.
+// channels, a convolution's images) with an odd thread count, whatever the machine has.
 class NnKernelsThreads : public ::testing::Test {
  protected:
   void SetUp() override { ThreadPool::global().set_num_threads(3); }
@@ -636,6 +636,11 @@ TEST_F(NnKernelsThreads, ParallelPathsMatchReference) {
   run_conv_case({2, 24, 30, 31, 24, 3, 3, 2, 2, 1, 1, 1, 1, 24, false, 0, 0, true, false}, 94);
   run_conv_case({1, 16, 20, 21, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true, false}, 95);
   run_conv_case({1, 8, 9, 10, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, 1, 1, true, false}, 96);
+  // (image, group) GEMMs too small to split one by one go to the threads whole, each with its own patches: five
+  // images of a small CNN's stem over three threads (uneven shares), and twelve pairs of a grouped, dilated
+  // convolution whose dead kernel rows are trimmed (each thread gathers its own live weights).
+  run_conv_case({5, 3, 32, 32, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, 0, 0, true, false}, 97);
+  run_conv_case({6, 16, 3, 64, 64, 3, 3, 1, 1, 4, 4, 4, 4, 2, false, 0, 0, true, false}, 98);
 }
 
 // ---------------------------------------------------------------------------------------------------------
