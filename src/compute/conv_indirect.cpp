@@ -51,7 +51,7 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   const size_t tiles = (rows_total + kMr - 1) / kMr, panels = gemm.panels();
   ThreadPool& pool = ThreadPool::current();
   const size_t threads = rows_total * segs * seg_k * n >= kParallelWork ? pool.num_threads() : 1;
-  const bool by_rows = PackedGemm::split_rows(tiles, panels, threads);
+  const bool by_rows = PackedGemm::split_rows(rows_total, panels, threads);
   const size_t chunks = std::max<size_t>(1, std::min(threads, by_rows ? tiles : panels));
   // Pixel blocks whose padded input rows take about 128 KiB: they stay in L2 while every panel passes them.
   const size_t out_rows = std::max<size_t>(1, (128 * 1024 / sizeof(float)) / (row_floats * g.stride_h + 1));

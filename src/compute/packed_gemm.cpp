@@ -272,11 +272,16 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
 
 size_t PackedGemm::panels() const { return (n_ + kNr - 1) / kNr; }
 
-bool PackedGemm::split_rows(size_t tiles, size_t panels, size_t threads) {
-  // Many rows: by rows. Few: whichever of row tiles and column panels divides more evenly (64 rows are 11 tiles,
-  // 6 + 5 on two threads, while their 48 panels split 24 + 24; a decoder's single row has one tile).
-  auto rounds = [&](size_t items) { return static_cast<double>((items + threads - 1) / threads * threads) / items; };
-  return panels < 2 || tiles >= 8 * threads || (tiles >= threads && rounds(tiles) <= rounds(panels));
+bool PackedGemm::split_rows(size_t rows, size_t panels, size_t threads) {
+  // Many rows: by rows. Few: whichever divides the work more evenly, the rows in whole tiles or the column panels
+  // (64 rows are 11 tiles, 36 + 28 rows on two threads, while their 48 panels split 24 + 24; 9 rows split 6 + 3,
+  // so a squeezenet's 3x3 map of 512 -> 1000 channels goes by its 63 panels; a decoder's single row has one tile).
+  const size_t tiles = (rows + kMr - 1) / kMr;
+  if (panels < 2 || tiles >= 8 * threads) return true;
+  if (tiles < threads) return false;
+  const double row_share = static_cast<double>((tiles + threads - 1) / threads * kMr) / static_cast<double>(rows);
+  const double panel_share = static_cast<double>((panels + threads - 1) / threads) / static_cast<double>(panels);
+  return row_share <= panel_share;
 }
 
 void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const {
@@ -286,7 +291,7 @@ void PackedGemm::run(const float* in, size_t rows, size_t in_stride, float out_m
   ThreadPool& pool = ThreadPool::current();
   const size_t threads = pool.num_threads();
   if (threads > 1 && rows * k_ * n_ >= kParallelWork) {
-    if (split_rows(tiles, panels, threads)) {
+    if (split_rows(rows, panels, threads)) {
       pool.parallel_for(tiles, 1, [&](size_t t0, size_t t1) {
         const size_t r0 = t0 * kMr, r1 = std::min(rows, t1 * kMr);
         run_rows(in + r0 * in_stride, r1 - r0, in_stride, 0, panels, out_min, out_max, out + r0 * n_);

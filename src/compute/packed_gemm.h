@@ -42,9 +42,10 @@ class PackedGemm {
                     float out_max, float* out, size_t p_begin, size_t p_end) const;
   /// Panels of 16 output columns.
   size_t panels() const;
-  /// Whether `threads` threads split a product of `tiles` row tiles and `panels` column panels by rows (each
-  /// thread streams every panel past its rows) rather than by panels (each streams its share of the weights).
-  static bool split_rows(size_t tiles, size_t panels, size_t threads);
+  /// Whether `threads` threads split a product of `rows` rows and `panels` column panels by rows, in whole
+  /// micro-tiles (each thread streams every panel past its rows), rather than by panels (each streams its share
+  /// of the weights).
+  static bool split_rows(size_t rows, size_t panels, size_t threads);
 
  private:
   void run_rows(const float* in, size_t rows, size_t in_stride, size_t p_begin, size_t p_end, float out_min,

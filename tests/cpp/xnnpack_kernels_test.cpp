@@ -274,6 +274,41 @@ TEST(XnnpackKernels, PackedGemmMatchesNaive) {
   }
 }
 
+TEST(XnnpackKernels, PackedGemmSplitsFewRowsByTheEvenerShare) {
+  // Two threads: rows in whole 6-row tiles when they divide as evenly as the 16-column panels, else panels.
+  EXPECT_FALSE(PackedGemm::split_rows(9, 63, 2));   // 6 + 3 rows; 32 + 31 panels (squeezenet's last 3x3 map)
+  EXPECT_TRUE(PackedGemm::split_rows(12, 63, 2));   // 6 + 6 rows
+  EXPECT_FALSE(PackedGemm::split_rows(64, 48, 2));  // 36 + 28 rows; 24 + 24 panels
+  EXPECT_TRUE(PackedGemm::split_rows(200, 10, 2));  // many rows
+  EXPECT_FALSE(PackedGemm::split_rows(1, 100, 2));  // one tile
+  EXPECT_TRUE(PackedGemm::split_rows(9, 1, 2));     // one panel
+  // Either split gives every output the sums of one thread, bit for bit.
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  ThreadPool pool(2);
+  for (size_t rows : {9, 12}) {
+    const size_t k = 512, n = 1000;
+    std::vector<float> x(rows * k), w(n * k), bias(n);
+    for (auto& v : x) v = dist(rng);
+    for (auto& v : w) v = dist(rng);
+    for (auto& v : bias) v = dist(rng);
+    const PackedGemm gemm(w.data(), true, k, n, bias.data());
+    std::vector<float> one(rows * n), two(rows * n);
+    {
+      ThreadPool one_thread(1);
+      ThreadPool::Use use(one_thread);
+      gemm.run(x.data(), rows, k, 0.0f, std::numeric_limits<float>::infinity(), one.data());
+    }
+    {
+      ThreadPool::Use use(pool);
+      gemm.run(x.data(), rows, k, 0.0f, std::numeric_limits<float>::infinity(), two.data());
+    }
+    for (size_t i = 0; i < one.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(one[i]), std::bit_cast<uint32_t>(two[i])) << rows << " rows, at " << i;
+    }
+  }
+}
+
 TEST(XnnpackKernels, PackedGemmOneRowHasTheMicroKernelsBits) {
   // A single row (decoding) streams each panel whole; its sums must be the micro-kernel's, bit for bit, which
   // row 0 of a several-row product gives. Random floats (rounding differs with any other order), K across
