@@ -40,13 +40,15 @@ struct KernelState {
   /// tensor's only writer and every reader are such kernels (the tensor's sizes stay NCHW; its bytes hold NHWC),
   /// so that no transpose runs between them. Default: never.
   virtual bool exchanges_channels_last() const { return false; }
-  /// Layout-keeping operators (max pooling, concatenation along channels) join such a pairing instead: the
-  /// argument positions of the tensors (or tensor lists) it reads and of those it writes, all of which it can take
-  /// in NHWC order together. The runtime pairs them with the exchanging kernels around them, all or none, and only
-  /// where every other tensor the call references is read by nothing else (a state may then leave it unwritten:
-  /// max pooling's indices). Default: none.
+  /// Layout-keeping operators (max pooling, concatenation along channels, a batch norm, a mean over the pixels, a
+  /// product by one value per channel) join such a pairing instead: the argument positions of the tensors (or
+  /// tensor lists) it reads and of those it writes, all of which it can take in NHWC order together, and of the
+  /// tensors whose bytes are the same in either order (per-channel constants, one pixel per channel: [N, C, 1, 1],
+  /// [N, C]), which it reads or writes as they are. The runtime pairs the named inputs and outputs with the
+  /// exchanging kernels around them, all or none, and only where every other tensor the call references is read
+  /// by nothing else (a state may then leave it unwritten: max pooling's indices). Default: none.
   struct ChannelsLastArgs {
-    std::vector<size_t> inputs, outputs;
+    std::vector<size_t> inputs, outputs, neutral;
   };
   virtual ChannelsLastArgs keeps_channels_last() const { return {}; }
   /// Called at load, before any run, with what the runtime paired: argument 0 and/or the result as NHWC bytes

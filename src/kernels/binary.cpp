@@ -5,6 +5,7 @@
 // tensor only raises the category), arithmetic runs in it (float for half/bfloat16), and the result is cast
 // to `out`, which must be able to hold it (no float into an integer tensor). Integer arithmetic wraps;
 // integer division or modulo by zero fails the kernel instead of trapping.
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
@@ -175,12 +176,80 @@ auto make_mul = [](auto tag) {
   };
 };
 
+/// A float32 product of a static [N, C, H, W] tensor and one value per channel, [N, C, 1, 1], in either order (a
+/// squeeze-and-excitation gate's scale), which the load may pair in NHWC order (KernelState::keeps_channels_last):
+/// the image operand and the result then hold runs of channels per pixel; the scales are the same bytes in either
+/// order. One multiplication per element, so the bits are those of the broadcast product.
+struct ScaleChannels final : KernelState {
+  size_t image = 0;  // the argument position of the [N, C, H, W] operand
+  int64_t images = 0, channels = 0, pixels = 0;
+  bool nhwc = false;
+  ChannelsLastArgs keeps_channels_last() const override { return {{image}, {2}, {1 - image}}; }
+  void use_channels_last(bool input, bool output) override { nhwc = input && output; }
+};
+
+std::unique_ptr<KernelState> prepare_mul(KernelArgs args) {
+  if (args.size() != 4 || !args[0]->is_tensor() || !args[1]->is_tensor() || !args[2]->is_tensor()) return nullptr;
+  const Tensor& out = args[2]->to_tensor();
+  const auto fits = [](const Tensor& t) {
+    return t.dim() == 4 && t.dtype() == ScalarType::Float && t.is_contiguous_order() &&
+           t.dynamism() == ShapeDynamism::Static;
+  };
+  if (!fits(out) || out.size(2) * out.size(3) < 2) return nullptr;
+  for (size_t image : {size_t{0}, size_t{1}}) {
+    const Tensor& x = args[image]->to_tensor();
+    const Tensor& scale = args[1 - image]->to_tensor();
+    if (!fits(x) || !fits(scale) || !std::ranges::equal(x.sizes(), out.sizes())) continue;
+    if (scale.size(0) != x.size(0) || scale.size(1) != x.size(1) || scale.size(2) != 1 || scale.size(3) != 1) continue;
+    auto state = std::make_unique<ScaleChannels>();
+    state->image = image;
+    state->images = x.size(0);
+    state->channels = x.size(1);
+    state->pixels = x.size(2) * x.size(3);
+    return state;
+  }
+  return nullptr;
+}
+
+/// out[n][p][c] = x[n][p][c] * scale[n][c] (NHWC bytes), split across the pool by pixels.
+void scale_channels_nhwc(KernelContext& ctx, const ScaleChannels& s, const float* x, const float* scale, float* out) {
+  const int64_t rows = s.images * s.pixels;
+  auto body = [&](size_t begin, size_t end) {
+    for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
+      const float* k = scale + (r / s.pixels) * s.channels;
+      const float* src = x + r * s.channels;
+      float* dst = out + r * s.channels;
+      for (int64_t c = 0; c < s.channels; ++c) dst[c] = src[c] * k[c];
+    }
+  };
+  const auto grain = static_cast<size_t>(std::max<int64_t>(1, ew::kCheapGrain / std::max<int64_t>(1, s.channels)));
+  if (ctx.pool() == nullptr || rows * s.channels < 2 * ew::kCheapGrain) {
+    body(0, static_cast<size_t>(rows));
+  } else {
+    ctx.pool()->parallel_for(static_cast<size_t>(rows), grain, body);
+  }
+}
+
 void mul_out(KernelContext& ctx, KernelArgs args) {
   const char* op = "aten::mul.out";
   check_num_args(args, 4, op);
   const Tensor& a = args[0]->to_tensor();
   const Tensor& b = args[1]->to_tensor();
   Tensor& out = args[2]->to_tensor();
+  if (const auto* state = static_cast<const ScaleChannels*>(ctx.state()); state != nullptr && state->nhwc) {
+    // What the load paired holds NHWC bytes: only this product may read and write them.
+    const Tensor& x = state->image == 0 ? a : b;
+    const Tensor& scale = state->image == 0 ? b : a;
+    ETNP_KERNEL_CHECK(x.dim() == 4 && x.size(0) == state->images && x.size(1) == state->channels &&
+                          x.size(2) * x.size(3) == state->pixels && x.dtype() == ScalarType::Float &&
+                          scale.numel() == state->images * state->channels && scale.dtype() == ScalarType::Float &&
+                          scale.is_contiguous_order() && out.dtype() == ScalarType::Float,
+                      op << ": a product paired with its neighbours in NHWC order no longer fits its operands (shapes "
+                         << shape_str(a.sizes()) << " and " << shape_str(b.sizes()) << ")");
+    resize_output(out, x.sizes(), op);
+    scale_channels_nhwc(ctx, *state, x.data_as<const float>(), scale.data_as<const float>(), out.data_as<float>());
+    return;
+  }
   const ScalarType common = prepare_tensors(a, b, out, op);
   ew::check_can_cast(common, out, op);
   run_tensors<kRealTypes | kBool>(ctx, a, b, out, common, op, make_mul);
@@ -651,7 +720,7 @@ void register_binary_kernels(KernelRegistry& registry) {
   registry.add("aten::sub.Scalar_out", 5, sub_scalar_out);
   registry.add("aten::rsub.Scalar_out", 5, rsub_scalar_out);
   // (Tensor self, Tensor|Scalar other, *, Tensor(a!) out)
-  registry.add("aten::mul.out", 4, mul_out);
+  registry.add("aten::mul.out", 4, mul_out, prepare_mul);
   registry.add("aten::mul.Scalar_out", 4, mul_scalar_out);
   registry.add("aten::div.out", 4, div_out);
   registry.add("aten::div.Scalar_out", 4, div_scalar_out);

@@ -86,6 +86,31 @@ bool row_stats(const A* x, int64_t n, double eps, A& mean, A& rstd) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+/// An inference batch norm of a static float32 4-D tensor, which the load may pair in NHWC order
+/// (KernelState::keeps_channels_last): the input and output then hold runs of the channels per pixel; the
+/// per-channel constants and the empty statistics outputs are the same bytes in either order. Each element's
+/// arithmetic is the NCHW loop's.
+struct BatchNormChannels final : KernelState {
+  int64_t numel = 0;
+  bool nhwc = false;
+  ChannelsLastArgs keeps_channels_last() const override { return {{0}, {7}, {1, 2, 3, 4, 8, 9}}; }
+  void use_channels_last(bool input, bool output) override { nhwc = input && output; }
+};
+
+std::unique_ptr<KernelState> prepare_batch_norm(KernelArgs args) {
+  if (args.size() != 11 || !args[0]->is_tensor() || !args[7]->is_tensor()) return nullptr;
+  const Tensor& in = args[0]->to_tensor();
+  const Tensor& out = args[7]->to_tensor();
+  const auto fits = [&](const Tensor& t) {
+    return t.dim() == 4 && t.dtype() == ScalarType::Float && t.is_contiguous_order() &&
+           t.dynamism() == ShapeDynamism::Static && std::ranges::equal(t.sizes(), in.sizes());
+  };
+  if (!fits(in) || !fits(out) || in.numel() == 0) return nullptr;
+  auto state = std::make_unique<BatchNormChannels>();
+  state->numel = in.numel();
+  return state;
+}
+
 // aten::_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
 //   Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
 
@@ -130,6 +155,22 @@ void batch_norm_no_training_out(KernelContext& ctx, KernelArgs args) {
     }
     const T* src = in.data_as<const T>();
     T* dst = out.data_as<T>();
+    if (const auto* state = static_cast<const BatchNormChannels*>(ctx.state()); state != nullptr && state->nhwc) {
+      // What the load paired holds NHWC bytes: runs of the channels, pixel after pixel.
+      ETNP_KERNEL_CHECK(in.dim() == 4 && in.numel() == state->numel && in.dtype() == ScalarType::Float,
+                        op << ": a batch norm paired with its neighbours in NHWC order no longer fits its input "
+                              "(shape " << shape_str(in.sizes()) << ")");
+      const int64_t pixels = in.numel() / channels;
+      parallel_rows(ctx, pixels, channels, [&](int64_t p) {
+        const T* x = src + p * channels;
+        T* y = dst + p * channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          const auto i = static_cast<size_t>(c);
+          y[c] = convert<T>((static_cast<Acc>(x[c]) - mean[i]) * invstd[i] * w[i] + b[i]);
+        }
+      });
+      return;
+    }
     if (in.is_contiguous_order() && out.is_contiguous_order()) {
       int64_t inner = 1;
       for (int d = 2; d < in.dim(); ++d) inner *= in.size(d);
@@ -428,7 +469,8 @@ void log_softmax_out(KernelContext& ctx, KernelArgs args) { softmax_impl<true>(c
 }  // namespace
 
 void register_norm_kernels(KernelRegistry& registry) {
-  registry.add("aten::_native_batch_norm_legit_no_training.out", 11, batch_norm_no_training_out);
+  registry.add("aten::_native_batch_norm_legit_no_training.out", 11, batch_norm_no_training_out,
+               prepare_batch_norm);
   registry.add("aten::native_layer_norm.out", 9, layer_norm_out);
   registry.add("aten::native_group_norm.out", 12, group_norm_out);
   registry.add("aten::_softmax.out", 5, softmax_out);

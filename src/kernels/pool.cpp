@@ -336,7 +336,7 @@ struct MaxPoolState final : KernelState {
   bool fits(const Pool2dParams& p, int64_t in_h, int64_t in_w) const { return in_h == h && in_w == w && p == params; }
   ChannelsLastArgs keeps_channels_last() const override {
     if (!four_d) return {};
-    return {{0}, {6}};
+    return {{0}, {6}, {}};
   }
   void use_channels_last(bool input, bool output) override { nhwc = input && output; }
 };

@@ -295,14 +295,75 @@ void check_mean_dtypes(const Tensor& in, const Tensor& out, const std::optional<
                     op << ": out must be floating point, got " << scalar_type_name(out.dtype()));
 }
 
+/// A float32 mean of a static 4-D tensor over its pixels (dims 2 and 3: a global average pooling, the squeeze of
+/// a squeeze-and-excitation gate), which the load may pair in NHWC order (KernelState::keeps_channels_last). The
+/// input's pixels are then runs of its channels; each channel still adds its pixels one by one in their order,
+/// so the bits are those of the NCHW fold. The result, one value per channel, is the same bytes in either order.
+struct MeanPixels final : KernelState {
+  int64_t images = 0, channels = 0, pixels = 0;
+  bool nhwc = false;
+  ChannelsLastArgs keeps_channels_last() const override { return {{0}, {}, {4}}; }
+  void use_channels_last(bool input, bool) override { nhwc = input; }
+};
+
+std::unique_ptr<KernelState> prepare_mean(KernelArgs args) {
+  if (args.size() != 6 || !args[0]->is_tensor() || !args[4]->is_tensor() || !args[3]->is_none()) return nullptr;
+  const Tensor& in = args[0]->to_tensor();
+  const Tensor& out = args[4]->to_tensor();
+  const auto fits = [](const Tensor& t) {
+    return t.dtype() == ScalarType::Float && t.is_contiguous_order() && t.dynamism() == ShapeDynamism::Static;
+  };
+  if (in.dim() != 4 || in.numel() == 0 || !fits(in) || !fits(out) || !args[2]->is_bool()) return nullptr;
+  // Arguments of the wrong kind are the call's to report, with its context: here they only mean "no state".
+  try {
+    if (reduce_mask(4, dim_list_arg(*args[1]), "aten::mean.out") != std::vector<bool>{false, false, true, true}) {
+      return nullptr;
+    }
+  } catch (const Error&) {
+    return nullptr;
+  }
+  if (out.numel() != in.size(0) * in.size(1)) return nullptr;
+  auto state = std::make_unique<MeanPixels>();
+  state->images = in.size(0);
+  state->channels = in.size(1);
+  state->pixels = in.size(2) * in.size(3);
+  return state;
+}
+
+/// out[n][c] = the float32 mean of in[n][p][c] over the pixels p, in pixel order (NHWC bytes).
+void mean_pixels_nhwc(const float* in, int64_t images, int64_t pixels, int64_t channels, float* acc, float* out) {
+  for (int64_t n = 0; n < images; ++n) {
+    std::fill(acc, acc + channels, 0.0f);
+    const float* x = in + n * pixels * channels;
+    for (int64_t p = 0; p < pixels; ++p, x += channels) {
+      for (int64_t c = 0; c < channels; ++c) acc[c] += x[c];
+    }
+    for (int64_t c = 0; c < channels; ++c) out[n * channels + c] = acc[c] / static_cast<float>(pixels);
+  }
+}
+
 // aten::mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
-void mean_out(KernelContext&, KernelArgs args) {
+void mean_out(KernelContext& ctx, KernelArgs args) {
   constexpr const char* op = "aten::mean.out";
   check_num_args(args, 6, op);
   const Tensor& in = args[0]->to_tensor();
   Tensor& out = args[4]->to_tensor();
   check_mean_dtypes(in, out, dtype_arg(*args[3]), op);
   const ReducePlan plan = make_plan(in, reduce_mask(in.dim(), dim_list_arg(*args[1]), op), args[2]->to_bool());
+  const auto* state = static_cast<const MeanPixels*>(ctx.state());
+  if (state != nullptr && state->nhwc) {
+    // What the load paired holds NHWC bytes: only this fold may read them.
+    ETNP_KERNEL_CHECK(in.dim() == 4 && in.size(0) == state->images && in.size(1) == state->channels &&
+                          in.size(2) * in.size(3) == state->pixels && in.dtype() == ScalarType::Float &&
+                          out.dtype() == ScalarType::Float && out.is_contiguous_order(),
+                      op << ": a mean paired with its neighbours in NHWC order no longer fits its input (shape "
+                         << shape_str(in.sizes()) << ")");
+    resize_output(out, plan.out_shape, op);
+    auto* acc = static_cast<float*>(ctx.scratch(static_cast<size_t>(state->channels) * sizeof(float)));
+    mean_pixels_nhwc(in.data_as<const float>(), state->images, state->pixels, state->channels, acc,
+                     out.data_as<float>());
+    return;
+  }
   fold_reduce(in, out, plan, Fold::Mean, op);
 }
 
@@ -692,7 +753,7 @@ void topk_values(KernelContext&, KernelArgs args) {
 
 void register_reduce_kernels(KernelRegistry& registry) {
   registry.add("aten::sum.IntList_out", 6, sum_out);
-  registry.add("aten::mean.out", 6, mean_out);
+  registry.add("aten::mean.out", 6, mean_out, prepare_mean);
   registry.add("aten::mean.dtype_out", 4, mean_dtype_out);
   registry.add("aten::prod.int_out", 6, prod_int_out);
   registry.add("aten::prod.out", 4, prod_out);

@@ -612,7 +612,7 @@ bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
 /// (KernelState::keeps_channels_last): then each input's pixels are runs of its channels, copied to their place in
 /// the output's.
 struct CatChannels final : KernelState {
-  ChannelsLastArgs keeps_channels_last() const override { return {{0}, {2}}; }
+  ChannelsLastArgs keeps_channels_last() const override { return {{0}, {2}, {}}; }
   void use_channels_last(bool input, bool output) override { nhwc = input && output; }
   bool nhwc = false;
 };

@@ -285,7 +285,8 @@ constexpr std::string_view kLayoutFreeOps[] = {
 void Method::Impl::pair_channels_last() {
   // A convolution on small maps transposes its input to NHWC and its result back (kernels/conv.cpp); between two
   // of them both transposes are wasted, and so they are across the operators that keep a layout between them:
-  // max pooling and concatenation along channels (KernelState::keeps_channels_last), and element-wise operators
+  // max pooling, concatenation along channels, a batch norm, a squeeze-and-excitation gate's mean over the pixels
+  // and product by one value per channel (KernelState::keeps_channels_last), and element-wise operators
   // whose tensor arguments all have one shape (kLayoutFreeOps: the bytes' order does not matter to them). The
   // values such an operator connects are NHWC all together or not at all: a group. A group is NHWC when every
   // reference to each of its values is an exchanging kernel's argument 0 or result, a layout-keeping kernel's
@@ -325,6 +326,9 @@ void Method::Impl::pair_channels_last() {
       }
       for (size_t at : named.outputs) {
         if (at < ins.args.size()) usage.values_at(ins.args[at], a.writes), is_named[at] = true;
+      }
+      for (size_t at : named.neutral) {
+        if (at < ins.args.size()) is_named[at] = true;  // the same bytes in either order: no group, no constraint
       }
       for (size_t at = 0; at + 1 < ins.args.size(); ++at) {
         if (!is_named[at]) usage.values_at(ins.args[at], a.others);
@@ -404,9 +408,11 @@ void Method::Impl::pair_channels_last() {
     group_exchanged[r] = group_exchanged[r] || exchanged[v];
   }
   // No other tensor may see a member's bytes: none that the plan puts there may be referenced while the member is,
-  // and those referenced after it must be written whole first (else they could be a view the exporter planned on
-  // them, reading NHWC bytes). References by folded instructions do not count: those never run. (Checked last, for
-  // the groups still in the running: it scans the method.)
+  // and those referenced after it must be written whole first, themselves or through a tensor holding their bytes
+  // written whole after the member's last reference (else they could be a view the exporter planned on them,
+  // reading NHWC bytes; a detection head's reshaped outputs, which a cat reads, are such views of bytes their
+  // convolutions wrote later). References by folded instructions do not count: those never run. (Checked last,
+  // for the groups still in the running: it scans the method.)
   constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();
   std::vector<uint32_t> first_run(count, kNever), last_run(count, 0);
   for (size_t w = 0; w < count; ++w) {
@@ -416,6 +422,21 @@ void Method::Impl::pair_channels_last() {
       last_run[w] = std::max(last_run[w], pc);
     }
   }
+  auto written_whole_at_first_run = [&](size_t w) {
+    return usage.by_value[w].front() == first_run[w] && usage.produced[w];
+  };
+  // Whether another tensor holding all of w's bytes is written whole after `after` and by w's first reference.
+  auto rewritten_after = [&](size_t w, uint32_t after) {
+    const runtime::ByteRange range = bytes_of(values[w].to_tensor());
+    for (size_t u = 0; u < count; ++u) {
+      if (u == w || first_run[u] == kNever || first_run[u] <= after || first_run[u] > first_run[w] ||
+          !values[u].is_tensor() || values[u].to_tensor().data() == nullptr) {
+        continue;
+      }
+      if (written_whole_at_first_run(u) && bytes_of(values[u].to_tensor()).contains(range)) return true;
+    }
+    return false;
+  };
   auto bytes_private = [&](size_t v) {
     const runtime::ByteRange range = bytes_of(values[v].to_tensor());
     for (size_t w = 0; w < count; ++w) {
@@ -427,7 +448,7 @@ void Method::Impl::pair_channels_last() {
         continue;
       }
       if (!bytes_of(t).overlaps(range) || last_run[w] < first_run[v]) continue;
-      if (during || usage.by_value[w].front() != first_run[w] || !usage.produced[w]) return false;
+      if (during || !(written_whole_at_first_run(w) || rewritten_after(w, last_run[v]))) return false;
     }
     return true;
   };
@@ -444,7 +465,7 @@ void Method::Impl::pair_channels_last() {
     if (a.role == Access::Role::Exchanges) {
       const bool in = all_nhwc(a.reads), out = all_nhwc(a.writes);
       if (in || out) instructions[pc].state->use_channels_last(in, out);
-    } else if (a.role == Access::Role::Keeps && all_nhwc(a.reads) && all_nhwc(a.writes)) {
+    } else if (a.role == Access::Role::Keeps && all_nhwc(a.reads) && (a.writes.empty() || all_nhwc(a.writes))) {
       instructions[pc].state->use_channels_last(true, true);
     }
   }

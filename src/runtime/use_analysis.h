@@ -18,6 +18,7 @@ namespace etnp::runtime {
 struct ByteRange {
   uintptr_t begin = 0, end = 0;
   bool overlaps(const ByteRange& o) const { return begin < o.end && o.begin < end; }
+  bool contains(const ByteRange& o) const { return begin <= o.begin && o.end <= end; }
   std::span<const uint8_t> span() const { return {reinterpret_cast<const uint8_t*>(begin), end - begin}; }
 };
 

@@ -72,6 +72,36 @@ struct Builder {
     m.kernel("etnp_test::exchange.out", {in, m.int_value(label), out, out});
     return out;
   }
+  /// mean(in, dims, keepdim=True) of a [1, 4, 6, 6] input.
+  int32_t mean(int32_t in, std::initializer_list<int64_t> dims, std::vector<int32_t> sizes) {
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    m.kernel("aten::mean.out", {in, m.int_list(dims), m.bool_value(true), m.none(), out, out});
+    return out;
+  }
+  int32_t unary(const char* op, int32_t in, std::vector<int32_t> sizes) {
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    m.kernel(op, {in, out, out});
+    return out;
+  }
+  int32_t binary(const char* op, int32_t a, int32_t b, std::vector<int32_t> sizes) {
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    m.kernel(op, {a, b, out, out});
+    return out;
+  }
+  /// An inference batch norm of a [1, C, H, W] input on constants (1 to C and their squares).
+  int32_t batch_norm(int32_t in, std::vector<int32_t> sizes) {
+    const int32_t c = sizes[1];
+    std::vector<float> k(static_cast<size_t>(c)), k2(k.size());
+    for (int32_t i = 0; i < c; ++i) k[static_cast<size_t>(i)] = float(i + 1), k2[static_cast<size_t>(i)] = float((i + 1) * (i + 1));
+    auto constant = [&](const std::vector<float>& v) { return m.constant_tensor(f32({c}), format::as_bytes(v)); };
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    const int32_t save_mean = m.planned_tensor(f32({0}));
+    const int32_t save_invstd = m.planned_tensor(f32({0}));
+    m.kernel("aten::_native_batch_norm_legit_no_training.out",
+             {in, constant(k), constant(k), constant(k2), constant(k2), m.double_value(0.1), m.double_value(1e-5), out,
+              save_mean, save_invstd, m.tensor_list({out, save_mean, save_invstd})});
+    return out;
+  }
   /// max_pool2d_with_indices(in, 3, 2, 1) of a [1, C, 6, 6] input: {values, indices}.
   std::pair<int32_t, int32_t> max_pool(int32_t in, int32_t channels) {
     const int32_t values = m.planned_tensor(f32({1, channels, 3, 3}));
@@ -169,6 +199,70 @@ TEST(ChannelsLastPairing, NotWhereAnAliasSeesTheBytes) {
     const auto got = decisions(b.writer.serialize());
     EXPECT_EQ(got.at(1), alias ? kNone : kOut) << alias;
     EXPECT_EQ(got.at(2), alias ? kNone : kIn) << alias;
+  }
+}
+
+TEST(ChannelsLastPairing, AcrossASqueezeAndExcitationGate) {
+  // a -> mean over the pixels -> sigmoid -> a * gate (either order) -> exchange: a pairs, the one-pixel gate (the
+  // same bytes in either order) stays as it is. Variant 2: a mean over one dim (a result of several values per
+  // channel, which depend on the order): nothing pairs.
+  for (int variant = 0; variant < 3; ++variant) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    int32_t gate = 0;
+    if (variant == 2) {
+      gate = b.unary("aten::sigmoid.out", b.mean(a, {-1}, {1, 4, 6, 1}), {1, 4, 6, 1});
+    } else {
+      gate = b.unary("aten::sigmoid.out", b.mean(a, {-1, -2}, {1, 4, 1, 1}), {1, 4, 1, 1});
+    }
+    const int32_t scaled = variant == 1 ? b.binary("aten::mul.out", gate, a, {1, 4, 6, 6})
+                                        : b.binary("aten::mul.out", a, gate, {1, 4, 6, 6});
+    const int32_t y = b.exchange(scaled, 2, {1, 4, 6, 6});
+    b.m.set_inputs({x});
+    b.m.set_outputs({y, gate});  // the gate a method output too: its bytes are the same in either order
+    const auto got = decisions(b.writer.serialize());
+    EXPECT_EQ(got.at(1), variant == 2 ? kNone : kOut) << variant;
+    EXPECT_EQ(got.at(2), variant == 2 ? kNone : kIn) << variant;
+  }
+}
+
+TEST(ChannelsLastPairing, AcrossABatchNormUnlessItsOutputIsSeen) {
+  for (bool seen : {false, true}) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    const int32_t n = b.batch_norm(a, {1, 4, 6, 6});
+    const int32_t y = b.exchange(n, 2, {1, 4, 6, 6});
+    b.m.set_inputs({x});
+    b.m.set_outputs(seen ? std::vector<int32_t>{y, n} : std::vector<int32_t>{y});
+    const auto got = decisions(b.writer.serialize());
+    EXPECT_EQ(got.at(1), seen ? kNone : kOut) << seen;
+    EXPECT_EQ(got.at(2), seen ? kNone : kIn) << seen;
+  }
+}
+
+TEST(ChannelsLastPairing, AViewOfTheBytesReadLaterIsFineOnceAnotherTensorRewroteThemWhole) {
+  // After a's last reader, a view planned on a's bytes is read (a detection head's reshaped output read by a cat).
+  // With `rewritten`, a tensor on those bytes is written whole (by a negation) between a's last reader and the view:
+  // the view reads that, and a pairs. Without, it would read a's NHWC bytes: nothing pairs.
+  for (bool rewritten : {false, true}) {
+    Builder b;
+    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
+    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
+    const int32_t y = b.exchange(a, 2, {1, 4, 6, 6});
+    if (rewritten) {
+      const int32_t u = b.m.planned_alias(a, f32({1, 4, 6, 6}));
+      b.m.kernel("aten::neg.out", {y, u, u});
+    }
+    const int32_t flat = b.m.planned_alias(a, f32({1, 144}));
+    const int32_t n = b.m.planned_tensor(f32({1, 144}));
+    b.m.kernel("aten::neg.out", {flat, n, n});
+    b.m.set_inputs({x});
+    b.m.set_outputs({y, n});
+    const auto got = decisions(b.writer.serialize());
+    EXPECT_EQ(got.at(1), rewritten ? kOut : kNone) << rewritten;
+    EXPECT_EQ(got.at(2), rewritten ? kIn : kNone) << rewritten;
   }
 }
 
@@ -271,6 +365,97 @@ TEST(ChannelsLastPairing, AFireModuleMatchesTheNchwPathsAtEveryCpuLevel) {
         }
         EXPECT_GT(nans, 0u);               // the NaN reached the output through the pooling
         EXPECT_LT(nans, got.size() / 2);   // and not everywhere
+      }
+    });
+  }
+}
+
+/// A squeeze-and-excitation block with a batch norm and a residual: x [1, 6, 9, 9] -> conv 3x3 -> relu -> batch
+/// norm (b) -> mean over the pixels -> conv 1x1 -> relu -> conv 1x1 -> sigmoid (gate) -> b * gate -> conv 1x1 ->
+/// + b -> conv 1x1 -> y. Weights as constants (packed: the NHWC engines, paired) or method inputs (the NCHW paths).
+std::vector<uint8_t> gate_program(const std::vector<ConvSpec>& convs, const std::vector<std::vector<float>>& weights,
+                                  const std::vector<std::vector<float>>& norm, bool as_inputs) {
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(f32({1, 6, 9, 9}));
+  std::vector<int32_t> inputs = {x};
+  auto param = [&](std::vector<int32_t> sizes, const std::vector<float>& data) {
+    if (!as_inputs) return m.constant_tensor(f32(std::move(sizes)), format::as_bytes(data));
+    const int32_t v = m.planned_tensor(f32(std::move(sizes)));
+    inputs.push_back(v);
+    return v;
+  };
+  auto conv = [&](int32_t in, size_t i, int32_t hw) {
+    const ConvSpec& c = convs[i];
+    const int32_t w = param({c.cout, c.cin, c.k, c.k}, weights[2 * i]);
+    const int32_t bias = param({c.cout}, weights[2 * i + 1]);
+    const int32_t out = m.planned_tensor(f32({1, c.cout, hw, hw}));
+    m.kernel("aten::convolution.out", {in, w, bias, m.int_list({1, 1}), m.int_list({c.k / 2, c.k / 2}),
+                                       m.int_list({1, 1}), m.bool_value(false), m.int_list({0, 0}), m.int_value(1),
+                                       out, out});
+    return out;
+  };
+  auto unary = [&](const char* op, int32_t in, std::vector<int32_t> sizes) {
+    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
+    m.kernel(op, {in, out, out});
+    return out;
+  };
+  const int32_t c = convs[0].cout;
+  const int32_t r = unary("aten::relu.out", conv(x, 0, 9), {1, c, 9, 9});
+  const int32_t b = m.planned_tensor(f32({1, c, 9, 9}));
+  const int32_t save_mean = m.planned_tensor(f32({0})), save_invstd = m.planned_tensor(f32({0}));
+  m.kernel("aten::_native_batch_norm_legit_no_training.out",
+           {r, param({c}, norm[0]), param({c}, norm[1]), param({c}, norm[2]), param({c}, norm[3]), m.double_value(0.1),
+            m.double_value(1e-5), b, save_mean, save_invstd, m.tensor_list({b, save_mean, save_invstd})});
+  const int32_t squeezed = m.planned_tensor(f32({1, c, 1, 1}));
+  m.kernel("aten::mean.out", {b, m.int_list({-1, -2}), m.bool_value(true), m.none(), squeezed, squeezed});
+  const int32_t hidden = unary("aten::relu.out", conv(squeezed, 1, 1), {1, convs[1].cout, 1, 1});
+  const int32_t gate = unary("aten::sigmoid.out", conv(hidden, 2, 1), {1, c, 1, 1});
+  const int32_t scaled = m.planned_tensor(f32({1, c, 9, 9}));
+  m.kernel("aten::mul.out", {b, gate, scaled, scaled});
+  const int32_t projected = conv(scaled, 3, 9);
+  const int32_t sum = m.planned_tensor(f32({1, convs[3].cout, 9, 9}));
+  m.kernel("aten::add.out", {projected, b, m.int_value(1), sum, sum});
+  const int32_t y = conv(sum, 4, 9);
+  m.set_inputs(inputs);
+  m.set_outputs({y});
+  return writer.serialize();
+}
+
+TEST(ChannelsLastPairing, ASqueezeAndExcitationBlockMatchesTheNchwPathsAtEveryCpuLevel) {
+  // 16 channels (two vector blocks) and 20 (two and a tail).
+  for (int32_t c : {16, 20}) {
+    const std::vector<ConvSpec> convs = {{6, c, 3}, {c, 8, 1}, {8, c, 1}, {c, c, 1}, {c, 16, 1}};
+    using etnp::testing::random_floats;
+    uint32_t seed = 100 + static_cast<uint32_t>(c);
+    std::vector<std::vector<float>> weights, norm;
+    for (const ConvSpec& k : convs) {
+      weights.push_back(random_floats(static_cast<size_t>(k.cout) * k.cin * k.k * k.k, -1.0f, 1.0f, ++seed));
+      weights.push_back(random_floats(static_cast<size_t>(k.cout), -1.0f, 1.0f, ++seed));
+    }
+    for (int i = 0; i < 4; ++i) norm.push_back(random_floats(static_cast<size_t>(c), i == 3 ? 0.5f : -1.0f, 1.5f, ++seed));
+    const std::vector<float> x = random_floats(6 * 9 * 9, -1.0f, 1.0f, ++seed);
+    etnp::testing::at_each_cpu_level([&](CpuLevel level) {
+      Program packed = load_bytes(gate_program(convs, weights, norm, false));
+      Program general = load_bytes(gate_program(convs, weights, norm, true));
+      auto a = packed.load_method("forward");
+      auto g = general.load_method("forward");
+      std::vector<Value> in_g = {tensor_input(x, {1, 6, 9, 9})};
+      for (size_t i = 0; i < convs.size(); ++i) {
+        const ConvSpec& k = convs[i];
+        in_g.push_back(tensor_input(weights[2 * i], {k.cout, k.cin, k.k, k.k}));
+        in_g.push_back(tensor_input(weights[2 * i + 1], {k.cout}));
+        if (i == 0) {
+          for (const auto& v : norm) in_g.push_back(tensor_input(v, {c}));
+        }
+      }
+      for (int run = 0; run < 2; ++run) {
+        const auto got = floats(exec(*a, {tensor_input(x, {1, 6, 9, 9})})[0]);
+        const auto want = floats(exec(*g, in_g)[0]);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << cpu_level_name(level) << " " << c << " at " << i;
+        }
       }
     });
   }

@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -111,6 +113,16 @@ class Call {
     std::vector<EValue> a = args_;
     a.push_back(EValue());
     call_kernel(name, a);
+  }
+  /// What the kernel's prepare hook builds for these arguments (nullptr: no hook, or no state).
+  std::unique_ptr<KernelState> prepare(const std::string& name) {
+    std::vector<EValue> a = args_;
+    a.push_back(EValue());
+    const KernelEntry* entry = runtime::kernel_registry().find(name);
+    if (entry == nullptr || entry->prepare == nullptr) return nullptr;
+    std::vector<EValue*> ptrs;
+    for (EValue& v : a) ptrs.push_back(&v);
+    return entry->prepare(KernelArgs(ptrs));
   }
   /// As run, with `state` as the kernel's state instead of what its prepare hook would build for these arguments.
   void run_with_state(const std::string& name, const KernelState* state) {
@@ -900,6 +912,119 @@ TEST(NnKernelsPool, MaxPoolPairedChannelsLastMatchesTheNchwPoolingAndRefusesAnot
               std::string::npos)
         << e.what();
   });
+}
+
+// A mean over the pixels, a product by one value per channel (either operand order) and an inference batch norm
+// whose states the load paired channels-last read and write NHWC bytes: the NCHW kernels' results, transposed, bit
+// for bit; the per-channel tensors are read as they are. A call on another size fails.
+TEST(NnKernelsPool, PairedChannelsLastMeanScaleAndBatchNormMatchTheNchwKernelsBitForBit) {
+  constexpr int64_t n = 2, c = 11, h = 3, w = 5, hw = h * w;
+  const std::vector<float> x = random_values(n * c * hw, 41, -3.0f, 3.0f);
+  auto nhwc_of = [&](const std::vector<float>& nchw) {
+    std::vector<float> out(nchw.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t p = 0; p < hw; ++p) out[size_t((i * hw + p) * c + ch)] = nchw[size_t((i * c + ch) * hw + p)];
+      }
+    }
+    return out;
+  };
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+    return b;
+  };
+  auto zeros = [](int64_t count) { return std::vector<float>(static_cast<size_t>(count), 0.0f); };
+  auto paired_state = [](Call& call, const std::string& name) {
+    std::unique_ptr<KernelState> state = call.prepare(name);
+    EXPECT_NE(state, nullptr) << name;
+    if (state != nullptr) state->use_channels_last(true, true);
+    return state;
+  };
+  auto refuses_another_size = [&](const std::string& name, const std::function<void(Call&, OwnedTensor&)>& args,
+                                  const KernelState* state) {
+    auto bigger = f32({n, c, h + 1, w}, zeros(n * c * (h + 1) * w));
+    Call call;
+    args(call, *bigger);
+    const Error e = etnp::testing::expect_error([&] { call.run_with_state(name, state); });
+    EXPECT_NE(std::string(e.what()).find("paired with its neighbours in NHWC order no longer fits"), std::string::npos)
+        << e.what();
+  };
+
+  // mean(x, [-1, -2], keepdim): one value per channel, the same bytes in either order.
+  {
+    auto xn = f32({n, c, h, w}, x);
+    auto want = f32({n, c, 1, 1}, zeros(n * c));
+    Call().t(*xn).ints({-1, -2}).b(true).none().t(*want).run("aten::mean.out");
+    auto xl = f32({n, c, h, w}, nhwc_of(x));
+    auto got = f32({n, c, 1, 1}, zeros(n * c));
+    Call call;
+    call.t(*xl).ints({-1, -2}).b(true).none().t(*got);
+    const auto state = paired_state(call, "aten::mean.out");
+    call.run_with_state("aten::mean.out", state.get());
+    EXPECT_EQ(bits(logical<float>(*got)), bits(logical<float>(*want)));
+    auto out = f32({n, c, 1, 1}, zeros(n * c));
+    refuses_another_size("aten::mean.out",
+                         [&](Call& k, OwnedTensor& in) { k.t(in).ints({-1, -2}).b(true).none().t(*out); }, state.get());
+    // Over one dim only, or with a dtype: no state (the tensor's own order).
+    auto rows = f32({n, c, h, 1}, zeros(n * c * h));
+    EXPECT_EQ(Call().t(*xn).ints({3}).b(true).none().t(*rows).prepare("aten::mean.out"), nullptr);
+  }
+  // x * g and g * x for g [n, c, 1, 1].
+  const std::vector<float> g = random_values(n * c, 42, -2.0f, 2.0f);
+  for (bool image_first : {true, false}) {
+    auto gate = f32({n, c, 1, 1}, g);
+    auto xn = f32({n, c, h, w}, x);
+    auto want = f32({n, c, h, w}, zeros(n * c * hw));
+    Call ref;
+    (image_first ? ref.t(*xn).t(*gate) : ref.t(*gate).t(*xn)).t(*want).run("aten::mul.out");
+    auto xl = f32({n, c, h, w}, nhwc_of(x));
+    auto got = f32({n, c, h, w}, zeros(n * c * hw));
+    Call call;
+    (image_first ? call.t(*xl).t(*gate) : call.t(*gate).t(*xl)).t(*got);
+    const auto state = paired_state(call, "aten::mul.out");
+    call.run_with_state("aten::mul.out", state.get());
+    EXPECT_EQ(bits(logical<float>(*got)), bits(nhwc_of(logical<float>(*want)))) << image_first;
+    auto out = f32({n, c, h + 1, w}, zeros(n * c * (h + 1) * w));
+    refuses_another_size(
+        "aten::mul.out",
+        [&](Call& k, OwnedTensor& in) { (image_first ? k.t(in).t(*gate) : k.t(*gate).t(in)).t(*out); }, state.get());
+  }
+  // A product of two images, or by one value per image: no state (an element-wise product of one shape, or a
+  // broadcast whose result depends on the bytes' order).
+  {
+    auto a = f32({n, c, h, w}, x);
+    auto per_image = f32({n, 1, 1, 1}, zeros(n));
+    auto out = f32({n, c, h, w}, zeros(n * c * hw));
+    EXPECT_EQ(Call().t(*a).t(*a).t(*out).prepare("aten::mul.out"), nullptr);
+    EXPECT_EQ(Call().t(*a).t(*per_image).t(*out).prepare("aten::mul.out"), nullptr);
+  }
+  // batch_norm(x, weight, bias, mean, var, 0.1, 1e-5) into out, save_mean, save_invstd.
+  {
+    auto weight = f32({c}, random_values(c, 43));
+    auto bias = f32({c}, random_values(c, 44));
+    auto mean = f32({c}, random_values(c, 45));
+    auto var = f32({c}, random_values(c, 46, 0.5f, 2.0f));
+    auto args = [&](Call& k, OwnedTensor& in, OwnedTensor& out, OwnedTensor& sm, OwnedTensor& si) -> Call& {
+      return k.t(in).t(*weight).t(*bias).t(*mean).t(*var).d(0.1).d(1e-5).t(out).t(sm).t(si);
+    };
+    auto xn = f32({n, c, h, w}, x);
+    auto want = f32({n, c, h, w}, zeros(n * c * hw));
+    auto sm = out_tensor(ScalarType::Float, {0}), si = out_tensor(ScalarType::Float, {0});
+    Call ref;
+    args(ref, *xn, *want, *sm, *si).run("aten::_native_batch_norm_legit_no_training.out");
+    auto xl = f32({n, c, h, w}, nhwc_of(x));
+    auto got = f32({n, c, h, w}, zeros(n * c * hw));
+    Call call;
+    args(call, *xl, *got, *sm, *si);
+    const auto state = paired_state(call, "aten::_native_batch_norm_legit_no_training.out");
+    call.run_with_state("aten::_native_batch_norm_legit_no_training.out", state.get());
+    EXPECT_EQ(bits(logical<float>(*got)), bits(nhwc_of(logical<float>(*want))));
+    auto out = f32({n, c, h + 1, w}, zeros(n * c * (h + 1) * w));
+    refuses_another_size(
+        "aten::_native_batch_norm_legit_no_training.out", [&](Call& k, OwnedTensor& in) { args(k, in, *out, *sm, *si); },
+        state.get());
+  }
 }
 
 TEST(NnKernelsPool, AvgPoolMatchesTorch) {
