@@ -180,25 +180,29 @@ TEST(ChannelsLastPairing, AcrossElementwiseOperatorsOfOneShapeOnly) {
   }
 }
 
-TEST(ChannelsLastPairing, NotWhereAnAliasSeesTheBytes) {
-  // a is read by the next exchange and, through a view planned on its bytes, by a negation: NCHW.
-  for (bool alias : {false, true}) {
+TEST(ChannelsLastPairing, NotWhereAViewSeesTheBytesUnlessAnotherTensorRewroteThemWhole) {
+  // After a's last reader, a view planned on a's bytes is read by a negation (0: no view): it would read a's NHWC
+  // bytes, so nothing pairs (1), unless a tensor on those bytes is written whole (by a negation of y) between a's last
+  // reader and the view (2: the view reads that; a detection head's reshaped outputs, which a cat reads).
+  for (int variant = 0; variant < 3; ++variant) {
     Builder b;
     const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
     const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
     const int32_t y = b.exchange(a, 2, {1, 4, 6, 6});
     std::vector<int32_t> outputs = {y};
-    if (alias) {
+    if (variant == 2) {
+      const int32_t u = b.m.planned_alias(a, f32({1, 4, 6, 6}));
+      b.m.kernel("aten::neg.out", {y, u, u});
+    }
+    if (variant > 0) {
       const int32_t flat = b.m.planned_alias(a, f32({1, 144}));
-      const int32_t n = b.m.planned_tensor(f32({1, 144}));
-      b.m.kernel("aten::neg.out", {flat, n, n});
-      outputs.push_back(n);
+      outputs.push_back(b.unary("aten::neg.out", flat, {1, 144}));
     }
     b.m.set_inputs({x});
     b.m.set_outputs(outputs);
     const auto got = decisions(b.writer.serialize());
-    EXPECT_EQ(got.at(1), alias ? kNone : kOut) << alias;
-    EXPECT_EQ(got.at(2), alias ? kNone : kIn) << alias;
+    EXPECT_EQ(got.at(1), variant == 1 ? kNone : kOut) << variant;
+    EXPECT_EQ(got.at(2), variant == 1 ? kNone : kIn) << variant;
   }
 }
 
@@ -242,220 +246,163 @@ TEST(ChannelsLastPairing, AcrossABatchNormUnlessItsOutputIsSeen) {
   }
 }
 
-TEST(ChannelsLastPairing, AViewOfTheBytesReadLaterIsFineOnceAnotherTensorRewroteThemWhole) {
-  // After a's last reader, a view planned on a's bytes is read (a detection head's reshaped output read by a cat).
-  // With `rewritten`, a tensor on those bytes is written whole (by a negation) between a's last reader and the view:
-  // the view reads that, and a pairs. Without, it would read a's NHWC bytes: nothing pairs.
-  for (bool rewritten : {false, true}) {
-    Builder b;
-    const int32_t x = b.m.planned_tensor(f32({1, 4, 6, 6}));
-    const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
-    const int32_t y = b.exchange(a, 2, {1, 4, 6, 6});
-    if (rewritten) {
-      const int32_t u = b.m.planned_alias(a, f32({1, 4, 6, 6}));
-      b.m.kernel("aten::neg.out", {y, u, u});
-    }
-    const int32_t flat = b.m.planned_alias(a, f32({1, 144}));
-    const int32_t n = b.m.planned_tensor(f32({1, 144}));
-    b.m.kernel("aten::neg.out", {flat, n, n});
-    b.m.set_inputs({x});
-    b.m.set_outputs({y, n});
-    const auto got = decisions(b.writer.serialize());
-    EXPECT_EQ(got.at(1), rewritten ? kOut : kNone) << rewritten;
-    EXPECT_EQ(got.at(2), rewritten ? kIn : kNone) << rewritten;
-  }
-}
-
 // ---- numbers --------------------------------------------------------------------------------------------
 
 struct ConvSpec {
   int32_t cin, cout, k;
 };
 
-/// A fire module: x [1, 6, 9, 9] -> conv 3x3 + relu -> max pool 3x3 / 2, padding 1, ceil mode -> conv 1x1 ->
-/// [conv 1x1, conv 3x3] -> cat -> relu -> r + r -> conv 1x1 -> y, the convolutions' channels from `convs`. The
-/// weights are constants (packed: the NHWC engines, paired where they write 16 channels or more) or method inputs
-/// after x (the NCHW paths).
-std::vector<uint8_t> fire_program(const std::vector<ConvSpec>& convs, const std::vector<std::vector<float>>& weights,
-                                  bool as_inputs) {
+/// A network on x [1, 6, 9, 9] whose parameters are constants (packed: the NHWC engines, paired where they write
+/// 16 channels or more) or method inputs after x (the NCHW paths, nothing paired), in the order they are made.
+struct NetWriter {
   format::ProgramWriter writer;
-  auto& m = writer.add_method("forward");
-  const int32_t x = m.planned_tensor(f32({1, 6, 9, 9}));
-  std::vector<int32_t> inputs = {x};
-  auto param = [&](std::vector<int32_t> sizes, const std::vector<float>& data) {
-    if (!as_inputs) return m.constant_tensor(f32(std::move(sizes)), format::as_bytes(data));
-    const int32_t v = m.planned_tensor(f32(std::move(sizes)));
-    inputs.push_back(v);
-    return v;
-  };
-  auto conv = [&](int32_t in, size_t i, int32_t hw) {
-    const ConvSpec& c = convs[i];
-    const int32_t w = param({c.cout, c.cin, c.k, c.k}, weights[2 * i]);
-    const int32_t bias = param({c.cout}, weights[2 * i + 1]);
+  format::MethodWriter& m = writer.add_method("forward");
+  bool as_inputs;
+  std::vector<int32_t> inputs;
+  std::vector<Value> input_values;  // what the general program's inputs after x take
+
+  explicit NetWriter(bool weights_as_inputs) : as_inputs(weights_as_inputs) {
+    inputs.push_back(m.planned_tensor(f32({1, 6, 9, 9})));
+  }
+  int32_t x() const { return inputs[0]; }
+  int32_t param(std::vector<int32_t> sizes, const std::vector<float>& data) {
+    if (!as_inputs) return m.constant_tensor(f32(sizes), format::as_bytes(data));
+    inputs.push_back(m.planned_tensor(f32(sizes)));
+    input_values.push_back(tensor_input(data, std::vector<int64_t>(sizes.begin(), sizes.end())));
+    return inputs.back();
+  }
+  /// convolution(in, weights[0], weights[1]), stride 1, "same" padding, on hw x hw maps.
+  int32_t conv(int32_t in, const ConvSpec& c, const std::vector<float>* weights, int32_t hw) {
+    const int32_t w = param({c.cout, c.cin, c.k, c.k}, weights[0]);
+    const int32_t bias = param({c.cout}, weights[1]);
     const int32_t out = m.planned_tensor(f32({1, c.cout, hw, hw}));
     m.kernel("aten::convolution.out", {in, w, bias, m.int_list({1, 1}), m.int_list({c.k / 2, c.k / 2}),
                                        m.int_list({1, 1}), m.bool_value(false), m.int_list({0, 0}), m.int_value(1),
                                        out, out});
     return out;
-  };
-  auto relu = [&](int32_t in, std::vector<int32_t> sizes) {
+  }
+  int32_t unary(const char* op, int32_t in, std::vector<int32_t> sizes) {
     const int32_t out = m.planned_tensor(f32(std::move(sizes)));
-    m.kernel("aten::relu.out", {in, out, out});
+    m.kernel(op, {in, out, out});
     return out;
-  };
-  const int32_t first = convs[0].cout;
-  const int32_t a = relu(conv(x, 0, 9), {1, first, 9, 9});
-  const int32_t p = m.planned_tensor(f32({1, first, 5, 5}));
-  const int32_t indices = m.planned_tensor({ScalarType::Long, {1, first, 5, 5}, {}, ShapeDynamism::Static, {}});
-  m.kernel("aten::max_pool2d_with_indices.out",
-           {a, m.int_list({3, 3}), m.int_list({2, 2}), m.int_list({1, 1}), m.int_list({1, 1}), m.bool_value(true), p,
-            indices, m.tensor_list({p, indices})});
-  const int32_t squeeze = conv(p, 1, 5);
-  const int32_t e1 = conv(squeeze, 2, 5), e3 = conv(squeeze, 3, 5);
-  const int32_t both = convs[2].cout + convs[3].cout;
-  const int32_t c = m.planned_tensor(f32({1, both, 5, 5}));
-  m.kernel("aten::cat.out", {m.tensor_list({e1, e3}), m.int_value(1), c, c});
-  const int32_t r = relu(c, {1, both, 5, 5});
-  const int32_t s = m.planned_tensor(f32({1, both, 5, 5}));
-  m.kernel("aten::add.out", {r, r, m.int_value(1), s, s});
-  const int32_t y = conv(s, 4, 5);
-  m.set_inputs(inputs);
-  m.set_outputs({y});
-  return writer.serialize();
+  }
+  std::vector<uint8_t> finish(int32_t y) {
+    m.set_inputs(inputs);
+    m.set_outputs({y});
+    return writer.serialize();
+  }
+};
+
+/// Random weights and biases for `convs`, in their order.
+std::vector<std::vector<float>> conv_weights(const std::vector<ConvSpec>& convs, uint32_t& seed) {
+  std::vector<std::vector<float>> weights;
+  for (const ConvSpec& c : convs) {
+    weights.push_back(etnp::testing::random_floats(static_cast<size_t>(c.cout) * c.cin * c.k * c.k, -1.0f, 1.0f, ++seed));
+    weights.push_back(etnp::testing::random_floats(static_cast<size_t>(c.cout), -1.0f, 1.0f, ++seed));
+  }
+  return weights;
+}
+
+/// At each CPU level, runs the network `write(net)` builds twice on x, packed and paired against the NCHW paths,
+/// and hands both outputs to check(got, want, level).
+template <class Write, class Check>
+void against_the_nchw_paths(Write write, const std::vector<float>& x, Check check) {
+  etnp::testing::at_each_cpu_level([&](CpuLevel level) {
+    NetWriter packed_net(false), general_net(true);
+    Program packed = load_bytes(packed_net.finish(write(packed_net)));
+    Program general = load_bytes(general_net.finish(write(general_net)));
+    auto a = packed.load_method("forward");
+    auto g = general.load_method("forward");
+    std::vector<Value> in_g = {tensor_input(x, {1, 6, 9, 9})};
+    in_g.insert(in_g.end(), general_net.input_values.begin(), general_net.input_values.end());
+    for (int run = 0; run < 2; ++run) {
+      const auto got = floats(exec(*a, {tensor_input(x, {1, 6, 9, 9})})[0]);
+      const auto want = floats(exec(*g, in_g)[0]);
+      ASSERT_EQ(got.size(), want.size());
+      check(got, want, level);
+    }
+  });
 }
 
 TEST(ChannelsLastPairing, AFireModuleMatchesTheNchwPathsAtEveryCpuLevel) {
-  // 16 and 20 channels through the pooling (two vector blocks; two and a tail), a NaN in the input (the pooling
-  // takes NaN over any number), ceil mode's clipped last windows.
+  // A fire module: x -> conv 3x3 + relu -> max pool 3x3 / 2, padding 1, ceil mode -> conv 1x1 -> [conv 1x1,
+  // conv 3x3] -> cat -> relu -> r + r -> conv 1x1 -> y. 16 and 20 channels through the pooling (two vector blocks;
+  // two and a tail), a NaN in the input (the pooling takes NaN over any number), ceil mode's clipped last windows.
   for (int32_t first : {16, 20}) {
     const std::vector<ConvSpec> convs = {{6, first, 3}, {first, 16, 1}, {16, 16, 1}, {16, 20, 3}, {36, 16, 1}};
-    using etnp::testing::random_floats;
     uint32_t seed = static_cast<uint32_t>(first);
-    std::vector<std::vector<float>> weights;
-    for (const ConvSpec& c : convs) {
-      weights.push_back(random_floats(static_cast<size_t>(c.cout) * c.cin * c.k * c.k, -1.0f, 1.0f, ++seed));
-      weights.push_back(random_floats(static_cast<size_t>(c.cout), -1.0f, 1.0f, ++seed));
-    }
-    std::vector<float> x = random_floats(6 * 9 * 9, -1.0f, 1.0f, ++seed);
+    const std::vector<std::vector<float>> weights = conv_weights(convs, seed);
+    std::vector<float> x = etnp::testing::random_floats(6 * 9 * 9, -1.0f, 1.0f, ++seed);
     x[3 * 81] = std::numeric_limits<float>::quiet_NaN();  // a corner: its NaN reaches a corner of the output
-    etnp::testing::at_each_cpu_level([&](CpuLevel level) {
-      Program packed = load_bytes(fire_program(convs, weights, false));
-      Program general = load_bytes(fire_program(convs, weights, true));
-      auto a = packed.load_method("forward");
-      auto g = general.load_method("forward");
-      std::vector<Value> in_g = {tensor_input(x, {1, 6, 9, 9})};
-      for (size_t i = 0; i < convs.size(); ++i) {
-        const ConvSpec& c = convs[i];
-        in_g.push_back(tensor_input(weights[2 * i], {c.cout, c.cin, c.k, c.k}));
-        in_g.push_back(tensor_input(weights[2 * i + 1], {c.cout}));
-      }
-      for (int run = 0; run < 2; ++run) {
-        const auto got = floats(exec(*a, {tensor_input(x, {1, 6, 9, 9})})[0]);
-        const auto want = floats(exec(*g, in_g)[0]);
-        ASSERT_EQ(got.size(), want.size());
-        size_t nans = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << cpu_level_name(level) << " " << first << " at " << i;
-          if (std::isnan(want[i])) {
-            ++nans;
-            continue;
-          }
-          ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i])))
-              << cpu_level_name(level) << " " << first << " at " << i;
+    auto write = [&](NetWriter& n) {
+      auto& m = n.m;
+      const int32_t a = n.unary("aten::relu.out", n.conv(n.x(), convs[0], &weights[0], 9), {1, first, 9, 9});
+      const int32_t p = m.planned_tensor(f32({1, first, 5, 5}));
+      const int32_t indices = m.planned_tensor({ScalarType::Long, {1, first, 5, 5}, {}, ShapeDynamism::Static, {}});
+      m.kernel("aten::max_pool2d_with_indices.out",
+               {a, m.int_list({3, 3}), m.int_list({2, 2}), m.int_list({1, 1}), m.int_list({1, 1}), m.bool_value(true),
+                p, indices, m.tensor_list({p, indices})});
+      const int32_t squeeze = n.conv(p, convs[1], &weights[2], 5);
+      const int32_t e1 = n.conv(squeeze, convs[2], &weights[4], 5), e3 = n.conv(squeeze, convs[3], &weights[6], 5);
+      const int32_t both = convs[2].cout + convs[3].cout;
+      const int32_t c = m.planned_tensor(f32({1, both, 5, 5}));
+      m.kernel("aten::cat.out", {m.tensor_list({e1, e3}), m.int_value(1), c, c});
+      const int32_t r = n.unary("aten::relu.out", c, {1, both, 5, 5});
+      const int32_t s = m.planned_tensor(f32({1, both, 5, 5}));
+      m.kernel("aten::add.out", {r, r, m.int_value(1), s, s});
+      return n.conv(s, convs[4], &weights[8], 5);
+    };
+    against_the_nchw_paths(write, x, [&](const std::vector<float>& got, const std::vector<float>& want, CpuLevel level) {
+      size_t nans = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << cpu_level_name(level) << " " << first << " at " << i;
+        if (std::isnan(want[i])) {
+          ++nans;
+          continue;
         }
-        EXPECT_GT(nans, 0u);               // the NaN reached the output through the pooling
-        EXPECT_LT(nans, got.size() / 2);   // and not everywhere
+        ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << cpu_level_name(level) << " " << first << " at " << i;
       }
+      EXPECT_GT(nans, 0u);              // the NaN reached the output through the pooling
+      EXPECT_LT(nans, got.size() / 2);  // and not everywhere
     });
   }
 }
 
-/// A squeeze-and-excitation block with a batch norm and a residual: x [1, 6, 9, 9] -> conv 3x3 -> relu -> batch
-/// norm (b) -> mean over the pixels -> conv 1x1 -> relu -> conv 1x1 -> sigmoid (gate) -> b * gate -> conv 1x1 ->
-/// + b -> conv 1x1 -> y. Weights as constants (packed: the NHWC engines, paired) or method inputs (the NCHW paths).
-std::vector<uint8_t> gate_program(const std::vector<ConvSpec>& convs, const std::vector<std::vector<float>>& weights,
-                                  const std::vector<std::vector<float>>& norm, bool as_inputs) {
-  format::ProgramWriter writer;
-  auto& m = writer.add_method("forward");
-  const int32_t x = m.planned_tensor(f32({1, 6, 9, 9}));
-  std::vector<int32_t> inputs = {x};
-  auto param = [&](std::vector<int32_t> sizes, const std::vector<float>& data) {
-    if (!as_inputs) return m.constant_tensor(f32(std::move(sizes)), format::as_bytes(data));
-    const int32_t v = m.planned_tensor(f32(std::move(sizes)));
-    inputs.push_back(v);
-    return v;
-  };
-  auto conv = [&](int32_t in, size_t i, int32_t hw) {
-    const ConvSpec& c = convs[i];
-    const int32_t w = param({c.cout, c.cin, c.k, c.k}, weights[2 * i]);
-    const int32_t bias = param({c.cout}, weights[2 * i + 1]);
-    const int32_t out = m.planned_tensor(f32({1, c.cout, hw, hw}));
-    m.kernel("aten::convolution.out", {in, w, bias, m.int_list({1, 1}), m.int_list({c.k / 2, c.k / 2}),
-                                       m.int_list({1, 1}), m.bool_value(false), m.int_list({0, 0}), m.int_value(1),
-                                       out, out});
-    return out;
-  };
-  auto unary = [&](const char* op, int32_t in, std::vector<int32_t> sizes) {
-    const int32_t out = m.planned_tensor(f32(std::move(sizes)));
-    m.kernel(op, {in, out, out});
-    return out;
-  };
-  const int32_t c = convs[0].cout;
-  const int32_t r = unary("aten::relu.out", conv(x, 0, 9), {1, c, 9, 9});
-  const int32_t b = m.planned_tensor(f32({1, c, 9, 9}));
-  const int32_t save_mean = m.planned_tensor(f32({0})), save_invstd = m.planned_tensor(f32({0}));
-  m.kernel("aten::_native_batch_norm_legit_no_training.out",
-           {r, param({c}, norm[0]), param({c}, norm[1]), param({c}, norm[2]), param({c}, norm[3]), m.double_value(0.1),
-            m.double_value(1e-5), b, save_mean, save_invstd, m.tensor_list({b, save_mean, save_invstd})});
-  const int32_t squeezed = m.planned_tensor(f32({1, c, 1, 1}));
-  m.kernel("aten::mean.out", {b, m.int_list({-1, -2}), m.bool_value(true), m.none(), squeezed, squeezed});
-  const int32_t hidden = unary("aten::relu.out", conv(squeezed, 1, 1), {1, convs[1].cout, 1, 1});
-  const int32_t gate = unary("aten::sigmoid.out", conv(hidden, 2, 1), {1, c, 1, 1});
-  const int32_t scaled = m.planned_tensor(f32({1, c, 9, 9}));
-  m.kernel("aten::mul.out", {b, gate, scaled, scaled});
-  const int32_t projected = conv(scaled, 3, 9);
-  const int32_t sum = m.planned_tensor(f32({1, convs[3].cout, 9, 9}));
-  m.kernel("aten::add.out", {projected, b, m.int_value(1), sum, sum});
-  const int32_t y = conv(sum, 4, 9);
-  m.set_inputs(inputs);
-  m.set_outputs({y});
-  return writer.serialize();
-}
-
 TEST(ChannelsLastPairing, ASqueezeAndExcitationBlockMatchesTheNchwPathsAtEveryCpuLevel) {
-  // 16 channels (two vector blocks) and 20 (two and a tail).
+  // x -> conv 3x3 -> relu -> batch norm (b) -> mean over the pixels -> conv 1x1 -> relu -> conv 1x1 -> sigmoid
+  // (gate) -> b * gate -> conv 1x1 -> + b -> conv 1x1 -> y; 16 channels (two vector blocks) and 20 (two and a tail).
   for (int32_t c : {16, 20}) {
     const std::vector<ConvSpec> convs = {{6, c, 3}, {c, 8, 1}, {8, c, 1}, {c, c, 1}, {c, 16, 1}};
-    using etnp::testing::random_floats;
     uint32_t seed = 100 + static_cast<uint32_t>(c);
-    std::vector<std::vector<float>> weights, norm;
-    for (const ConvSpec& k : convs) {
-      weights.push_back(random_floats(static_cast<size_t>(k.cout) * k.cin * k.k * k.k, -1.0f, 1.0f, ++seed));
-      weights.push_back(random_floats(static_cast<size_t>(k.cout), -1.0f, 1.0f, ++seed));
+    const std::vector<std::vector<float>> weights = conv_weights(convs, seed);
+    std::vector<std::vector<float>> norm;
+    for (int i = 0; i < 4; ++i) {
+      norm.push_back(etnp::testing::random_floats(static_cast<size_t>(c), i == 3 ? 0.5f : -1.0f, 1.5f, ++seed));
     }
-    for (int i = 0; i < 4; ++i) norm.push_back(random_floats(static_cast<size_t>(c), i == 3 ? 0.5f : -1.0f, 1.5f, ++seed));
-    const std::vector<float> x = random_floats(6 * 9 * 9, -1.0f, 1.0f, ++seed);
-    etnp::testing::at_each_cpu_level([&](CpuLevel level) {
-      Program packed = load_bytes(gate_program(convs, weights, norm, false));
-      Program general = load_bytes(gate_program(convs, weights, norm, true));
-      auto a = packed.load_method("forward");
-      auto g = general.load_method("forward");
-      std::vector<Value> in_g = {tensor_input(x, {1, 6, 9, 9})};
-      for (size_t i = 0; i < convs.size(); ++i) {
-        const ConvSpec& k = convs[i];
-        in_g.push_back(tensor_input(weights[2 * i], {k.cout, k.cin, k.k, k.k}));
-        in_g.push_back(tensor_input(weights[2 * i + 1], {k.cout}));
-        if (i == 0) {
-          for (const auto& v : norm) in_g.push_back(tensor_input(v, {c}));
-        }
-      }
-      for (int run = 0; run < 2; ++run) {
-        const auto got = floats(exec(*a, {tensor_input(x, {1, 6, 9, 9})})[0]);
-        const auto want = floats(exec(*g, in_g)[0]);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << cpu_level_name(level) << " " << c << " at " << i;
-        }
+    const std::vector<float> x = etnp::testing::random_floats(6 * 9 * 9, -1.0f, 1.0f, ++seed);
+    auto write = [&](NetWriter& n) {
+      auto& m = n.m;
+      const int32_t r = n.unary("aten::relu.out", n.conv(n.x(), convs[0], &weights[0], 9), {1, c, 9, 9});
+      const int32_t b = m.planned_tensor(f32({1, c, 9, 9}));
+      const int32_t save_mean = m.planned_tensor(f32({0})), save_invstd = m.planned_tensor(f32({0}));
+      m.kernel("aten::_native_batch_norm_legit_no_training.out",
+               {r, n.param({c}, norm[0]), n.param({c}, norm[1]), n.param({c}, norm[2]), n.param({c}, norm[3]),
+                m.double_value(0.1), m.double_value(1e-5), b, save_mean, save_invstd,
+                m.tensor_list({b, save_mean, save_invstd})});
+      const int32_t squeezed = m.planned_tensor(f32({1, c, 1, 1}));
+      m.kernel("aten::mean.out", {b, m.int_list({-1, -2}), m.bool_value(true), m.none(), squeezed, squeezed});
+      const int32_t hidden = n.unary("aten::relu.out", n.conv(squeezed, convs[1], &weights[2], 1), {1, 8, 1, 1});
+      const int32_t gate = n.unary("aten::sigmoid.out", n.conv(hidden, convs[2], &weights[4], 1), {1, c, 1, 1});
+      const int32_t scaled = m.planned_tensor(f32({1, c, 9, 9}));
+      m.kernel("aten::mul.out", {b, gate, scaled, scaled});
+      const int32_t projected = n.conv(scaled, convs[3], &weights[6], 9);
+      const int32_t sum = m.planned_tensor(f32({1, c, 9, 9}));
+      m.kernel("aten::add.out", {projected, b, m.int_value(1), sum, sum});
+      return n.conv(sum, convs[4], &weights[8], 9);
+    };
+    against_the_nchw_paths(write, x, [&](const std::vector<float>& got, const std::vector<float>& want, CpuLevel level) {
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << cpu_level_name(level) << " " << c << " at " << i;
       }
     });
   }
