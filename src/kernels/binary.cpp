@@ -191,10 +191,7 @@ struct ScaleChannels final : KernelState {
 std::unique_ptr<KernelState> prepare_mul(KernelArgs args) {
   if (args.size() != 4 || !args[0]->is_tensor() || !args[1]->is_tensor() || !args[2]->is_tensor()) return nullptr;
   const Tensor& out = args[2]->to_tensor();
-  const auto fits = [](const Tensor& t) {
-    return t.dim() == 4 && t.dtype() == ScalarType::Float && t.is_contiguous_order() &&
-           t.dynamism() == ShapeDynamism::Static;
-  };
+  const auto fits = [](const Tensor& t) { return channels_last_candidate(t, ScalarType::Float); };
   if (!fits(out) || out.size(2) * out.size(3) < 2) return nullptr;
   for (size_t image : {size_t{0}, size_t{1}}) {
     const Tensor& x = args[image]->to_tensor();

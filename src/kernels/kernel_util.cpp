@@ -18,4 +18,9 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   }
 }
 
+bool channels_last_candidate(const Tensor& t, ScalarType dtype) {
+  return t.dim() == 4 && t.dtype() == dtype && t.dynamism() == ShapeDynamism::Static && t.is_contiguous_order() &&
+         t.numel() > 0;
+}
+
 }  // namespace etnp::kernels

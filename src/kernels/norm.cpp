@@ -91,7 +91,7 @@ bool row_stats(const A* x, int64_t n, double eps, A& mean, A& rstd) {
 /// per-channel constants and the empty statistics outputs are the same bytes in either order. Each element's
 /// arithmetic is the NCHW loop's.
 struct BatchNormChannels final : KernelState {
-  int64_t numel = 0;
+  int64_t numel = 0, channels = 0;
   bool nhwc = false;
   ChannelsLastArgs keeps_channels_last() const override { return {{0}, {7}, {1, 2, 3, 4, 8, 9}}; }
   void use_channels_last(bool input, bool output) override { nhwc = input && output; }
@@ -102,12 +102,12 @@ std::unique_ptr<KernelState> prepare_batch_norm(KernelArgs args) {
   const Tensor& in = args[0]->to_tensor();
   const Tensor& out = args[7]->to_tensor();
   const auto fits = [&](const Tensor& t) {
-    return t.dim() == 4 && t.dtype() == ScalarType::Float && t.is_contiguous_order() &&
-           t.dynamism() == ShapeDynamism::Static && std::ranges::equal(t.sizes(), in.sizes());
+    return channels_last_candidate(t, ScalarType::Float) && std::ranges::equal(t.sizes(), in.sizes());
   };
-  if (!fits(in) || !fits(out) || in.numel() == 0) return nullptr;
+  if (!fits(in) || !fits(out)) return nullptr;
   auto state = std::make_unique<BatchNormChannels>();
   state->numel = in.numel();
+  state->channels = in.size(1);
   return state;
 }
 
@@ -157,7 +157,8 @@ void batch_norm_no_training_out(KernelContext& ctx, KernelArgs args) {
     T* dst = out.data_as<T>();
     if (const auto* state = static_cast<const BatchNormChannels*>(ctx.state()); state != nullptr && state->nhwc) {
       // What the load paired holds NHWC bytes: runs of the channels, pixel after pixel.
-      ETNP_KERNEL_CHECK(in.dim() == 4 && in.numel() == state->numel && in.dtype() == ScalarType::Float,
+      ETNP_KERNEL_CHECK(in.dim() == 4 && in.numel() == state->numel && channels == state->channels &&
+                            in.dtype() == ScalarType::Float,
                         op << ": a batch norm paired with its neighbours in NHWC order no longer fits its input "
                               "(shape " << shape_str(in.sizes()) << ")");
       const int64_t pixels = in.numel() / channels;

@@ -310,10 +310,11 @@ std::unique_ptr<KernelState> prepare_mean(KernelArgs args) {
   if (args.size() != 6 || !args[0]->is_tensor() || !args[4]->is_tensor() || !args[3]->is_none()) return nullptr;
   const Tensor& in = args[0]->to_tensor();
   const Tensor& out = args[4]->to_tensor();
-  const auto fits = [](const Tensor& t) {
-    return t.dtype() == ScalarType::Float && t.is_contiguous_order() && t.dynamism() == ShapeDynamism::Static;
-  };
-  if (in.dim() != 4 || in.numel() == 0 || !fits(in) || !fits(out) || !args[2]->is_bool()) return nullptr;
+  // The result, one value per channel, is the same bytes in either order: any float32 tensor in contiguous order.
+  if (!channels_last_candidate(in, ScalarType::Float) || out.dtype() != ScalarType::Float ||
+      !out.is_contiguous_order() || out.dynamism() != ShapeDynamism::Static || !args[2]->is_bool()) {
+    return nullptr;
+  }
   // Arguments of the wrong kind are the call's to report, with its context: here they only mean "no state".
   try {
     if (reduce_mask(4, dim_list_arg(*args[1]), "aten::mean.out") != std::vector<bool>{false, false, true, true}) {

@@ -622,10 +622,7 @@ std::unique_ptr<KernelState> prepare_cat(KernelArgs args) {
     return nullptr;
   }
   const Tensor& out = args[2]->to_tensor();
-  const auto fits = [&](const Tensor& t) {
-    return t.dim() == 4 && t.dtype() == out.dtype() && t.is_contiguous_order() && t.numel() > 0 &&
-           t.dynamism() == ShapeDynamism::Static;
-  };
+  const auto fits = [&](const Tensor& t) { return channels_last_candidate(t, out.dtype()); };
   // A malformed list is the call's to report, with its context: here it only means "no state".
   try {
     const TensorListRef tensors = args[0]->to_tensor_list();

@@ -115,6 +115,16 @@ struct Builder {
 
 const std::pair<bool, bool> kNone{false, false}, kOut{false, true}, kIn{true, false};
 
+/// Finishes b's method (input x, `outputs`), loads it and expects exchange 1 to write its result and exchange 2 to
+/// read its argument channels-last when `paired`, and neither otherwise.
+void expect_paired(Builder& b, int32_t x, const std::vector<int32_t>& outputs, bool paired, int variant) {
+  b.m.set_inputs({x});
+  b.m.set_outputs(outputs);
+  const auto got = decisions(b.writer.serialize());
+  EXPECT_EQ(got.at(1), paired ? kOut : kNone) << variant;
+  EXPECT_EQ(got.at(2), paired ? kIn : kNone) << variant;
+}
+
 TEST(ChannelsLastPairing, AcrossAMaxPoolingWhoseIndicesNothingReads) {
   for (bool indices_out : {false, true}) {
     Builder b;
@@ -122,12 +132,9 @@ TEST(ChannelsLastPairing, AcrossAMaxPoolingWhoseIndicesNothingReads) {
     const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
     const auto [p, indices] = b.max_pool(a, 4);
     const int32_t y = b.exchange(p, 2, {1, 4, 3, 3});
-    b.m.set_inputs({x});
-    b.m.set_outputs(indices_out ? std::vector<int32_t>{y, indices} : std::vector<int32_t>{y});
-    const auto got = decisions(b.writer.serialize());
     // Read indices would have to be NCHW: the pooling, and with it the group, keeps the tensors' order.
-    EXPECT_EQ(got.at(1), indices_out ? kNone : kOut) << indices_out;
-    EXPECT_EQ(got.at(2), indices_out ? kNone : kIn) << indices_out;
+    expect_paired(b, x, indices_out ? std::vector<int32_t>{y, indices} : std::vector<int32_t>{y}, !indices_out,
+                  indices_out);
   }
 }
 
@@ -172,11 +179,7 @@ TEST(ChannelsLastPairing, AcrossElementwiseOperatorsOfOneShapeOnly) {
     const int32_t s = b.m.planned_tensor(f32({1, 4, 6, 6}));
     b.m.kernel("aten::add.out", {r, broadcast ? k : r, b.m.int_value(1), s, s});
     const int32_t y = b.exchange(s, 2, {1, 4, 6, 6});
-    b.m.set_inputs({x});
-    b.m.set_outputs({y});
-    const auto got = decisions(b.writer.serialize());
-    EXPECT_EQ(got.at(1), broadcast ? kNone : kOut) << broadcast;
-    EXPECT_EQ(got.at(2), broadcast ? kNone : kIn) << broadcast;
+    expect_paired(b, x, {y}, !broadcast, broadcast);
   }
 }
 
@@ -198,11 +201,7 @@ TEST(ChannelsLastPairing, NotWhereAViewSeesTheBytesUnlessAnotherTensorRewroteThe
       const int32_t flat = b.m.planned_alias(a, f32({1, 144}));
       outputs.push_back(b.unary("aten::neg.out", flat, {1, 144}));
     }
-    b.m.set_inputs({x});
-    b.m.set_outputs(outputs);
-    const auto got = decisions(b.writer.serialize());
-    EXPECT_EQ(got.at(1), variant == 1 ? kNone : kOut) << variant;
-    EXPECT_EQ(got.at(2), variant == 1 ? kNone : kIn) << variant;
+    expect_paired(b, x, outputs, variant != 1, variant);
   }
 }
 
@@ -223,11 +222,8 @@ TEST(ChannelsLastPairing, AcrossASqueezeAndExcitationGate) {
     const int32_t scaled = variant == 1 ? b.binary("aten::mul.out", gate, a, {1, 4, 6, 6})
                                         : b.binary("aten::mul.out", a, gate, {1, 4, 6, 6});
     const int32_t y = b.exchange(scaled, 2, {1, 4, 6, 6});
-    b.m.set_inputs({x});
-    b.m.set_outputs({y, gate});  // the gate a method output too: its bytes are the same in either order
-    const auto got = decisions(b.writer.serialize());
-    EXPECT_EQ(got.at(1), variant == 2 ? kNone : kOut) << variant;
-    EXPECT_EQ(got.at(2), variant == 2 ? kNone : kIn) << variant;
+    // The gate a method output too: its bytes are the same in either order.
+    expect_paired(b, x, {y, gate}, variant != 2, variant);
   }
 }
 
@@ -238,11 +234,7 @@ TEST(ChannelsLastPairing, AcrossABatchNormUnlessItsOutputIsSeen) {
     const int32_t a = b.exchange(x, 1, {1, 4, 6, 6});
     const int32_t n = b.batch_norm(a, {1, 4, 6, 6});
     const int32_t y = b.exchange(n, 2, {1, 4, 6, 6});
-    b.m.set_inputs({x});
-    b.m.set_outputs(seen ? std::vector<int32_t>{y, n} : std::vector<int32_t>{y});
-    const auto got = decisions(b.writer.serialize());
-    EXPECT_EQ(got.at(1), seen ? kNone : kOut) << seen;
-    EXPECT_EQ(got.at(2), seen ? kNone : kIn) << seen;
+    expect_paired(b, x, seen ? std::vector<int32_t>{y, n} : std::vector<int32_t>{y}, !seen, seen);
   }
 }
 

@@ -1024,6 +1024,18 @@ TEST(NnKernelsPool, PairedChannelsLastMeanScaleAndBatchNormMatchTheNchwKernelsBi
     refuses_another_size(
         "aten::_native_batch_norm_legit_no_training.out", [&](Call& k, OwnedTensor& in) { args(k, in, *out, *sm, *si); },
         state.get());
+    // As many elements in other channels (5 of 3x11), with per-channel tensors to match: refused too.
+    auto other = f32({n, w, h, c}, x);
+    auto other_out = f32({n, w, h, c}, zeros(n * c * hw));
+    auto k5 = f32({w}, random_values(w, 47, 0.5f, 2.0f));
+    Call odd;
+    odd.t(*other).t(*k5).t(*k5).t(*k5).t(*k5).d(0.1).d(1e-5).t(*other_out).t(*sm).t(*si);
+    const Error e = etnp::testing::expect_error(
+        [&] { odd.run_with_state("aten::_native_batch_norm_legit_no_training.out", state.get()); });
+    EXPECT_NE(std::string(e.what()).find("paired with its neighbours in NHWC order no longer fits its input (shape "
+                                         "[2, 5, 3, 11])"),
+              std::string::npos)
+        << e.what();
   }
 }
 
