@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -154,6 +155,11 @@ struct Method::Impl {
   /// recorded in `rehomed_outputs`).
   bool rehome_chain_output(size_t pc, size_t chain_end, EValue* target, EValue* last,
                            const runtime::UseAnalysis& usage, std::vector<RehomedOutput>& rehomed_outputs);
+  /// Where `bytes` bytes in a planned buffer (64-byte aligned) hold nothing live over instructions [from, until]:
+  /// no tensor but values `except` by `usage`, and no output re-homed before; 0 when no such place is free.
+  uintptr_t free_planned_bytes(size_t bytes, size_t from, size_t until, const runtime::UseAnalysis& usage,
+                               const std::vector<RehomedOutput>& rehomed_outputs,
+                               std::initializer_list<uint32_t> except) const;
   /// A sigmoid whose only reader multiplies it by the sigmoid's input (a decomposed SiLU), as one aten::silu.
   void fold_silu(size_t pc, const runtime::UseAnalysis& usage);
   /// An exporter's decomposition of hardswish or hardsigmoid (add 3, clamp to [0, 6], multiply by the input,

@@ -647,19 +647,33 @@ bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* targ
   }
   if (readers.empty() || usage.uses[l] != direct) return false;  // a tensor list (or a jump) references it too
   const size_t until = readers.back();
-  const runtime::ByteRange range = bytes_of(target->to_tensor());
-  const Tensor* chain_values[] = {&last->to_tensor(), &target->to_tensor()};
-  for (size_t at = pc; at <= until; ++at) {
-    if (instructions[at].kind == Instruction::Kind::Folded || (at > pc && at <= chain_end)) continue;
-    for (const uint32_t v : usage.by_instr[at]) {
-      const Tensor& other = values[v].to_tensor();
-      if (&other == chain_values[0] || &other == chain_values[1]) continue;
-      if (other.data() == nullptr && other.capacity_numel() > 0) return false;  // storage known only at run
-      if (bytes_of(other).overlaps(range)) return false;
+  Tensor& target_tensor = target->to_tensor();
+  runtime::ByteRange range = bytes_of(target_tensor);
+  auto untouched = [&] {
+    const Tensor* chain_values[] = {&last->to_tensor(), &target_tensor};
+    for (size_t at = pc; at <= until; ++at) {
+      if (instructions[at].kind == Instruction::Kind::Folded || (at > pc && at <= chain_end)) continue;
+      for (const uint32_t v : usage.by_instr[at]) {
+        const Tensor& other = values[v].to_tensor();
+        if (&other == chain_values[0] || &other == chain_values[1]) continue;
+        if (other.data() == nullptr && other.capacity_numel() > 0) return false;  // storage known only at run
+        if (bytes_of(other).overlaps(range)) return false;
+      }
     }
-  }
-  for (const RehomedOutput& r : rehomed_outputs) {
-    if (r.from <= until && r.until >= pc && runtime::ByteRange{r.begin, r.end}.overlaps(range)) return false;
+    for (const RehomedOutput& r : rehomed_outputs) {
+      if (r.from <= until && r.until >= pc && runtime::ByteRange{r.begin, r.end}.overlaps(range)) return false;
+    }
+    return true;
+  };
+  if (!untouched()) {
+    // The plan's two-buffer ping-pong (MobileNetV2's) leaves the convolution's own bytes to the readers' outputs:
+    // the output moves to planned bytes nothing live uses over its new lifetime, when there are such.
+    if (target_tensor.dynamism() != ShapeDynamism::Static) return false;
+    const uintptr_t home = free_planned_bytes(range.end - range.begin, pc, until, usage, rehomed_outputs,
+                                              {static_cast<uint32_t>(l), static_cast<uint32_t>(t)});
+    if (home == 0) return false;
+    target_tensor.set_data(reinterpret_cast<void*>(home));
+    range = bytes_of(target_tensor);
   }
   for (const size_t at : readers) {
     Instruction& reader = instructions[at];
@@ -669,6 +683,35 @@ bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* targ
   }
   rehomed_outputs.push_back({range.begin, range.end, pc, until});
   return true;
+}
+
+uintptr_t Method::Impl::free_planned_bytes(size_t bytes, size_t from, size_t until, const UseAnalysis& usage,
+                                           const std::vector<RehomedOutput>& rehomed_outputs,
+                                           std::initializer_list<uint32_t> except) const {
+  constexpr uintptr_t kAlign = 64;  // from the buffer's start, as planners align offsets
+  std::vector<runtime::ByteRange> taken;
+  if (bytes == 0 || !usage.live_bytes(values, static_cast<uint32_t>(from), static_cast<uint32_t>(until), except,
+                                      taken)) {
+    return 0;
+  }
+  for (const RehomedOutput& r : rehomed_outputs) {
+    if (r.from <= until && r.until >= from) taken.push_back({r.begin, r.end});
+  }
+  std::ranges::sort(taken, {}, &runtime::ByteRange::begin);
+  const auto* sizes = plan->non_const_buffer_sizes();
+  for (size_t a = 0; a < arenas.size(); ++a) {
+    const auto base = reinterpret_cast<uintptr_t>(arenas[a].get());
+    const uintptr_t end = base + static_cast<uintptr_t>(sizes->Get(static_cast<flatbuffers::uoffset_t>(a + 1)));
+    auto aligned = [&](uintptr_t p) { return base + ((p - base + kAlign - 1) & ~(kAlign - 1)); };
+    uintptr_t at = base;
+    for (const runtime::ByteRange& r : taken) {
+      if (r.end <= at || r.begin >= end) continue;
+      if (r.begin >= at + bytes) break;  // the gap before r holds it
+      at = aligned(r.end);
+    }
+    if (at + bytes <= end) return at;
+  }
+  return 0;
 }
 
 void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage,
@@ -770,6 +813,15 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
     hi = act_hi;
   }
   out = rehomed ? conv.args[9] : (act != nullptr ? act->args.back() : bn->args[7]);
+  if (!rehomed) {
+    // The chain's output is written here now, before its own call: an output re-homed before (to bytes the
+    // snapshot saw free from that call on) must not be live here on its bytes.
+    const size_t chain_end = static_cast<size_t>((act != nullptr ? act : bn) - instructions.data());
+    const runtime::ByteRange written = bytes_of(out->to_tensor());
+    for (const RehomedOutput& r : rehomed_outputs) {
+      if (r.from < chain_end && r.until >= pc && runtime::ByteRange{r.begin, r.end}.overlaps(written)) return;
+    }
+  }
 
   std::vector<EValue*> args(conv.args.begin(), conv.args.begin() + 9);
   EValue* scale = &load_time_values.emplace_back();  // None: no batch norm

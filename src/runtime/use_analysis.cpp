@@ -179,4 +179,21 @@ bool UseAnalysis::bytes_untouched(const std::vector<EValue>& values, uint32_t fr
   return true;
 }
 
+bool UseAnalysis::live_bytes(const std::vector<EValue>& values, uint32_t from, uint32_t to,
+                             std::initializer_list<uint32_t> except, std::vector<ByteRange>& into) const {
+  if (has_jumps || !tensor_lists_well_formed) return false;
+  for (uint32_t v = 0; v < by_value.size(); ++v) {
+    if (!values[v].is_tensor() || std::find(except.begin(), except.end(), v) != except.end()) continue;
+    const bool throughout = io[v] || freed_or_moved[v] || (!by_value[v].empty() && !produced[v]);
+    if (!throughout && (by_value[v].empty() || by_value[v].front() > to || by_value[v].back() < from)) continue;
+    const Tensor& t = values[v].to_tensor();
+    if (t.data() == nullptr) {
+      if (t.capacity_numel() > 0) return false;
+      continue;
+    }
+    into.push_back(bytes_of(t));
+  }
+  return true;
+}
+
 }  // namespace etnp::runtime

@@ -62,6 +62,12 @@ struct UseAnalysis {
   /// every tensor they reference must have its storage now (a view's is only known when it runs).
   bool bytes_untouched(const std::vector<EValue>& values, uint32_t from, uint32_t to, const ByteRange& range,
                        std::initializer_list<uint32_t> allowed) const;
+  /// Appends to `into` the bytes of every tensor other than `except` whose value may be live at some instruction
+  /// of [from, to]: referenced there, or both before and after. Method inputs and outputs, values a free or move
+  /// touches and values whose first reference reads what their bytes held (a mutable buffer) are live throughout.
+  /// False when the method jumps or a tensor live then gets its storage only at run time (a view).
+  bool live_bytes(const std::vector<EValue>& values, uint32_t from, uint32_t to,
+                  std::initializer_list<uint32_t> except, std::vector<ByteRange>& into) const;
 
  private:
   std::unordered_map<const Tensor*, uint32_t> value_of_;  ///< a value-table tensor's value slot
