@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,84 @@ TEST(XnnpackEngines, UnaryFunctionsOnBothEngines) {
       // Only the 2024 library has these functions; where it is built, it runs them unless told otherwise.
       const bool library = kReshapeApi && e != Engines::Own;
       EXPECT_EQ(r.stats.xnnpack_operators, library ? 1u : 0u) << what;
+    }
+  }
+}
+
+// ---- small arithmetic -----------------------------------------------------------------------------------
+
+// Small unclamped additions, subtractions, products and quotients run on the delegate's kernel under the
+// measured choice: the IEEE single-precision result of each element, whole, with one operand of one element (either side) and
+// broadcast along rows. That is XNNPACK's operator's bits but for NaN (the 2022 library clamps even an unbounded
+// result, turning NaN into -inf; the 2024 one and the official runtime's keep NaN, as ours does) and subnormal
+// numbers (XNNPACK runs its operators with denormals flushed to zero; the delegate's own kernels, as the portable
+// ones, do not). A clamped one and a large one stay on XNNPACK.
+TEST(XnnpackEngines, SmallArithmeticOnTheOwnKernelGivesXnnpacksBits) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN(), 1e-40f, -3e38f};
+  auto operand = [&](size_t n, uint32_t seed) {
+    std::vector<float> v = random_floats(n, -4.0f, 4.0f, seed);
+    for (size_t i = 0; i < std::size(specials) && i * 5 < n; ++i) v[i * 5] = specials[(i + seed) % std::size(specials)];
+    return v;
+  };
+  struct Case {
+    std::vector<uint32_t> a, b, out;
+    float lo = -kInf;
+    bool own;  // under the measured choice
+  };
+  const Case cases[] = {
+      {{4, 24}, {4, 24}, {4, 24}, -kInf, true},  {{4, 24}, {1}, {4, 24}, -kInf, true},
+      {{1}, {4, 24}, {4, 24}, -kInf, true},      {{4, 24}, {24}, {4, 24}, -kInf, true},
+      {{4, 24}, {4, 24}, {4, 24}, 0.0f, false},  {{64, 32}, {64, 32}, {64, 32}, -kInf, false},
+  };
+  const XNodeUnion kinds[] = {XNodeUnion::XNNAdd, XNodeUnion::XNNSubtract, XNodeUnion::XNNMultiply,
+                              XNodeUnion::XNNDiv};
+  for (const XNodeUnion kind : kinds) {
+    for (const Case& c : cases) {
+      GraphBuilder g;
+      const uint32_t a = g.input(c.a, 0), b = g.input(c.b, 1), y = g.output(c.out, 2);
+      g.binary(kind, a, b, y, 0, c.lo, kInf);
+      const std::vector<uint8_t> payload = g.payload();
+      auto numel = [](const std::vector<uint32_t>& d) {
+        size_t n = 1;
+        for (uint32_t x : d) n *= x;
+        return n;
+      };
+      auto dims = [](const std::vector<uint32_t>& d) { return std::vector<int64_t>(d.begin(), d.end()); };
+      const std::vector<float> va = operand(numel(c.a), 3), vb = operand(numel(c.b), 4);
+      const std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>> runs = {
+          {{dims(c.a), va}, {dims(c.b), vb}}};
+      const Ran library = run_graph(payload, Engines::Library, runs, {dims(c.out)});
+      const Ran measured = run_graph(payload, Engines::Measured, runs, {dims(c.out)});
+      const std::string what = std::to_string(static_cast<int>(kind)) + " of " + std::to_string(numel(c.a)) + " and " +
+                               std::to_string(numel(c.b)) + (c.lo == 0.0f ? ", clamped" : "");
+      EXPECT_EQ(library.stats.xnnpack_operators, 1u) << what;
+      EXPECT_EQ(measured.stats.xnnpack_operators, c.own ? 0u : 1u) << what;
+      const std::vector<float>& got = measured.outputs[0];
+      const std::vector<float>& xnnpack = library.outputs[0];
+      ASSERT_EQ(got.size(), numel(c.out)) << what;
+      ASSERT_EQ(xnnpack.size(), got.size()) << what;
+      if (!c.own) {  // XNNPACK's operator on both
+        EXPECT_EQ(std::memcmp(got.data(), xnnpack.data(), got.size() * sizeof(float)), 0) << what;
+        continue;
+      }
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float x = va[i % va.size()], z = vb[i % vb.size()];  // whole, one element, or a row repeated
+        const float want = kind == XNodeUnion::XNNAdd        ? x + z
+                           : kind == XNodeUnion::XNNSubtract ? x - z
+                           : kind == XNodeUnion::XNNMultiply ? x * z
+                                                             : x / z;
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i])) << what << " at " << i;
+          continue;
+        }
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << what << " at " << i;
+        const bool subnormal = std::fpclassify(x) == FP_SUBNORMAL || std::fpclassify(z) == FP_SUBNORMAL ||
+                               std::fpclassify(want) == FP_SUBNORMAL;
+        if (!subnormal) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(xnnpack[i]), std::bit_cast<uint32_t>(want)) << what << " at " << i;
+        }
+      }
     }
   }
 }

@@ -148,8 +148,9 @@ class GraphBuilder {
     }
     nodes_.push_back(fb_xnnpack::CreateXNode(fbb_, type, table, static_cast<uint32_t>(nodes_.size()), mm));
   }
-  void binary(XNodeUnion type, uint32_t a, uint32_t b, uint32_t out, uint32_t flags = 0) {
-    node(type, fb_xnnpack::Create_XNNNode2x1(fbb_, a, b, out, flags).Union());
+  void binary(XNodeUnion type, uint32_t a, uint32_t b, uint32_t out, uint32_t flags = 0,
+              float min = -std::numeric_limits<float>::infinity(), float max = std::numeric_limits<float>::infinity()) {
+    node(type, fb_xnnpack::Create_XNNNode2x1(fbb_, a, b, out, flags).Union(), min, max);
   }
   void unary(XNodeUnion type, uint32_t in, uint32_t out, float min = -std::numeric_limits<float>::infinity(),
              float max = std::numeric_limits<float>::infinity(), uint32_t flags = 0) {

@@ -577,13 +577,49 @@ float apply_binary(NodeKind kind, float x, float y) {
   }
 }
 
+/// out[i] = op(a[i * a_step], b[i * b_step]), a step 0 repeating one element: loops the compiler vectorizes.
+template <typename Op>
+void binary_rows(const float* a, size_t a_step, const float* b, size_t b_step, float* out, size_t n, Op op) {
+  if (a_step == 1 && b_step == 1) {
+    for (size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+  } else if (a_step == 1) {
+    const float y = b[0];
+    for (size_t i = 0; i < n; ++i) out[i] = op(a[i], y);
+  } else {
+    const float x = a[0];
+    for (size_t i = 0; i < n; ++i) out[i] = op(x, b[i]);
+  }
+}
+
+/// The arithmetic kinds over operands that are whole or one element; false for other kinds.
+bool arithmetic_rows(NodeKind kind, const float* a, size_t a_step, const float* b, size_t b_step, float* out,
+                     size_t n) {
+  switch (kind) {
+    case NodeKind::Add: binary_rows(a, a_step, b, b_step, out, n, [](float x, float y) { return x + y; }); return true;
+    case NodeKind::Subtract:
+      binary_rows(a, a_step, b, b_step, out, n, [](float x, float y) { return x - y; });
+      return true;
+    case NodeKind::Multiply:
+      binary_rows(a, a_step, b, b_step, out, n, [](float x, float y) { return x * y; });
+      return true;
+    case NodeKind::Divide: binary_rows(a, a_step, b, b_step, out, n, [](float x, float y) { return x / y; }); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 void binary_f32(NodeKind kind, const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
                 const Shape& out_shape, float out_min, float out_max) {
   const size_t n = out_shape.numel();
   if (n == 0) return;
-  if (a_shape.numel() == n && b_shape.numel() == n) {
+  const size_t na = a_shape.numel(), nb = b_shape.numel();
+  const bool whole_or_one = (na == n || na == 1) && (nb == n || nb == 1) && (na == n || nb == n);
+  if (whole_or_one && arithmetic_rows(kind, a, na == n ? 1 : 0, b, nb == n ? 1 : 0, out, n)) {
+    clamp_in_place(out, n, out_min, out_max);
+    return;
+  }
+  if (na == n && nb == n) {
     for (size_t i = 0; i < n; ++i) out[i] = apply_binary(kind, a[i], b[i]);
   } else {
     size_t a_str[kMaxDims], b_str[kMaxDims];
