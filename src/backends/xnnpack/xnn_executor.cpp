@@ -176,6 +176,7 @@ Executor::Executor(CheckedGraph checked, ExecutorOptions options)
   input_shapes_.resize(graph_.input_values.size());
   staging_.resize(graph_.input_values.size());
   staging_capacity_.assign(graph_.input_values.size(), 0);
+  input_bytes_.assign(graph_.input_values.size(), 0);
   data_.assign(n, nullptr);
 }
 
@@ -323,13 +324,29 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
     planned_ = false;
     propagate_shapes();
     plan_memory();
+    for (size_t i = 0; i < graph_.input_values.size(); ++i) {
+      const uint32_t vid = graph_.input_values[i];
+      input_bytes_[i] = value_storage_bytes(graph_.values[vid], shapes_[vid]);
+    }
+    // The constants' and the arena's values keep their place until the shapes change.
+    for (size_t v = 0; v < data_.size(); ++v) {
+      if (is_constant_[v]) {
+        data_[v] = constant_data_[v];
+      } else if (arena_offset_[v] != std::numeric_limits<size_t>::max()) {
+        data_[v] = arena_.get() + arena_offset_[v];
+      }
+    }
+    views_.clear();
+    for (size_t v = 0; v < data_.size(); ++v) {
+      if (storage_root_[v] != v) views_.push_back(static_cast<uint32_t>(v));
+    }
     planned_ = true;
   }
   // Inputs the caller owns: XNNPACK may read a few bytes past their end, so a buffer that ends within
   // XNN_EXTRA_BYTES of a page boundary is staged through a padded copy.
   for (size_t i = 0; i < graph_.input_values.size(); ++i) {
     const uint32_t vid = graph_.input_values[i];
-    const size_t bytes = value_storage_bytes(graph_.values[vid], shapes_[vid]);
+    const size_t bytes = input_bytes_[i];
     if (bytes == 0 || data_[vid] == nullptr) continue;
     const auto end = reinterpret_cast<uintptr_t>(data_[vid]) + bytes - 1;
     if ((end & 4095u) < 4096u - ops::kExtraBytes) continue;
@@ -341,9 +358,11 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
     data_[vid] = staging_[i].get();
   }
   // Outputs: resized to the propagated shape (logical order), written in place.
+  bool long_outputs = false;
   for (uint32_t vid : graph_.output_values) {
     const Value& v = graph_.values[vid];
     Tensor& t = external_tensor(args, v);
+    long_outputs = long_outputs || t.dtype() == ScalarType::Long;
     if (!dtype_matches(v.dtype, t.dtype(), true)) {
       run_fail("output " + std::to_string(v.external_id) + " is " + std::string(scalar_type_name(t.dtype())) +
                ", the graph produces " + datatype_name(v.dtype));
@@ -360,22 +379,14 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
     }
     int64_t sizes[kMaxDims];
     for (int d = 0; d < s.rank; ++d) sizes[t.dim_order()[d]] = static_cast<int64_t>(s[d]);
-    if (!t.try_resize(std::span<const int64_t>(sizes, s.rank))) {
+    const std::span<const int64_t> wanted(sizes, s.rank);
+    if (!std::ranges::equal(t.sizes(), wanted) && !t.try_resize(wanted)) {
       run_fail("output " + std::to_string(v.external_id) + " cannot hold the result shape " + s.str() +
                " (its bound is " + std::to_string(t.capacity_numel()) + " elements)");
     }
     data_[vid] = t.data();
   }
-  for (size_t v = 0; v < data_.size(); ++v) {
-    if (is_constant_[v]) {
-      data_[v] = constant_data_[v];
-    } else if (arena_offset_[v] != std::numeric_limits<size_t>::max()) {
-      data_[v] = arena_.get() + arena_offset_[v];
-    }
-  }
-  for (size_t v = 0; v < data_.size(); ++v) {
-    if (storage_root_[v] != v) data_[v] = data_[storage_root_[v]];
-  }
+  for (const uint32_t v : views_) data_[v] = data_[storage_root_[v]];
   // XNNPACK's operators run on the pool's threads of now, kept for the whole call (a concurrent
   // set_num_threads does not stop them); an operator last reshaped for other threads is reshaped again.
   const ThreadPool::Lease lease = pool.lease();
@@ -390,6 +401,7 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
     for (auto& step : steps_) step->run(ctx);
   }
   // int64 outputs: the graph wrote int32 values; widen them in place from the back.
+  if (!long_outputs) return;
   for (uint32_t vid : graph_.output_values) {
     Tensor& t = external_tensor(args, graph_.values[vid]);
     if (t.dtype() != ScalarType::Long) continue;

@@ -104,7 +104,9 @@ class Executor {
   AlignedBytes arena_;
   size_t arena_capacity_ = 0;
   size_t arena_size_ = 0;
-  std::vector<void*> data_;            ///< Per value, during a run.
+  std::vector<void*> data_;            ///< Per value: constants' and the arena's set by a plan, the rest per run.
+  std::vector<uint32_t> views_;        ///< Values sharing another's storage (storage_root_), set per run.
+  std::vector<size_t> input_bytes_;    ///< Per external input: its bytes at the current shapes.
   std::vector<AlignedBytes> staging_;  ///< Per external input: padded copy when a caller buffer may over-read.
   std::vector<size_t> staging_capacity_;
   ExecutorStats stats_;
