@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -48,7 +49,12 @@ class Tensor {
   void set_constant(bool constant) { constant_ = constant; }
 
   /// True when dim_order is 0,1,...,n-1 (row-major).
-  bool is_contiguous_order() const;
+  bool is_contiguous_order() const {
+    for (int i = 0; i < dim_; ++i) {
+      if (dim_order_[i] != i) return false;
+    }
+    return true;
+  }
   /// True when dim_order is 0,2,3,1 (rank 4) or 0,2,3,4,1 (rank 5).
   bool is_channels_last_order() const;
 
@@ -57,12 +63,19 @@ class Tensor {
   /// dim_order. Throws etnp::Error(ExecutionError) otherwise.
   void resize(std::span<const int64_t> new_sizes);
   /// resize() for callers that must not throw; returns false when the shape is not allowed.
-  bool try_resize(std::span<const int64_t> new_sizes);
+  bool try_resize(std::span<const int64_t> new_sizes) {
+    // The sizes it has (checked when they were set): the common case, every kernel call.
+    if (static_cast<int>(new_sizes.size()) == dim_ && std::equal(new_sizes.begin(), new_sizes.end(), sizes_)) {
+      return true;
+    }
+    return try_resize_to_other(new_sizes);
+  }
   /// Sets the element count the storage holds (for tensors whose storage is larger than their bound).
   void set_capacity_numel(int64_t n) { capacity_numel_ = n; }
 
  private:
   void compute_strides();
+  bool try_resize_to_other(std::span<const int64_t> new_sizes);
 
   ScalarType dtype_ = ScalarType::Float;
   int8_t dim_ = 0;

@@ -74,13 +74,6 @@ void Tensor::compute_strides() {
   strides_from_dim_order(sizes(), dim_order(), std::span<int64_t>(strides_, dim_));
 }
 
-bool Tensor::is_contiguous_order() const {
-  for (int i = 0; i < dim_; ++i) {
-    if (dim_order_[i] != i) return false;
-  }
-  return true;
-}
-
 bool Tensor::is_channels_last_order() const {
   if (dim_ == 4) return dim_order_[0] == 0 && dim_order_[1] == 2 && dim_order_[2] == 3 && dim_order_[3] == 1;
   if (dim_ == 5) {
@@ -90,14 +83,11 @@ bool Tensor::is_channels_last_order() const {
   return false;
 }
 
-bool Tensor::try_resize(std::span<const int64_t> new_sizes) {
+bool Tensor::try_resize_to_other(std::span<const int64_t> new_sizes) {
   if (static_cast<int>(new_sizes.size()) != dim_) return false;
-  bool same = true;
   for (int i = 0; i < dim_; ++i) {
     if (new_sizes[i] < 0) return false;
-    same = same && new_sizes[i] == sizes_[i];
   }
-  if (same) return true;  // the sizes it has (checked when they were set): the common case, every call
   if (!strides_fit(new_sizes)) return false;  // beyond any bound; also a zero dim beside huge ones
   if (dynamism_ == ShapeDynamism::Static) return false;
   int64_t n = 1;
