@@ -60,15 +60,47 @@ Block block_over(const Tensor& out, std::span<const int64_t> src_strides) {
   return b;
 }
 
-std::vector<int64_t> int_list(const EValue* v) { return v->to_int_list().to_vector(); }
+/// An int list argument's values: inline up to 16 of them (dims, sizes and shapes: nearly every call, without a
+/// heap allocation), on the heap beyond.
+class IntArgs {
+ public:
+  explicit IntArgs(const EValue* v) {
+    const IntListRef list = v->to_int_list();
+    size_ = list.size();
+    if (size_ > kInline) heap_.resize(size_);
+    int64_t* p = data();
+    for (size_t i = 0; i < size_; ++i) p[i] = list[i];
+  }
+  IntArgs(const IntArgs&) = delete;
+  IntArgs& operator=(const IntArgs&) = delete;
 
-std::string list_str(const std::vector<int64_t>& v) { return shape_str(v); }
+  int64_t* data() { return size_ > kInline ? heap_.data() : inline_; }
+  const int64_t* data() const { return size_ > kInline ? heap_.data() : inline_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  int64_t& operator[](size_t i) { return data()[i]; }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + size_; }
+  operator std::span<const int64_t>() const { return {data(), size_}; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  size_t size_ = 0;
+  int64_t inline_[kInline];
+  std::vector<int64_t> heap_;
+};
+
+IntArgs int_list(const EValue* v) { return IntArgs(v); }
+
+std::string list_str(std::span<const int64_t> v) { return shape_str(v); }
 
 // ---------------------------------------------------------------------------------------------------------
 // view / reshape family
 
 /// Resolves a view size list (one -1 allowed) against numel, as ATen's infer_size.
-std::vector<int64_t> infer_view_size(std::vector<int64_t> size, int64_t numel, const char* op) {
+/// Resolves in place.
+void infer_view_size(IntArgs& size, int64_t numel, const char* op) {
   int infer = -1;
   int64_t known = 1;
   for (size_t i = 0; i < size.size(); ++i) {
@@ -93,19 +125,19 @@ std::vector<int64_t> infer_view_size(std::vector<int64_t> size, int64_t numel, c
   } else if (known != numel) {
     kernel_fail(std::string(op) + ": shape " + list_str(size) + " is invalid for input of size " + std::to_string(numel));
   }
-  return size;
 }
 
 void view_copy_out(KernelContext&, KernelArgs args) {
   constexpr const char* op = "view_copy.out";
   const Tensor& self = tensor_arg(args, 0);
   Tensor& out = tensor_arg(args, 2);
-  const auto size = infer_view_size(int_list(args[1]), self.numel(), op);
+  IntArgs size(args[1]);
+  infer_view_size(size, self.numel(), op);
   resize_output(out, size, op);
   copy_flat(out, self, op);
 }
 
-void squeeze_dims(const Tensor& self, Tensor& out, const std::vector<int64_t>& dims, const char* op) {
+void squeeze_dims(const Tensor& self, Tensor& out, std::span<const int64_t> dims, const char* op) {
   bool squeeze[kMaxTensorRank] = {};
   for (int64_t d : dims) {
     const int64_t nd = normalize_dim(d, self.dim(), op);
@@ -120,7 +152,8 @@ void squeeze_dims(const Tensor& self, Tensor& out, const std::vector<int64_t>& d
 }
 
 void squeeze_copy_dim_out(KernelContext&, KernelArgs args) {
-  squeeze_dims(tensor_arg(args, 0), tensor_arg(args, 2), {args[1]->to_int()}, "squeeze_copy.dim_out");
+  const int64_t dim[1] = {args[1]->to_int()};
+  squeeze_dims(tensor_arg(args, 0), tensor_arg(args, 2), dim, "squeeze_copy.dim_out");
 }
 
 void squeeze_copy_dims_out(KernelContext&, KernelArgs args) {
@@ -145,13 +178,13 @@ void unsqueeze_copy_out(KernelContext&, KernelArgs args) {
 // ---------------------------------------------------------------------------------------------------------
 // permutations
 
-void permute_into(const Tensor& self, Tensor& out, const std::vector<int64_t>& dims, const char* op) {
+void permute_into(const Tensor& self, Tensor& out, std::span<const int64_t> dims, const char* op) {
   if (static_cast<int>(dims.size()) != self.dim()) {
     kernel_fail(std::string(op) + ": dims " + list_str(dims) + " do not match a rank-" + std::to_string(self.dim()) +
                 " input");
   }
   bool seen[kMaxTensorRank] = {};
-  std::vector<int64_t> shape(dims.size());
+  int64_t shape[kMaxTensorRank] = {};
   int64_t src_strides[kMaxTensorRank] = {};
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = normalize_dim(dims[i], self.dim(), op);
@@ -161,7 +194,7 @@ void permute_into(const Tensor& self, Tensor& out, const std::vector<int64_t>& d
     shape[i] = self.size(static_cast<int>(d));
     src_strides[i] = self.stride(static_cast<int>(d));
   }
-  resize_output(out, shape, op);
+  resize_output(out, std::span<const int64_t>(shape, dims.size()), op);
   copy_block(out, 0, self, 0, block_over(out, std::span<const int64_t>(src_strides, dims.size())));
 }
 
@@ -756,7 +789,7 @@ void stack_out(KernelContext&, KernelArgs args) {
 }
 
 /// Copies consecutive chunks of self along dim (chunk sizes in `sizes`) into the outs.
-void split_into(const Tensor& self, int dim, const std::vector<int64_t>& sizes, const TensorListRef& outs,
+void split_into(const Tensor& self, int dim, std::span<const int64_t> sizes, const TensorListRef& outs,
                 const char* op) {
   if (outs.size() != sizes.size()) {
     kernel_fail(std::string(op) + ": expected " + std::to_string(sizes.size()) + " output tensors, got " +
