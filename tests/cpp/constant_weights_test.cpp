@@ -476,11 +476,11 @@ std::vector<uint8_t> conv_program(const ConvCase& c, const std::vector<float>& w
   return writer.serialize();
 }
 
-// Convolutions with constant weights on maps of at most 2,048 output pixels run on weights packed at load for the
-// NHWC engines (one group: the indirect GEMM; depthwise: compute::DepthwiseConv), the layout changed around them;
-// the same program with the weights as inputs runs the NCHW paths. Both match the double-precision definition,
-// over strides, padding, dilation, odd channel counts, batches, 1-D inputs, a larger map and a one-group
-// convolution with fewer than 16 output channels (on 16+ pixels) that stay NCHW; a
+// Convolutions with constant weights run on weights packed at load for the NHWC engines (one group: the indirect
+// GEMM; depthwise: compute::DepthwiseConv), the layout changed around them; the same program with the weights as
+// inputs runs the NCHW paths. Both match the double-precision definition, over strides, padding, dilation, odd
+// channel counts, batches, 1-D inputs, a larger map, and one-group convolutions with fewer than 16 output channels
+// (on 16+ pixels) that stay NCHW; a
 // NaN input reaches exactly the outputs whose windows hold it.
 TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneralPath) {
   const ConvCase cases[] = {
@@ -496,7 +496,8 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
       {1, 3, 6, 9, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3},      // depthwise on 3 channels
       {1, 32, 7, 7, 32, 5, 5, 1, 1, 2, 2, 1, 1, 32},   // depthwise 5x5
       {1, 4, 1, 40, 18, 1, 5, 1, 2, 0, 2, 1, 1, 1, true},  // 1-D
-      {1, 4, 50, 50, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2,500 output pixels: NCHW
+      {1, 4, 50, 50, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2,500 output pixels, 8 channels: NCHW
+      {1, 4, 50, 50, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // 2,500 output pixels, 16 channels
   };
   std::mt19937 rng(5);
   for (const ConvCase& c : cases) {
@@ -514,7 +515,7 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
     auto a = packed.load_method("forward");
     auto g = general.load_method("forward");
     const int32_t pixels = c.oh() * c.ow();  // the route's rule (kernels/conv.cpp, pack_nhwc_conv)
-    const bool nhwc = pixels <= 2048 && (c.groups != 1 || c.cout >= 16 || pixels < 16);
+    const bool nhwc = c.groups != 1 || c.cout >= 16 || pixels < 16;
     EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (nhwc ? 1 : 0)) << where;
     for (int with_nan = 0; with_nan < 2; ++with_nan) {
       if (with_nan == 1) x[nan_at] = std::numeric_limits<float>::quiet_NaN();
