@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <type_traits>
@@ -13,6 +14,30 @@
 #include "compute/tensor_util.h"
 
 namespace etnp::compute {
+
+/// dst[0, n) = src[0, n) for a short run (a row of a small image, tens of floats) without a call: 32-byte moves the
+/// compiler inlines, the last one overlapping. memcpy's call and dispatch cost more than such a copy.
+inline void copy_short_floats(float* dst, const float* src, int64_t n) {
+  if (n >= 8) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) std::memcpy(dst + i, src + i, 8 * sizeof(float));
+    if (i < n) std::memcpy(dst + n - 8, src + n - 8, 8 * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i, src + i, sizeof(float));
+}
+
+/// dst[0, n) = 0 for a short run, as copy_short_floats.
+inline void zero_short_floats(float* dst, int64_t n) {
+  constexpr float kZeros[8] = {};
+  if (n >= 8) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) std::memcpy(dst + i, kZeros, sizeof(kZeros));
+    if (i < n) std::memcpy(dst + n - 8, kZeros, sizeof(kZeros));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i, kZeros, sizeof(float));
+}
 
 /// Element cast as PyTorch does it (convert<>), but free of UB for floats that do not fit an integer type:
 /// NaN and out-of-range values go through int64 like x86 truncation (INT64_MIN), then narrow modulo 2^n.
