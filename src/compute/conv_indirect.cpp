@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 
 #include "compute/conv_rows.h"
+#include "compute/copy_util.h"
+#include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
 #include "compute/parallel.h"
 #include "etnp/threadpool.h"
@@ -114,6 +117,78 @@ void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t bat
   pool.parallel_for(chunks, 1, [&](size_t c0, size_t c1) {
     for (size_t i = c0; i < c1; ++i) run_chunk(i);
   });
+}
+
+}  // namespace etnp::compute
+
+namespace etnp::compute {
+
+void deconv2d_gemm(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, const float* bias,
+                   float out_min, float out_max, float* out, std::vector<float>& scratch) {
+  const size_t taps = g.kernel_h * g.kernel_w;
+  const size_t row_floats = gemm.n(), cout = row_floats / taps;
+  const size_t in_pixels = g.in_h * g.in_w, out_pixels = g.out_h * g.out_w;
+  if (batch == 0 || out_pixels == 0 || cout == 0) return;
+  for (size_t p = 0; p < batch * out_pixels; ++p) {
+    float* o = out + p * cout;
+    if (bias != nullptr) {
+      copy_short_floats(o, bias, static_cast<int64_t>(cout));
+    } else {
+      zero_short_floats(o, static_cast<int64_t>(cout));
+    }
+  }
+  // Input pixels a chunk: their products fill about 256 KiB, read back from the cache by the scatter.
+  const size_t chunk = std::max<size_t>(1, (size_t{1} << 16) / row_floats);
+  scratch.resize(std::min(chunk, std::max<size_t>(in_pixels, 1)) * row_floats);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const auto sh = static_cast<int64_t>(g.stride_h), sw = static_cast<int64_t>(g.stride_w);
+  const auto dh = static_cast<int64_t>(g.dilation_h), dw = static_cast<int64_t>(g.dilation_w);
+  const auto pt = static_cast<int64_t>(g.pad_top), pl = static_cast<int64_t>(g.pad_left);
+  const auto oh = static_cast<int64_t>(g.out_h), ow = static_cast<int64_t>(g.out_w);
+  const auto kw = static_cast<int64_t>(g.kernel_w);
+  // The taps [lo, hi) of an input coordinate x that land inside [0, size) at x * stride + k * dilation - pad.
+  auto live = [](int64_t x, int64_t stride, int64_t dilation, int64_t pad, int64_t kernel, int64_t size) {
+    const int64_t first = x * stride - pad;  // output of tap 0
+    int64_t lo, hi;
+    if (dilation == 1) {  // no division in the common case
+      lo = std::max<int64_t>(0, -first);
+      hi = std::min(kernel, size - first);
+    } else {
+      lo = first >= 0 ? 0 : (-first + dilation - 1) / dilation;
+      hi = first >= size ? 0 : std::min(kernel, (size - first + dilation - 1) / dilation);
+    }
+    return std::pair<int64_t, int64_t>(lo, std::max(lo, hi));
+  };
+  for (size_t b = 0; b < batch; ++b) {
+    const float* src = in + b * in_pixels * g.channels;
+    float* dst = out + b * out_pixels * cout;
+    for (size_t p0 = 0; p0 < in_pixels; p0 += chunk) {
+      const size_t rows = std::min(chunk, in_pixels - p0);
+      gemm.run(src + p0 * g.channels, rows, g.channels, -kInf, kInf, scratch.data());
+      auto iy = static_cast<int64_t>(p0 / g.in_w), ix = static_cast<int64_t>(p0 % g.in_w);
+      for (size_t r = 0; r < rows; ++r, ix = ix + 1 == static_cast<int64_t>(g.in_w) ? (++iy, 0) : ix + 1) {
+        const auto [ky0, ky1] = live(iy, sh, dh, pt, static_cast<int64_t>(g.kernel_h), oh);
+        const auto [kx0, kx1] = live(ix, sw, dw, pl, kw, ow);
+        const float* product = scratch.data() + r * row_floats;
+        for (int64_t ky = ky0; ky < ky1; ++ky) {
+          float* o = dst + static_cast<size_t>(((iy * sh + ky * dh - pt) * ow + ix * sw + kx0 * dw - pl)) * cout;
+          const float* t = product + static_cast<size_t>(ky * kw + kx0) * cout;
+          if (dw == 1) {
+            // The live taps of a row reach consecutive outputs: one run of (kx1 - kx0) * Cout sums.
+            const size_t n = static_cast<size_t>(kx1 - kx0) * cout;
+            for (size_t i = 0; i < n; ++i) o[i] += t[i];
+          } else {
+            for (int64_t kx = kx0; kx < kx1; ++kx, o += dw * cout, t += cout) {
+              for (size_t c = 0; c < cout; ++c) o[c] += t[c];
+            }
+          }
+        }
+      }
+    }
+  }
+  if (clamps_anything(out_min, out_max)) {
+    for (size_t i = 0; i < batch * out_pixels * cout; ++i) out[i] = clamp_keep_nan(out[i], out_min, out_max);
+  }
 }
 
 }  // namespace etnp::compute

@@ -1,4 +1,5 @@
-// fp32 convolution with one group as an indirect GEMM over packed weights (packed_gemm.h).
+// fp32 convolution with one group as an indirect GEMM over packed weights (packed_gemm.h), and the transposed
+// convolution with one group as a GEMM whose rows are scattered onto the output.
 #pragma once
 
 #include <cstddef>
@@ -30,5 +31,14 @@ struct Conv2dScratch {
 /// shared pool pads its rows and multiplies its own share of the output pixels.
 void conv2d_indirect(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, float out_min,
                      float out_max, float* out, Conv2dScratch& scratch);
+
+/// A transposed convolution with one group over NHWC images: in [batch, in_h, in_w, channels] -> out [batch, out_h,
+/// out_w, Cout], out[oy, ox] = bias + the sum over input pixels (iy, ix) and taps (ky, kx) with oy = iy * stride_h +
+/// ky * dilation_h - pad_top (and so for x) of in[iy, ix] x W[ky, kx]. `gemm` holds the weights as [k, n] with
+/// k = channels and n = KH * KW * Cout ([ky][kx][oc] columns) and no bias. Rows of input pixels go through the GEMM
+/// in chunks (their products stay in the cache), then each product row is added onto the outputs its taps reach;
+/// `bias` (Cout floats or null) starts every output, the clamp ends it. On the calling thread; `scratch` is kept.
+void deconv2d_gemm(const PackedGemm& gemm, const Conv2dGeometry& g, size_t batch, const float* in, const float* bias,
+                   float out_min, float out_max, float* out, std::vector<float>& scratch);
 
 }  // namespace etnp::compute

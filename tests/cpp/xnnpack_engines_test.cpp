@@ -198,6 +198,79 @@ TEST(XnnpackEngines, SmallArithmeticOnTheOwnKernelGivesXnnpacksBits) {
   }
 }
 
+// ---- transposed convolution -----------------------------------------------------------------------------
+
+// fp32 transposed convolutions with one group on both engines against the definition in doubles: kernel 3 stride 2
+// with an output padding (adjustment), kernel 4 stride 2, a dilated one, batches, a bias or none and a clamp. The
+// delegate's GEMM runs them on the 2022 library under the measured choice; two groups stay on XNNPACK.
+TEST(XnnpackEngines, TransposedConvolutionOnBothEngines) {
+  struct Case {
+    uint32_t batch, h, w, cin, cout, k, stride, pad, dilation, adjustment, groups;
+    bool bias;
+  };
+  const Case cases[] = {
+      {1, 5, 6, 16, 8, 3, 2, 1, 1, 1, 1, true}, {2, 4, 3, 8, 4, 4, 2, 1, 1, 0, 1, false},
+      {1, 5, 5, 3, 5, 3, 1, 2, 2, 0, 1, true},  {1, 4, 4, 4, 6, 3, 2, 0, 1, 1, 2, true},
+  };
+  constexpr float kLo = -1.5f, kHi = 2.0f;
+  for (const Case& c : cases) {
+    const uint32_t gin = c.cin / c.groups, gout = c.cout / c.groups;
+    const uint32_t span = c.dilation * (c.k - 1) + 1;
+    const uint32_t oh = (c.h - 1) * c.stride + span - 2 * c.pad + c.adjustment;
+    const uint32_t ow = (c.w - 1) * c.stride + span - 2 * c.pad + c.adjustment;
+    const std::vector<float> w = random_floats(size_t(c.cout) * c.k * c.k * gin, -1.0f, 1.0f, 7);
+    const std::vector<float> bias = random_floats(c.cout, -1.0f, 1.0f, 8);
+    GraphBuilder g;
+    const uint32_t x = g.input({c.batch, c.h, c.w, c.cin}, 0);
+    const uint32_t wv = g.f32_constant({c.cout, c.k, c.k, gin}, w);
+    const uint32_t bv = c.bias ? g.f32_constant({c.cout}, bias) : testing::kNoExt;
+    const uint32_t y = g.output({c.batch, oh, ow, c.cout}, 1);
+    g.node(XNodeUnion::XNNConvTranspose2d,
+           fb_xnnpack::Create_XNNNodeConv(g.fbb(), c.pad, c.pad, c.pad, c.pad, c.k, c.k, c.stride, c.stride, c.dilation,
+                                          c.dilation, gin, gout, c.groups, c.adjustment, c.adjustment, x, wv, bv, y, 0)
+               .Union(),
+           kLo, kHi);
+    const std::vector<uint8_t> payload = g.payload();
+    const std::vector<float> in = random_floats(size_t(c.batch) * c.h * c.w * c.cin, -1.0f, 1.0f, 9);
+    // out[n, oy, ox, o] = bias[o] + sum of in[n, iy, ix, gi] * w[o, ky, kx, i] where oy = iy * s + ky * d - pad.
+    std::vector<double> want(size_t(c.batch) * oh * ow * c.cout);
+    for (uint32_t n = 0; n < c.batch; ++n) {
+      for (uint32_t o = 0; o < c.cout; ++o) {
+        for (uint32_t p = 0; p < oh * ow; ++p) want[(n * oh * ow + p) * c.cout + o] = c.bias ? bias[o] : 0.0;
+      }
+      for (uint32_t iy = 0; iy < c.h; ++iy) {
+        for (uint32_t ix = 0; ix < c.w; ++ix) {
+          for (uint32_t ky = 0; ky < c.k; ++ky) {
+            for (uint32_t kx = 0; kx < c.k; ++kx) {
+              const int64_t oy = int64_t(iy * c.stride + ky * c.dilation) - c.pad;
+              const int64_t ox = int64_t(ix * c.stride + kx * c.dilation) - c.pad;
+              if (oy < 0 || ox < 0 || oy >= int64_t(oh) || ox >= int64_t(ow)) continue;
+              for (uint32_t o = 0; o < c.cout; ++o) {
+                const uint32_t grp = o / gout;
+                double acc = 0;
+                for (uint32_t i = 0; i < gin; ++i) {
+                  acc += double(in[((n * c.h + iy) * c.w + ix) * c.cin + grp * gin + i]) *
+                         w[((o * c.k + ky) * c.k + kx) * gin + i];
+                }
+                want[((n * oh + oy) * ow + ox) * c.cout + o] += acc;
+              }
+            }
+          }
+        }
+      }
+    }
+    for (double& v : want) v = std::clamp(v, double(kLo), double(kHi));
+    const std::string what = "kernel " + std::to_string(c.k) + " stride " + std::to_string(c.stride) + " dilation " +
+                             std::to_string(c.dilation) + " groups " + std::to_string(c.groups);
+    for (Engines e : {Engines::Own, Engines::Library, Engines::Measured}) {
+      const Ran r = run_graph(payload, e, {{{{c.batch, c.h, c.w, c.cin}, in}}}, {{c.batch, oh, ow, c.cout}});
+      expect_close(r.outputs[0], want, 1e-5, 1e-5, what + " on " + engine_name(e));
+      const bool own = c.groups == 1 && (e == Engines::Own || (e == Engines::Measured && !kReshapeApi));
+      EXPECT_EQ(r.stats.xnnpack_operators, own ? 0u : 1u) << what << " on " << engine_name(e);
+    }
+  }
+}
+
 // ---- softmax --------------------------------------------------------------------------------------------
 
 TEST(XnnpackEngines, SoftmaxOnBothEnginesAcrossChannelCounts) {

@@ -97,6 +97,45 @@ bool own_depthwise_qs8(const Conv& c) {
          DepthwiseConvQS8::supported(c.cin, c.w.kernel_h);
 }
 
+/// A transposed convolution with one group on the delegate's GEMM (compute::deconv2d_gemm) under the measured
+/// choice with the 2022 library, whose operator runs SSE kernels (the upsampler's two took 84% of its int8
+/// program), and always under `own`: XNNPACK's [Cout, KH, KW, Cin] filter reordered at load to the GEMM's
+/// [Cin, KH * KW * Cout] weights. (The 2024 library's operator is not measured against it: it keeps the node.)
+bool own_deconv(const StepBuilder& b, const Conv& cv) {
+  if (!cv.deconv || cv.w.groups != 1) return false;
+  return b.engines == Engines::Own || (b.engines == Engines::Measured && !ops::reshape_api());
+}
+
+std::shared_ptr<const compute::PackedGemm> pack_deconv(StepBuilder& b, const Conv& cv, const float* kernel) {
+  const size_t taps = size_t{cv.w.kernel_h} * cv.w.kernel_w, n = taps * cv.cout;
+  std::vector<float> weights(cv.cin * n);
+  for (size_t oc = 0; oc < cv.cout; ++oc) {
+    for (size_t t = 0; t < taps; ++t) {
+      for (size_t ic = 0; ic < cv.cin; ++ic) weights[ic * n + t * cv.cout + oc] = kernel[(oc * taps + t) * cv.cin + ic];
+    }
+  }
+  return b.packed.hold(std::make_shared<const compute::PackedGemm>(weights.data(), false, cv.cin, n, nullptr));
+}
+
+/// The geometry of a transposed convolution from its input shape `s` and output shape `o` (NHWC).
+compute::Conv2dGeometry deconv_geometry(const WindowParams& w, size_t cin, const Shape& s, const Shape& o) {
+  compute::Conv2dGeometry g;
+  g.in_h = s[1];
+  g.in_w = s[2];
+  g.channels = cin;
+  g.kernel_h = w.kernel_h;
+  g.kernel_w = w.kernel_w;
+  g.stride_h = w.stride_h;
+  g.stride_w = w.stride_w;
+  g.dilation_h = std::max<uint32_t>(w.dilation_h, 1);
+  g.dilation_w = std::max<uint32_t>(w.dilation_w, 1);
+  g.pad_top = w.pad_top;
+  g.pad_left = w.pad_left;
+  g.out_h = o[1];
+  g.out_w = o[2];
+  return g;
+}
+
 void build_conv_f32(StepBuilder& b, const Conv& cv) {
   const NodeView& v = b.view;
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
@@ -158,6 +197,17 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
     return;
   }
   const ops::ConvParams cp = cv.params;
+  if (own_deconv(b, cv)) {
+    auto gemm = pack_deconv(b, cv, kernel);
+    const std::vector<float> bias = bias_data == nullptr ? std::vector<float>() : std::vector<float>(bias_data, bias_data + cout);
+    b.add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+      const Shape& s = c.shapes[in0];
+      compute::deconv2d_gemm(*gemm, deconv_geometry(w, cin, s, c.shapes[out0]), s[0],
+                             static_cast<const float*>(c.data[in0]), bias.empty() ? nullptr : bias.data(), out_min,
+                             out_max, static_cast<float*>(c.data[out0]), scratch);
+    });
+    return;
+  }
   if (cv.deconv) {
     b.add_xnn(
         "deconvolution f32",
@@ -183,8 +233,8 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
 }
 
 /// A per-channel int8 transposed convolution on the 2022 library, which has none: the weights dequantized at
-/// load, the input dequantized, XNNPACK's fp32 transposed convolution, the output quantized (int32 products
-/// of int8 codes are exact in fp32 below 2^24, so only the final rounding can differ, by a step at a tie).
+/// load, the input dequantized, an fp32 transposed convolution (own_deconv's, else XNNPACK's), the output
+/// quantized: the result can differ from an int8 operator's by a step where the fp32 sum rounds across a tie.
 void build_deconv_qc8_via_f32(StepBuilder& b, const Conv& cv) {
   const NodeView& v = b.view;
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
@@ -202,16 +252,32 @@ void build_deconv_qc8_via_f32(StepBuilder& b, const Conv& cv) {
     bias.resize(cv.cout);
     for (size_t c = 0; c < cv.cout; ++c) bias[c] = float(double(b32[c]) * x.scale * f.channel_scales[c]);
   }
+  const Quant8 qx = quant8(x), qo = quant8(v.out());
+  const WindowParams w = cv.w;
+  const float out_min = v.node.output_min, out_max = v.node.output_max;
+  if (own_deconv(b, cv)) {
+    auto gemm = pack_deconv(b, cv, kernel.data());
+    const size_t cin = cv.cin;
+    b.add_own([=, fx = std::vector<float>(), fo = std::vector<float>(), scratch = std::vector<float>()](
+                  const RunContext& c) mutable {
+      const Shape &s_in = c.shapes[in0], &s_out = c.shapes[out0];
+      fx.resize(s_in.numel());
+      fo.resize(s_out.numel());
+      dequantize_q8(c.data[in0], fx.data(), s_in.numel(), qx);
+      compute::deconv2d_gemm(*gemm, deconv_geometry(w, cin, s_in, s_out), s_in[0], fx.data(),
+                             bias.empty() ? nullptr : bias.data(), out_min, out_max, fo.data(), scratch);
+      quantize_q8(fo.data(), c.data[out0], fo.size(), qo);
+    });
+    return;
+  }
   auto op = std::make_shared<ops::Operator>();
   const xnn_status s = ops::create_deconvolution_f32(cv.params, kernel.data(), bias.empty() ? nullptr : bias.data(),
-                                                     v.node.output_min, v.node.output_max, *op);
+                                                     out_min, out_max, *op);
   if (s != xnn_status_success) {
     throw Error(ErrorKind::ProgramLoadError, "XNNPACK payload: " + v.node.describe() +
                                                  ": XNNPACK could not create its deconvolution f32 operator (" +
                                                  ops::status_name(s) + ")");
   }
-  const Quant8 qx = quant8(x), qo = quant8(v.out());
-  const WindowParams w = cv.w;
   const std::string where = v.node.describe();
   b.add_own([=, fx = std::vector<float>(), fo = std::vector<float>()](const RunContext& c) mutable {
     const Shape &s_in = c.shapes[in0], &s_out = c.shapes[out0];
