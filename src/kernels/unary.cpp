@@ -264,12 +264,50 @@ void float_activation(KernelContext& ctx, const Tensor& self, Tensor& out, const
   });
 }
 
+/// Runs block(x, y, m, t) over n contiguous floats in blocks of m <= 256 (t: a 256-float stack buffer for the
+/// steps between), split across the pool when large: a written-out activation's passes stay in L1. y may be x
+/// itself (each element read before it is written), not a shifted view of it (the runtime checks).
+template <typename Block>
+void float_blocks(KernelContext& ctx, const float* x, float* y, int64_t n, Block block) {
+  auto range = [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 256;
+    float t[kBlock];
+    for (int64_t i0 = begin; i0 < end; i0 += kBlock) block(x + i0, y + i0, std::min(kBlock, end - i0), t);
+  };
+  ThreadPool* pool = ctx.pool();
+  if (pool != nullptr && pool->num_threads() > 1 && n >= 2 * ew::kCostlyGrain) {
+    pool->parallel_for(static_cast<size_t>(n), static_cast<size_t>(ew::kCostlyGrain), [&](size_t b0, size_t e0) {
+      range(static_cast<int64_t>(b0), static_cast<int64_t>(e0));
+    });
+  } else {
+    range(0, n);
+  }
+}
+
 void gelu_out(KernelContext& ctx, KernelArgs args) {
   const char* op = "aten::gelu.out";
   check_num_args(args, 4, op);
   const Tensor& self = args[0]->to_tensor();
   const std::string_view approximate = args[1]->to_string();
   Tensor& out = args[2]->to_tensor();
+  const VectorF32Fn verf = vector_f32(VectorOp::Erf);
+  if (approximate == "none" && verf != nullptr && self.dtype() == ScalarType::Float &&
+      out.dtype() == ScalarType::Float && self.is_contiguous_order() && out.is_contiguous_order() &&
+      self.data() != nullptr) {
+    // Contiguous float32: the erf through the vector routine (Sleef's, 1 ulp, as aten::erf.out runs it), the
+    // steps rounded as the scalar form rounds them.
+    resize_output(out, self.sizes(), op);
+    if (out.numel() == 0) return;
+    ETNP_KERNEL_CHECK(out.data() != nullptr, op << ": the output has no data");
+    const float kAlpha = static_cast<float>(M_SQRT1_2);
+    float_blocks(ctx, self.data_as<const float>(), out.data_as<float>(), out.numel(),
+                 [&](const float* x, float* y, int64_t m, float* t) {
+                   for (int64_t i = 0; i < m; ++i) t[i] = x[i] * kAlpha;
+                   verf(t, t, static_cast<size_t>(m));
+                   for (int64_t i = 0; i < m; ++i) y[i] = x[i] * 0.5f * (1.0f + t[i]);
+                 });
+    return;
+  }
   if (approximate == "none") {
     float_activation(ctx, self, out, op, [](auto tag) {
       using T = decltype(tag);
@@ -345,33 +383,19 @@ void tanh_gelu_out(KernelContext& ctx, KernelArgs args) {
   const float* x = self.data_as<const float>();
   float* y = out.data_as<float>();
   const VectorF32Fn vtanh = vector_f32(VectorOp::Tanh);
-  // Blocks of 256: the tanh's argument in a stack buffer, then the product, before the block leaves L1. y may
-  // be x itself (one element read before it is written), not a shifted view of it (the runtime checks).
-  auto range = [&](int64_t begin, int64_t end) {
-    constexpr int64_t kBlock = 256;
-    float t[kBlock];
-    for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, end - i0);
-      // The product is stored before the add reads it: in one expression a compiler may fuse the two into a
-      // multiply-add (GCC does on aarch64), which rounds once where the separate calls round twice.
-      for (int64_t i = 0; i < m; ++i) t[i] = compute::pow3_f32(x[i0 + i]) * b;
-      for (int64_t i = 0; i < m; ++i) t[i] = (x[i0 + i] + t[i]) * c;
-      if (vtanh != nullptr) {
-        vtanh(t, t, static_cast<size_t>(m));
-      } else {
-        for (int64_t i = 0; i < m; ++i) t[i] = std::tanh(t[i]);
-      }
-      for (int64_t i = 0; i < m; ++i) y[i0 + i] = (x[i0 + i] * a) * (t[i] + d);
+  // The tanh's argument in the block's buffer, then the product.
+  float_blocks(ctx, x, y, n, [&](const float* xb, float* yb, int64_t m, float* t) {
+    // The product is stored before the add reads it: in one expression a compiler may fuse the two into a
+    // multiply-add (GCC does on aarch64), which rounds once where the separate calls round twice.
+    for (int64_t i = 0; i < m; ++i) t[i] = compute::pow3_f32(xb[i]) * b;
+    for (int64_t i = 0; i < m; ++i) t[i] = (xb[i] + t[i]) * c;
+    if (vtanh != nullptr) {
+      vtanh(t, t, static_cast<size_t>(m));
+    } else {
+      for (int64_t i = 0; i < m; ++i) t[i] = std::tanh(t[i]);
     }
-  };
-  ThreadPool* pool = ctx.pool();
-  if (pool != nullptr && pool->num_threads() > 1 && n >= 2 * ew::kCostlyGrain) {
-    pool->parallel_for(static_cast<size_t>(n), static_cast<size_t>(ew::kCostlyGrain), [&](size_t b0, size_t e0) {
-      range(static_cast<int64_t>(b0), static_cast<int64_t>(e0));
-    });
-  } else {
-    range(0, n);
-  }
+    for (int64_t i = 0; i < m; ++i) yb[i] = (xb[i] * a) * (t[i] + d);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------
