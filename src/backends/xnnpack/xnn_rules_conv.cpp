@@ -117,8 +117,8 @@ std::shared_ptr<const compute::PackedGemm> pack_deconv(StepBuilder& b, const Con
   return b.packed.hold(std::make_shared<const compute::PackedGemm>(weights.data(), false, cv.cin, n, nullptr));
 }
 
-/// The geometry of a transposed convolution from its input shape `s` and output shape `o` (NHWC).
-compute::Conv2dGeometry deconv_geometry(const WindowParams& w, size_t cin, const Shape& s, const Shape& o) {
+/// The geometry of a convolution (or a transposed one) from its input shape `s` and output shape `o` (NHWC).
+compute::Conv2dGeometry conv_geometry(const WindowParams& w, size_t cin, const Shape& s, const Shape& o) {
   compute::Conv2dGeometry g;
   g.in_h = s[1];
   g.in_w = s[2];
@@ -176,22 +176,8 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
         kernel, true, size_t{w.kernel_h} * w.kernel_w * cin, cout, bias_data));
     b.add_own([=, scratch = compute::Conv2dScratch()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
-      const Shape& o = c.shapes[out0];
-      compute::Conv2dGeometry g;
-      g.in_h = s[1];
-      g.in_w = s[2];
-      g.channels = cin;
-      g.kernel_h = w.kernel_h;
-      g.kernel_w = w.kernel_w;
-      g.stride_h = w.stride_h;
-      g.stride_w = w.stride_w;
-      g.dilation_h = w.dilation_h;
-      g.dilation_w = w.dilation_w;
-      g.pad_top = w.pad_top;
-      g.pad_left = w.pad_left;
-      g.out_h = o[1];
-      g.out_w = o[2];
-      compute::conv2d_indirect(*gemm, g, s[0], static_cast<const float*>(c.data[in0]), out_min, out_max,
+      compute::conv2d_indirect(*gemm, conv_geometry(w, cin, s, c.shapes[out0]), s[0],
+                               static_cast<const float*>(c.data[in0]), out_min, out_max,
                                static_cast<float*>(c.data[out0]), scratch);
     });
     return;
@@ -202,7 +188,7 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
     const std::vector<float> bias = bias_data == nullptr ? std::vector<float>() : std::vector<float>(bias_data, bias_data + cout);
     b.add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
       const Shape& s = c.shapes[in0];
-      compute::deconv2d_gemm(*gemm, deconv_geometry(w, cin, s, c.shapes[out0]), s[0],
+      compute::deconv2d_gemm(*gemm, conv_geometry(w, cin, s, c.shapes[out0]), s[0],
                              static_cast<const float*>(c.data[in0]), bias.empty() ? nullptr : bias.data(), out_min,
                              out_max, static_cast<float*>(c.data[out0]), scratch);
     });
@@ -264,7 +250,7 @@ void build_deconv_qc8_via_f32(StepBuilder& b, const Conv& cv) {
       fx.resize(s_in.numel());
       fo.resize(s_out.numel());
       dequantize_q8(c.data[in0], fx.data(), s_in.numel(), qx);
-      compute::deconv2d_gemm(*gemm, deconv_geometry(w, cin, s_in, s_out), s_in[0], fx.data(),
+      compute::deconv2d_gemm(*gemm, conv_geometry(w, cin, s_in, s_out), s_in[0], fx.data(),
                              bias.empty() ? nullptr : bias.data(), out_min, out_max, fo.data(), scratch);
       quantize_q8(fo.data(), c.data[out0], fo.size(), qo);
     });
