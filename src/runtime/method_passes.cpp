@@ -812,16 +812,10 @@ void Method::Impl::fold_convolution_epilogue(size_t pc, const UseAnalysis& usage
     lo = act_lo;
     hi = act_hi;
   }
+  // The chain's output is now written here, before its own call. No output re-homed before can be live here on
+  // its bytes: one still live here is read by this convolution (its input, which that output is apart from) or by
+  // the batch norm, which reads only the convolution's output and constants.
   out = rehomed ? conv.args[9] : (act != nullptr ? act->args.back() : bn->args[7]);
-  if (!rehomed) {
-    // The chain's output is written here now, before its own call: an output re-homed before (to bytes the
-    // snapshot saw free from that call on) must not be live here on its bytes.
-    const size_t chain_end = static_cast<size_t>((act != nullptr ? act : bn) - instructions.data());
-    const runtime::ByteRange written = bytes_of(out->to_tensor());
-    for (const RehomedOutput& r : rehomed_outputs) {
-      if (r.from < chain_end && r.until >= pc && runtime::ByteRange{r.begin, r.end}.overlaps(written)) return;
-    }
-  }
 
   std::vector<EValue*> args(conv.args.begin(), conv.args.begin() + 9);
   EValue* scale = &load_time_values.emplace_back();  // None: no batch norm

@@ -379,8 +379,7 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
     }
     int64_t sizes[kMaxDims];
     for (int d = 0; d < s.rank; ++d) sizes[t.dim_order()[d]] = static_cast<int64_t>(s[d]);
-    const std::span<const int64_t> wanted(sizes, s.rank);
-    if (!std::ranges::equal(t.sizes(), wanted) && !t.try_resize(wanted)) {
+    if (!t.try_resize(std::span<const int64_t>(sizes, s.rank))) {  // inline where they are these sizes already
       run_fail("output " + std::to_string(v.external_id) + " cannot hold the result shape " + s.str() +
                " (its bound is " + std::to_string(t.capacity_numel()) + " elements)");
     }
