@@ -58,6 +58,9 @@ class Backend {
   /// The id programs use, e.g. "XnnpackBackend".
   virtual std::string_view name() const = 0;
   virtual bool is_available() const = 0;
+  /// What it runs on, for reports (`etnp version`): the library and its release, which decide some results
+  /// (e.g. how an operator treats NaN). Empty: nothing but etnp's own code.
+  virtual std::string library() const { return {}; }
   /// Builds the delegate from its payload. Throw etnp::Error(ProgramLoadError, ...) for a bad payload.
   virtual std::unique_ptr<DelegateHandle> init(const BackendInitContext& ctx, std::span<const uint8_t> payload,
                                                std::span<const CompileSpec> compile_specs) = 0;

@@ -933,6 +933,7 @@ PYBIND11_MODULE(_C, m) {
     auto b = find_backend(name);
     return b != nullptr && b->is_available();
   });
+  m.def("_backend_library", [](const std::string& name) { return require_backend(name)->library(); });
   m.def("_backend_get_options", [](const std::string& name, py::handle requested) {
     py::dict values;
     for (const auto& [key, value] : require_backend(name)->get_options(backend_options_from(name, requested))) {

@@ -22,6 +22,12 @@ int run_version(etnp::cli::Args& args) {
   if (!args.positionals().empty()) etnp::cli::usage_error("version takes no arguments");
   std::printf("etnp %s (reads ExecuTorch programs with schema %s; verified against ExecuTorch %s)\n",
               etnp::version(), etnp::schema_identifier(), etnp::executorch_version());
+  for (const std::string& name : etnp::registered_backend_names()) {
+    const std::shared_ptr<etnp::Backend> backend = etnp::find_backend(name);
+    const std::string library = backend->library();
+    std::printf("backend %s: %s%s\n", name.c_str(), library.empty() ? "etnp's own code" : library.c_str(),
+                backend->is_available() ? "" : " (not available on this machine)");
+  }
   return 0;
 }
 
@@ -114,7 +120,8 @@ constexpr Command kCommands[] = {
     zsh:  etnp completion zsh > ~/.zfunc/_etnp   (with fpath+=(~/.zfunc) before compinit in ~/.zshrc)
 )", run_completion},
     {"version", "print the version", R"(usage: etnp version
-  Print the etnp version, the program schema it reads and the ExecuTorch release it is verified against.
+  Print the etnp version, the program schema it reads and the ExecuTorch release it is verified against, then
+  each backend with the library it runs on (its release decides some results, e.g. how NaN goes through).
 )", run_version},
 };
 

@@ -80,7 +80,8 @@ auto make_add(const Scalar& alpha_scalar, int sign) {
   const C alpha = ew::scalar_to<C>(alpha_scalar);
   return [alpha, sign](C a, C b) -> C {
     if constexpr (std::is_same_v<C, bool>) {
-      return a || (alpha && b);  // only add reaches here (sub rejects bool)
+      (void)sign;  // only add reaches here (sub rejects bool)
+      return a || (alpha && b);
     } else if constexpr (std::is_floating_point_v<C>) {
       return sign > 0 ? a + alpha * b : a - alpha * b;
     } else {
@@ -308,6 +309,7 @@ template <typename C>
 auto make_rounding_div(Rounding mode, std::atomic<bool>* zero_division) {
   return [mode, zero_division](C a, C b) -> C {
     if constexpr (std::is_floating_point_v<C>) {
+      (void)zero_division;  // a float division by zero is IEEE's infinity or NaN, not an error
       return mode == Rounding::Trunc ? std::trunc(a / b) : floor_divide_float(a, b);
     } else {
       if (b == C(0)) {

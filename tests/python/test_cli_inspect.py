@@ -1,6 +1,7 @@
 """`etnp inspect`: its verdict is "runs here" exactly when every method loads, and otherwise names every reason,
 in text and in `--json`; on every public fixture it agrees with what the manifest expects of a load."""
 import json
+import pathlib
 import subprocess
 
 
@@ -99,8 +100,16 @@ def test_version_names_the_schema_and_the_executorch_release(etnp):
     import executorch_numpy_runtime as et
 
     out = subprocess.run([etnp, "--version"], capture_output=True, text=True, check=True).stdout
-    assert out == f"etnp {et.__version__} (reads ExecuTorch programs with schema ET12; verified against ExecuTorch " \
-                  f"{et.__et_version__})\n"
+    lines = out.splitlines()
+    assert lines[0] == f"etnp {et.__version__} (reads ExecuTorch programs with schema ET12; verified against " \
+                       f"ExecuTorch {et.__et_version__})"
+    # Then each backend with its library: the XNNPACK API the build found in the header it compiled against.
+    assert lines[1].startswith("backend XnnpackBackend: XNNPACK, create/"), out
+    header = pathlib.Path("/usr/include/xnnpack.h")
+    if header.is_file():
+        reshape_api = "xnn_reshape_convolution2d_nhwc_f32" in header.read_text()
+        assert ("create/reshape/setup" in lines[1]) == reshape_api, out
+    assert len(lines) == 2, out
 
 
 def test_text_is_a_summary_and_verbose_adds_the_detail(etnp, fixtures):

@@ -157,6 +157,11 @@ class XnnpackBackend final : public Backend {
     return verdict;
   }
 
+  std::string library() const override {
+    return xnn::ops::reshape_api() ? "XNNPACK, create/reshape/setup operator API (2024 and later releases: Debian 13)"
+                                   : "XNNPACK, create/setup operator API (the 2022 release: Debian 12)";
+  }
+
   void execute(DelegateHandle& handle, std::span<EValue* const> args) override {
     auto* h = dynamic_cast<XnnpackHandle*>(&handle);
     if (h == nullptr) throw Error(ErrorKind::ExecutionError, "XnnpackBackend: handle from another backend");
