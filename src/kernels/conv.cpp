@@ -1,7 +1,9 @@
 // aten::convolution.out for 1-D and 2-D inputs: stride, padding, dilation, groups, transposed convolution with
-// output_padding, optional bias. Float32 with constant weights on small maps runs on weights packed at load for
-// the NHWC engines (NhwcConv below). Contiguous float32 runs as GEMM (1x1 kernels read the input directly, others
-// through an im2col buffer) or, for depthwise convolutions, as a direct row-vectorized loop; everything else
+// output_padding, optional bias. Float32 with constant weights runs on weights packed at load for the NHWC
+// engines (NhwcConv below), except on maps smaller than a GEMM tile with large weights (runs_as_dots), which run
+// as dot products of each pixel's patch with the weights where they lie. Other contiguous float32 runs as GEMM (1x1
+// kernels read the input directly, others through an im2col buffer) or, for depthwise convolutions, as a direct
+// row-vectorized loop; everything else
 // (other dtypes) uses a direct strided loop that accumulates in the op-math type. Transposed float32 runs as
 // GEMM + col2im. etnp::convolution_affine_clamp.out is the float32 path with a per-channel scale and a clamp
 // in its output pass: what the runtime makes of a convolution, batch norm and activation at load.
@@ -16,6 +18,7 @@
 #include "compute/conv_rows.h"
 #include "compute/copy_util.h"
 #include "compute/depthwise.h"
+#include "compute/dot_rows.h"
 #include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
 #include "compute/packed_gemm.h"
@@ -613,6 +616,45 @@ void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* po
   pool->parallel_for(rows, std::max<size_t>(1, (1u << 16) / static_cast<size_t>(std::max<int64_t>(1, plane_out))), body);
 }
 
+/// Whether a convolution runs as dot products of each output pixel's patch with its weights where they lie
+/// (compute/dot_rows.h), and so is not packed at load (pack_nhwc_conv): fewer output pixels (per image and group)
+/// than a GEMM tile has columns, long sums, and weights large enough that packing them is what its load costs.
+/// ResNet-18 on a 64x64 image ends in three 3x3 convolutions on 2x2 maps with 9.4 MB of weights each, 63% of
+/// what its load packed (its load 30 -> 15 ms without); in the NCHW GEMM, which reads them in place too, they ran 1.8x slower (a quarter of each
+/// 16-column tile used, one broadcast load per weight); as dot products, as fast as packed. Shorter sums pay
+/// relatively more for their reduction into one value per output: 2,304 products (its stride-2 convolution) ran 15% slower than
+/// packed, 256 to 320 (1x1 projections; EfficientNet's last convolution) up to 2x, and the whole ResNet-18 3-6%
+/// slower when every one of its small-map convolutions above 1,024 products ran so.
+constexpr int64_t kDotMaxPixels = 16;
+constexpr int64_t kDotMinProducts = 4096;
+constexpr int64_t kDotMinWeightBytes = int64_t{1} << 20;
+
+bool runs_as_dots(const ConvShape& s) {
+  return s.oh * s.ow < kDotMaxPixels && s.cin_g * s.kh * s.kw >= kDotMinProducts &&
+         s.c_out * s.cin_g * s.kh * s.kw * int64_t{sizeof(float)} >= kDotMinWeightBytes;
+}
+
+/// patches[p * k + (ic * kh + ty) * kw + tx] = the input under tap (ty, tx) of channel ic for output pixel p, or 0
+/// in the padding: each pixel's patch in the weights' own [Cin, KH, KW] order.
+void gather_patches_f32(const ConvShape& s, const float* in, float* patches) {
+  const int64_t k = s.cin_g * s.kh * s.kw, plane_in = s.h * s.w;
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    for (int64_t ox = 0; ox < s.ow; ++ox) {
+      float* dst = patches + (oy * s.ow + ox) * k;
+      for (int64_t ic = 0; ic < s.cin_g; ++ic) {
+        const float* plane = in + ic * plane_in;
+        for (int64_t ty = 0; ty < s.kh; ++ty) {
+          const int64_t iy = oy * s.sh + ty * s.dh - s.ph;
+          for (int64_t tx = 0; tx < s.kw; ++tx) {
+            const int64_t ix = ox * s.sw + tx * s.dw - s.pw;
+            *dst++ = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w ? plane[iy * s.w + ix] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
 /// Non-transposed float32 convolution on contiguous buffers.
 void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in, const float* wt, const float* bias,
                          float* out, ThreadPool* pool, const ConvEpilogue& post = {}) {
@@ -636,7 +678,8 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
   const bool trimmed = live.kh != s.kh || live.kw != s.kw;
   const int64_t k_live = s.cin_g * live.kh * live.kw;
   const bool direct = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
-  const size_t cols_floats = direct ? 0 : static_cast<size_t>(k_live * plane_out);
+  const bool dots = runs_as_dots(s);  // the patches as rows of k_live floats, in the cols scratch
+  const size_t cols_floats = direct && !dots ? 0 : static_cast<size_t>(k_live * plane_out);
   const size_t weight_floats = trimmed && live.kh * live.kw > 1 ? static_cast<size_t>(s.cout_g * k_live) : 0;
   const size_t scratch_floats = cols_floats + weight_floats;
   // One (image, group) pair: its patches, its live weights, one GEMM. `scratch` holds scratch_floats floats.
@@ -668,6 +711,22 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
         }
         a = GemmMatrix{live_weights, k_live, 1};
       }
+    }
+    if (dots && a.col_stride == 1) {
+      gather_patches_f32(live, in_g, cols);
+      compute::DotRowsOut o;
+      o.c = out_g;
+      o.row_stride = 1;
+      o.col_stride = static_cast<size_t>(plane_out);
+      o.scale = post.scale != nullptr ? post.scale + g * s.cout_g : nullptr;
+      o.bias = bias != nullptr ? bias + g * s.cout_g : nullptr;
+      o.clamp = post.clamps();
+      o.lo = post.min;
+      o.hi = post.max;
+      compute::dot_rows_f32(cols, static_cast<size_t>(k_live), static_cast<size_t>(plane_out), a.data,
+                            static_cast<size_t>(a.row_stride), static_cast<size_t>(s.cout_g),
+                            static_cast<size_t>(k_live), o, inner);
+      return;
     }
     GemmMatrix b{in_g, plane_in, 1};
     if (!direct) {
@@ -862,6 +921,7 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
   const Tensor* bias = args[2]->to_optional_tensor();
   if (!nhwc_engines_take(s) || (scale != nullptr && scale->numel() != s.c_out)) return nullptr;
   if (s.groups == 1 && s.c_out < kGemmTileColumns && s.oh * s.ow >= kGemmTileColumns) return nullptr;
+  if (s.groups == 1 && runs_as_dots(s)) return nullptr;  // dot products on the weights where they lie
   const float* w = weight.data_as<const float>();
   const float* sc = scale != nullptr ? scale->data_as<const float>() : nullptr;
   const float* b = bias != nullptr ? bias->data_as<const float>() : nullptr;

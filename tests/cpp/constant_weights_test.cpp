@@ -213,33 +213,33 @@ namespace {
 /// conv2d (3x3, padding 1, `groups`) then an inference batch norm; constants, or the same values as inputs.
 std::vector<uint8_t> conv_bn_program(int32_t cin, int32_t cout, int32_t groups, bool conv_bias, bool bn_affine,
                                      const std::vector<std::vector<float>>& params, bool as_inputs,
-                                     bool separate_input_memory = true) {
+                                     bool separate_input_memory = true, int32_t h = 5, int32_t w = 6) {
   format::ProgramWriter writer;
   auto& m = writer.add_method("forward");
   // The input in an arena of its own: the fused convolution writes the batch norm's output, which must not
   // share the input's bytes (ConvolutionIsNotFusedOverItsOwnInput covers the case where it does).
-  const int32_t x = m.planned_tensor(f32({1, cin, 5, 6}), separate_input_memory ? 2 : 1);
+  const int32_t x = m.planned_tensor(f32({1, cin, h, w}), separate_input_memory ? 2 : 1);
   auto param = [&](size_t i, std::vector<int32_t> sizes) {
     return as_inputs ? m.planned_tensor(f32(std::move(sizes))) : m.constant_tensor(f32(std::move(sizes)), format::as_bytes(params[i]));
   };
-  const int32_t w = param(0, {cout, cin / groups, 3, 3});
+  const int32_t wt = param(0, {cout, cin / groups, 3, 3});
   const int32_t b = conv_bias ? param(1, {cout}) : m.none();
   const int32_t gamma = bn_affine ? param(2, {cout}) : m.none();
   const int32_t beta = bn_affine ? param(3, {cout}) : m.none();
   const int32_t mean = param(4, {cout});
   const int32_t var = param(5, {cout});
-  const int32_t conv_out = m.planned_tensor(f32({1, cout, 5, 6}));
-  const int32_t out = m.planned_tensor(f32({1, cout, 5, 6}));
+  const int32_t conv_out = m.planned_tensor(f32({1, cout, h, w}));
+  const int32_t out = m.planned_tensor(f32({1, cout, h, w}));
   const int32_t save_mean = m.planned_tensor(f32({0}));
   const int32_t save_invstd = m.planned_tensor(f32({0}));
-  m.kernel("aten::convolution.out", {x, w, b, m.int_list({1, 1}), m.int_list({1, 1}), m.int_list({1, 1}),
+  m.kernel("aten::convolution.out", {x, wt, b, m.int_list({1, 1}), m.int_list({1, 1}), m.int_list({1, 1}),
                                      m.bool_value(false), m.int_list({0, 0}), m.int_value(groups), conv_out, conv_out});
   m.kernel("aten::_native_batch_norm_legit_no_training.out",
            {conv_out, gamma, beta, mean, var, m.double_value(0.1), m.double_value(1e-5), out, save_mean, save_invstd,
             out});
   std::vector<int32_t> inputs = {x};
   if (as_inputs) {
-    inputs.push_back(w);
+    inputs.push_back(wt);
     if (conv_bias) inputs.push_back(b);
     if (bn_affine) {
       inputs.push_back(gamma);
@@ -264,65 +264,74 @@ std::vector<std::vector<float>> conv_bn_params(std::mt19937& rng, int32_t cin, i
 
 TEST(ConstantWeights, BatchNormFoldedIntoConvolutionMatchesTheUnfoldedPair) {
   std::mt19937 rng(7);
-  for (int32_t groups : {1, 4}) {
-    for (bool conv_bias : {false, true}) {
-      for (bool bn_affine : {false, true}) {
-        const int32_t cin = 4, cout = 8;
-        const std::vector<std::vector<float>> params = conv_bn_params(rng, cin, cout, groups);
-        LoadOptions profiled;
-        profiled.enable_profiling = true;
-        Program folded = load_bytes(conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, false), profiled);
-        Program plain = load_bytes(conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, true));
-        auto a = folded.load_method("forward");
-        auto b = plain.load_method("forward");
-        const std::vector<float> x = random_floats(rng, static_cast<size_t>(cin) * 30);
-        std::vector<Value> in_b = {tensor_input(x, {1, cin, 5, 6}), tensor_input(params[0], {cout, cin / groups, 3, 3})};
-        if (conv_bias) in_b.push_back(tensor_input(params[1], {cout}));
-        if (bn_affine) {
-          in_b.push_back(tensor_input(params[2], {cout}));
-          in_b.push_back(tensor_input(params[3], {cout}));
-        }
-        in_b.push_back(tensor_input(params[4], {cout}));
-        in_b.push_back(tensor_input(params[5], {cout}));
-        // Double-precision reference of the pair.
-        std::vector<double> ref(static_cast<size_t>(cout) * 30);
-        const int32_t cin_g = cin / groups, cout_g = cout / groups;
-        for (int32_t oc = 0; oc < cout; ++oc) {
-          const double scale = (bn_affine ? params[2][oc] : 1.0) / std::sqrt(double(params[5][oc]) + 1e-5);
-          for (int32_t y = 0; y < 5; ++y) {
-            for (int32_t xx = 0; xx < 6; ++xx) {
-              double acc = conv_bias ? params[1][oc] : 0.0;
-              for (int32_t icg = 0; icg < cin_g; ++icg) {
-                const int32_t ic = (oc / cout_g) * cin_g + icg;
-                for (int32_t kh = 0; kh < 3; ++kh) {
-                  for (int32_t kw = 0; kw < 3; ++kw) {
-                    const int32_t iy = y + kh - 1, ix = xx + kw - 1;
-                    if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6) continue;
-                    acc += double(x[(ic * 5 + iy) * 6 + ix]) * params[0][((oc * cin_g + icg) * 3 + kh) * 3 + kw];
+  // 5x6 maps, and 3x3 ones with 512 -> 64 channels: fewer pixels than a GEMM tile has columns, (one group) sums
+  // of 4,608 products and 1.2 MB of weights, the dot products on the weights where they lie.
+  for (const auto& [h, w] : {std::pair{5, 6}, std::pair{3, 3}}) {
+    for (int32_t groups : {1, 4}) {
+      for (bool conv_bias : {false, true}) {
+        for (bool bn_affine : {false, true}) {
+          const int32_t cin = h == 3 ? 512 : 4, cout = h == 3 ? 64 : 8;
+          const std::vector<std::vector<float>> params = conv_bn_params(rng, cin, cout, groups);
+          LoadOptions profiled;
+          profiled.enable_profiling = true;
+          Program folded = load_bytes(
+              conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, false, true, h, w), profiled);
+          Program plain =
+              load_bytes(conv_bn_program(cin, cout, groups, conv_bias, bn_affine, params, true, true, h, w));
+          auto a = folded.load_method("forward");
+          auto b = plain.load_method("forward");
+          const std::vector<float> x = random_floats(rng, static_cast<size_t>(cin) * h * w);
+          std::vector<Value> in_b = {tensor_input(x, {1, cin, h, w}),
+                                     tensor_input(params[0], {cout, cin / groups, 3, 3})};
+          if (conv_bias) in_b.push_back(tensor_input(params[1], {cout}));
+          if (bn_affine) {
+            in_b.push_back(tensor_input(params[2], {cout}));
+            in_b.push_back(tensor_input(params[3], {cout}));
+          }
+          in_b.push_back(tensor_input(params[4], {cout}));
+          in_b.push_back(tensor_input(params[5], {cout}));
+          // Double-precision reference of the pair.
+          std::vector<double> ref(static_cast<size_t>(cout) * h * w);
+          const int32_t cin_g = cin / groups, cout_g = cout / groups;
+          for (int32_t oc = 0; oc < cout; ++oc) {
+            const double scale = (bn_affine ? params[2][oc] : 1.0) / std::sqrt(double(params[5][oc]) + 1e-5);
+            for (int32_t y = 0; y < h; ++y) {
+              for (int32_t xx = 0; xx < w; ++xx) {
+                double acc = conv_bias ? params[1][oc] : 0.0;
+                for (int32_t icg = 0; icg < cin_g; ++icg) {
+                  const int32_t ic = (oc / cout_g) * cin_g + icg;
+                  for (int32_t kh = 0; kh < 3; ++kh) {
+                    for (int32_t kw = 0; kw < 3; ++kw) {
+                      const int32_t iy = y + kh - 1, ix = xx + kw - 1;
+                      if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                      acc += double(x[(ic * h + iy) * w + ix]) * params[0][((oc * cin_g + icg) * 3 + kh) * 3 + kw];
+                    }
                   }
                 }
+                ref[(oc * h + y) * w + xx] = (acc - params[4][oc]) * scale + (bn_affine ? params[3][oc] : 0.0);
               }
-              ref[(oc * 5 + y) * 6 + xx] = (acc - params[4][oc]) * scale + (bn_affine ? params[3][oc] : 0.0);
             }
           }
-        }
-        for (int run = 0; run < 2; ++run) {
-          const auto want = floats(b->execute(in_b)[0]);
-          const auto got = floats(exec(*a, {tensor_input(x, {1, cin, 5, 6})})[0]);
-          ASSERT_EQ(got.size(), ref.size());
-          ASSERT_EQ(want.size(), ref.size());
-          for (size_t i = 0; i < got.size(); ++i) {
-            ASSERT_NEAR(want[i], ref[i], 1e-4 * (1 + std::abs(ref[i]))) << "unfolded, groups " << groups << " at " << i;
-            ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::abs(ref[i])))
-                << "folded, groups " << groups << " conv_bias " << conv_bias << " bn_affine " << bn_affine << " at " << i;
+          for (int run = 0; run < 2; ++run) {
+            const auto want = floats(b->execute(in_b)[0]);
+            const auto got = floats(exec(*a, {tensor_input(x, {1, cin, h, w})})[0]);
+            ASSERT_EQ(got.size(), ref.size());
+            ASSERT_EQ(want.size(), ref.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_NEAR(want[i], ref[i], 1e-4 * (1 + std::abs(ref[i])))
+                  << "unfolded, map " << h << "x" << w << ", groups " << groups << " at " << i;
+              ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::abs(ref[i])))
+                  << "folded, map " << h << "x" << w << ", groups " << groups << " conv_bias " << conv_bias
+                  << " bn_affine " << bn_affine << " at " << i;
+            }
           }
+          // The batch norm ran once, at load.
+          const auto& events = a->profile_events();
+          ASSERT_EQ(events.size(), 4u);  // 2 runs x 2 instructions
+          EXPECT_EQ(events[1].name, "aten::_native_batch_norm_legit_no_training.out");
+          EXPECT_TRUE(events[1].folded);
+          EXPECT_FALSE(events[0].folded);
         }
-        // The batch norm ran once, at load.
-        const auto& events = a->profile_events();
-        ASSERT_EQ(events.size(), 4u);  // 2 runs x 2 instructions
-        EXPECT_EQ(events[1].name, "aten::_native_batch_norm_legit_no_training.out");
-        EXPECT_TRUE(events[1].folded);
-        EXPECT_FALSE(events[0].folded);
       }
     }
   }
@@ -498,6 +507,16 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
       {1, 4, 1, 40, 18, 1, 5, 1, 2, 0, 2, 1, 1, 1, true},  // 1-D
       {1, 4, 50, 50, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2,500 output pixels, 8 channels: NCHW
       {1, 4, 50, 50, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // 2,500 output pixels, 16 channels
+      {1, 64, 2, 2, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // 2x2 map, small weights: packed
+      // Fewer than 16 output pixels, sums of 4,096 products or more, 1 MiB of weights or more: dot products on
+      // the weights where they lie (a weight row left over after blocks of 3, pixel rows of 4, 4 and 1, k = 4131
+      // not a multiple of 8, a batch of 2, a 1x1, two groups, 1-D).
+      {1, 512, 2, 2, 259, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {2, 459, 5, 5, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+      {1, 4096, 3, 3, 64, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {1, 1024, 3, 3, 64, 3, 3, 1, 1, 1, 1, 1, 1, 2},
+      {1, 1024, 1, 12, 64, 1, 5, 1, 1, 0, 2, 1, 1, 1, true},
+      {1, 256, 2, 2, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // 2,304 products: packed
   };
   std::mt19937 rng(5);
   for (const ConvCase& c : cases) {
@@ -514,8 +533,13 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
     Program general = load_bytes(conv_program(c, w, b, true));
     auto a = packed.load_method("forward");
     auto g = general.load_method("forward");
-    const int32_t pixels = c.oh() * c.ow();  // the route's rule (kernels/conv.cpp, pack_nhwc_conv)
-    const bool nhwc = c.groups != 1 || c.cout >= 16 || pixels < 16;
+    // The route's rule (kernels/conv.cpp, pack_nhwc_conv): depthwise ones are packed; one group is packed unless
+    // its output channels are too few to fill the GEMM's tiles where the map would, or it runs as dot products
+    // (a map smaller than a tile, sums of 4,096 products or more, 1 MiB of weights or more).
+    const int32_t pixels = c.oh() * c.ow();
+    const bool depthwise = c.groups == c.cin && cout_g == 1;
+    const bool dots = pixels < 16 && cin_g * c.kh * c.kw >= 4096 && w.size() * sizeof(float) >= (size_t{1} << 20);
+    const bool nhwc = depthwise || (c.groups == 1 && (c.cout >= 16 || pixels < 16) && !dots);
     EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (nhwc ? 1 : 0)) << where;
     for (int with_nan = 0; with_nan < 2; ++with_nan) {
       if (with_nan == 1) x[nan_at] = std::numeric_limits<float>::quiet_NaN();

@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "compute/depthwise.h"
+#include "compute/dot_rows.h"
 #include "compute/gemm.h"
 #include "compute/gemm_kernel.h"
 #include "compute/packed_gemm.h"
 #include "compute/vector_math.h"
 #include "cpu_levels.h"
+#include "etnp/threadpool.h"
 
 namespace etnp::compute {
 namespace {
@@ -384,6 +386,90 @@ TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
         }
       }
     }
+  });
+}
+
+// dot_rows_f32 (dot_rows.h): rows of a by weight rows read in place, every block shape (1-4 rows, 1-2 weight
+// rows), k around the 8-lane width, the output pass; integer values, so exact against the definition; a NaN
+// reaches exactly its row's outputs; random floats equal the portable level bit for bit (the same lanes, fused
+// multiply-adds and order on every level).
+
+TEST(DotRows, MatchesTheDefinitionAtEveryCpuLevel) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  struct Case {
+    size_t rows, n, k;
+  };
+  const Case cases[] = {{1, 1, 1}, {4, 2, 8}, {3, 5, 7}, {9, 37, 27}, {16, 4, 576}, {2, 3, 17}, {5, 1, 64}};
+  at_each_cpu_level([&](CpuLevel level) {
+    for (const Case& t : cases) {
+      const size_t lda = t.k + 3, ldw = t.k + 5;  // rows apart by more than k
+      const auto a = int_values(t.rows * lda, 71), w = int_values(t.n * ldw, 72, true);
+      const auto scale = int_values(t.n, 73), bias = int_values(t.n, 74);
+      for (int pass = 0; pass < 3; ++pass) {  // none; bias; scale, bias and a clamp
+        DotRowsOut out;
+        std::vector<float> c(t.rows * t.n * 2, std::numeric_limits<float>::quiet_NaN());
+        out.c = c.data();
+        out.row_stride = 1;
+        out.col_stride = t.rows * 2;  // column-major, every other row left alone
+        if (pass >= 1) out.bias = bias.data();
+        if (pass == 2) out.scale = scale.data(), out.clamp = true, out.lo = -40.0f, out.hi = 50.0f;
+        dot_rows_f32(a.data(), lda, t.rows, w.data(), ldw, t.n, t.k, out, nullptr);
+        for (size_t p = 0; p < t.rows; ++p) {
+          for (size_t j = 0; j < t.n; ++j) {
+            double ref = 0;
+            for (size_t i = 0; i < t.k; ++i) ref += double(a[p * lda + i]) * w[j * ldw + i];
+            if (pass == 2) ref *= scale[j];
+            if (pass >= 1) ref += bias[j];
+            if (pass == 2) ref = std::min(std::max(ref, -40.0), 50.0);
+            ASSERT_EQ(c[p + j * out.col_stride], static_cast<float>(ref))
+                << cpu_level_name(level) << " rows " << t.rows << " n " << t.n << " k " << t.k << " pass " << pass
+                << " at " << p << "," << j;
+          }
+        }
+        for (size_t i = t.rows; i < c.size(); i += out.col_stride) {
+          for (size_t r = 0; r < t.rows && i + r < c.size(); ++r) ASSERT_TRUE(std::isnan(c[i + r])) << "written past";
+        }
+      }
+      // One NaN input: the outputs of its row are NaN, the clamp keeps them, the other rows are untouched.
+      auto with_nan = a;
+      const size_t nan_row = t.rows / 2;
+      with_nan[nan_row * lda + t.k / 2] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> c(t.rows * t.n);
+      DotRowsOut out;
+      out.c = c.data();
+      out.row_stride = t.n;
+      out.col_stride = 1;
+      out.clamp = true;
+      out.lo = -kInf;
+      out.hi = 0.0f;
+      dot_rows_f32(with_nan.data(), lda, t.rows, w.data(), ldw, t.n, t.k, out, nullptr);
+      for (size_t p = 0; p < t.rows; ++p) {
+        for (size_t j = 0; j < t.n; ++j) {
+          ASSERT_EQ(std::isnan(c[p * t.n + j]), p == nan_row) << cpu_level_name(level) << " at " << p << "," << j;
+        }
+      }
+    }
+  });
+}
+
+TEST(DotRows, RandomFloatsEqualThePortableLevelAndSplitAcrossThreadsTheSame) {
+  const size_t rows = 7, n = 301, k = 1153;
+  const auto a = random_floats(rows * k, 81), w = random_floats(n * k, 82);
+  auto run = [&](ThreadPool* pool) {
+    std::vector<float> c(rows * n);
+    DotRowsOut out;
+    out.c = c.data();
+    out.row_stride = n;
+    dot_rows_f32(a.data(), k, rows, w.data(), k, n, k, out, pool);
+    return c;
+  };
+  std::vector<float> portable;
+  at_each_cpu_level([&](CpuLevel level) {  // the portable level first
+    const std::vector<float> single = run(nullptr);
+    if (level == CpuLevel::portable) portable = single;
+    EXPECT_EQ(single, portable) << cpu_level_name(level);
+    ThreadPool pool(2);
+    EXPECT_EQ(run(&pool), portable) << cpu_level_name(level) << " on 2 threads";
   });
 }
 
