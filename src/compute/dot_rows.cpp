@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compute/gemm.h"
 #include "compute/parallel.h"
 #include "core/cpu_features.h"
 #include "etnp/threadpool.h"
@@ -145,15 +146,12 @@ const DotsTable& dots_table() {
   static constexpr DotsTable kPortable = ETNP_DOTS_TABLE(dots_portable);
   return kPortable;
 }
+#undef ETNP_DOTS_TABLE
 
 inline float output_pass(float s, size_t j, const DotRowsOut& out) {
   if (out.scale != nullptr) s = s * out.scale[j];
   if (out.bias != nullptr) s = s + out.bias[j];
-  if (out.clamp) {
-    s = s < out.lo ? out.lo : s;
-    s = s > out.hi ? out.hi : s;
-  }
-  return s;
+  return out.clamp ? clamp_keep_nan(s, out.lo, out.hi) : s;
 }
 
 }  // namespace
@@ -162,8 +160,8 @@ void dot_rows_f32(const float* a, size_t lda, size_t rows, const float* w, size_
                   const DotRowsOut& out, ThreadPool* pool) {
   if (rows == 0 || n == 0) return;
   const DotsTable& table = dots_table();
-  // Columns [j0, j1) of every row: a pair of weight rows at a time, read from memory once and multiplied by each
-  // block of rows of `a` from the cache.
+  // Columns [j0, j1) of every row: kBlockCols weight rows at a time, read from memory once and multiplied by
+  // each block of rows of `a` from the cache.
   auto columns = [&](size_t j0, size_t j1) {
     float sums[kBlockCols * kBlockRows];
     for (size_t j = j0; j < j1; j += kBlockCols) {
@@ -179,14 +177,14 @@ void dot_rows_f32(const float* a, size_t lda, size_t rows, const float* w, size_
       }
     }
   };
-  const size_t pairs = (n + kBlockCols - 1) / kBlockCols;
-  const size_t pair_work = kBlockCols * rows * k;
-  if (pool == nullptr || pool->num_threads() < 2 || pairs < 2 || pairs * pair_work < kParallelWork) {
+  const size_t blocks = (n + kBlockCols - 1) / kBlockCols;
+  const size_t block_work = kBlockCols * rows * k;
+  if (pool == nullptr || pool->num_threads() < 2 || blocks < 2 || blocks * block_work < kParallelWork) {
     columns(0, n);
     return;
   }
-  const size_t grain = std::max<size_t>(1, kParallelWork / std::max<size_t>(1, pair_work));
-  pool->parallel_for(pairs, grain, [&](size_t begin, size_t end) {
+  const size_t grain = std::max<size_t>(1, kParallelWork / std::max<size_t>(1, block_work));
+  pool->parallel_for(blocks, grain, [&](size_t begin, size_t end) {
     columns(begin * kBlockCols, std::min(n, end * kBlockCols));
   });
 }

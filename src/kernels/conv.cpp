@@ -620,11 +620,12 @@ void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* po
 /// (compute/dot_rows.h), and so is not packed at load (pack_nhwc_conv): fewer output pixels (per image and group)
 /// than a GEMM tile has columns, long sums, and weights large enough that packing them is what its load costs.
 /// ResNet-18 on a 64x64 image ends in three 3x3 convolutions on 2x2 maps with 9.4 MB of weights each, 63% of
-/// what its load packed (its load 30 -> 15 ms without); in the NCHW GEMM, which reads them in place too, they ran 1.8x slower (a quarter of each
-/// 16-column tile used, one broadcast load per weight); as dot products, as fast as packed. Shorter sums pay
-/// relatively more for their reduction into one value per output: 2,304 products (its stride-2 convolution) ran 15% slower than
-/// packed, 256 to 320 (1x1 projections; EfficientNet's last convolution) up to 2x, and the whole ResNet-18 3-6%
-/// slower when every one of its small-map convolutions above 1,024 products ran so.
+/// what its load packed (its load 30 -> 15 ms without); in the NCHW GEMM, which reads them in place too, they
+/// ran 1.8x slower (a quarter of each 16-column tile used, one broadcast load per weight); as dot products, as
+/// fast as packed. Shorter sums pay relatively more for their reduction into one value per output: 2,304
+/// products (its stride-2 convolution) ran 15% slower than packed, 256 to 320 (1x1 projections; EfficientNet's
+/// last convolution) up to 2x, and the whole ResNet-18 3-6% slower when every one of its small-map convolutions
+/// above 1,024 products ran so.
 constexpr int64_t kDotMaxPixels = 16;
 constexpr int64_t kDotMinProducts = 4096;
 constexpr int64_t kDotMinWeightBytes = int64_t{1} << 20;

@@ -164,7 +164,9 @@ def xnnpack_api():
     from executorch_numpy_runtime import _C
 
     library = _C._backend_library("XnnpackBackend")
-    return next(api for api in ("create/reshape/setup", "create/setup") if api in library)
+    api = next((api for api in ("create/reshape/setup", "create/setup") if api in library), None)
+    assert api is not None, "XnnpackBackend names no XNNPACK operator API: %r" % library
+    return api
 
 
 def test_nan_input_gives_nan_where_the_official_does(live, runtime, request):
