@@ -67,6 +67,14 @@ class WeightCache::Release {
   std::shared_ptr<const void> object_;
 };
 
+namespace {
+thread_local LoadMemo* current_memo = nullptr;
+}
+
+LoadMemo::LoadMemo() : enclosing_(current_memo) { current_memo = this; }
+LoadMemo::~LoadMemo() { current_memo = enclosing_; }
+LoadMemo* LoadMemo::current() { return current_memo; }
+
 WeightCache& WeightCache::global() {
   static auto* cache = new WeightCache;  // never destroyed: entries may be released during static destruction
   return *cache;

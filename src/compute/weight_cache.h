@@ -7,7 +7,9 @@
 // that every parameter that changes the packed bytes is in the key by construction, and that the confirmation
 // (a byte comparison after a 64-bit hash, of samples of the large parts, matched) compares exactly the bytes the
 // kernels will read: a hash collision costs one comparison, never wrong weights. The price is that a hit still
-// packs once (the temporary packing is freed at once); what is saved is memory, not load time.
+// packs once (the temporary packing is freed at once); what is saved is memory, not load time. Within one load,
+// share_made() also saves the time: a LoadMemo remembers each packing by its source (the pointers it read and its
+// parameters), so that the layers of a model that use the same constants pack them once.
 //
 // Entries are owned by the shared_ptrs handed out (the delegates' steps); the cache keeps only weak
 // references and forgets an entry when its last user is gone. Thread-safe.
@@ -67,6 +69,12 @@ class WeightCache {
         share_erased(std::type_index(typeid(T)), packed, hash_of(content), packed->bytes(), same));
   }
 
+  /// share(make()), except that while a LoadMemo is open on this thread, a call with the `source` of an earlier
+  /// call under the same memo returns that call's packing without calling make(). `source` must name every input
+  /// of the packing: the addresses of the bytes it reads (unchanged while the load runs) and its parameters.
+  template <typename T, typename Make>
+  std::shared_ptr<const T> share_made(std::vector<uint64_t> source, Make&& make);
+
   WeightCacheCounts counts() const;
 
  private:
@@ -95,6 +103,39 @@ class WeightCache {
   Entries entries_;
   size_t bytes_ = 0;
 };
+
+/// Opens, for its lifetime and on the calling thread, the scope within which WeightCache::share_made() remembers
+/// packings by their source. The runtime opens one around each method's load: within it the program's constants
+/// (and what the load derived from them) stay where they are, so an address names the same bytes throughout.
+/// Scopes nest (the innermost is used); not shared across threads.
+class LoadMemo {
+ public:
+  LoadMemo();
+  ~LoadMemo();
+  LoadMemo(const LoadMemo&) = delete;
+  LoadMemo& operator=(const LoadMemo&) = delete;
+
+  /// The innermost memo open on this thread, or null.
+  static LoadMemo* current();
+
+ private:
+  friend class WeightCache;
+  std::map<std::pair<std::type_index, std::vector<uint64_t>>, std::shared_ptr<const void>> made_;
+  LoadMemo* enclosing_;
+};
+
+template <typename T, typename Make>
+std::shared_ptr<const T> WeightCache::share_made(std::vector<uint64_t> source, Make&& make) {
+  LoadMemo* memo = LoadMemo::current();
+  if (memo == nullptr) return share(std::shared_ptr<const T>(make()));
+  auto key = std::make_pair(std::type_index(typeid(T)), std::move(source));
+  if (const auto it = memo->made_.find(key); it != memo->made_.end()) {
+    return std::static_pointer_cast<const T>(it->second);
+  }
+  std::shared_ptr<const T> packed = share(std::shared_ptr<const T>(make()));
+  memo->made_.emplace(std::move(key), packed);
+  return packed;
+}
 
 template <typename F>
 std::shared_ptr<const void> WeightCache::share_erased(std::type_index type, std::shared_ptr<const void> packed,

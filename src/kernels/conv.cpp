@@ -934,18 +934,29 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
   if (scale != nullptr) state->packed_args.push_back(scale_arg);
   if (s.groups == 1) {
     // Read as [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
-    state->gemm = compute::WeightCache::global().share(std::make_shared<const compute::PackedGemm>(
-        w, true, static_cast<size_t>(taps * s.c_in), static_cast<size_t>(s.c_out), b, static_cast<size_t>(taps), sc));
+    const auto k = static_cast<size_t>(taps * s.c_in), n = static_cast<size_t>(s.c_out);
+    state->gemm = compute::WeightCache::global().share_made<compute::PackedGemm>(
+        {reinterpret_cast<uintptr_t>(w), k, n, reinterpret_cast<uintptr_t>(b), static_cast<uint64_t>(taps),
+         reinterpret_cast<uintptr_t>(sc)},
+        [&] { return std::make_shared<const compute::PackedGemm>(w, true, k, n, b, static_cast<size_t>(taps), sc); });
   } else {
-    // [C, 1, KH, KW] -> [KH, KW, C].
-    std::vector<float> packed(static_cast<size_t>(taps * s.c_in));
-    for (int64_t c = 0; c < s.c_in; ++c) {
-      const float k = sc != nullptr ? sc[c] : 1.0f;
-      for (int64_t t = 0; t < taps; ++t) packed[static_cast<size_t>(t * s.c_in + c)] = w[c * taps + t] * k;
-    }
-    state->depthwise = compute::WeightCache::global().share(std::make_shared<const compute::DepthwiseConv>(
-        packed.data(), b, static_cast<size_t>(s.c_in), static_cast<size_t>(s.kh), static_cast<size_t>(s.kw),
-        static_cast<size_t>(s.sh), static_cast<size_t>(s.sw), static_cast<size_t>(s.ph), static_cast<size_t>(s.pw)));
+    state->depthwise = compute::WeightCache::global().share_made<compute::DepthwiseConv>(
+        {reinterpret_cast<uintptr_t>(w), reinterpret_cast<uintptr_t>(b), reinterpret_cast<uintptr_t>(sc),
+         static_cast<uint64_t>(s.c_in), static_cast<uint64_t>(s.kh), static_cast<uint64_t>(s.kw),
+         static_cast<uint64_t>(s.sh), static_cast<uint64_t>(s.sw), static_cast<uint64_t>(s.ph),
+         static_cast<uint64_t>(s.pw)},
+        [&] {
+          // [C, 1, KH, KW] -> [KH, KW, C].
+          std::vector<float> packed(static_cast<size_t>(taps * s.c_in));
+          for (int64_t c = 0; c < s.c_in; ++c) {
+            const float k = sc != nullptr ? sc[c] : 1.0f;
+            for (int64_t t = 0; t < taps; ++t) packed[static_cast<size_t>(t * s.c_in + c)] = w[c * taps + t] * k;
+          }
+          return std::make_shared<const compute::DepthwiseConv>(
+              packed.data(), b, static_cast<size_t>(s.c_in), static_cast<size_t>(s.kh), static_cast<size_t>(s.kw),
+              static_cast<size_t>(s.sh), static_cast<size_t>(s.sw), static_cast<size_t>(s.ph),
+              static_cast<size_t>(s.pw));
+        });
   }
   return state;
 }

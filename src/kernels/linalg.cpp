@@ -157,7 +157,9 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
 struct PackedWeights final : KernelState {
   PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source,
                 std::vector<size_t> packed_args)
-      : gemm(compute::WeightCache::global().share(std::make_shared<const PackedGemm>(w, w_is_nk, k, n, bias))),
+      : gemm(compute::WeightCache::global().share_made<PackedGemm>(
+            {reinterpret_cast<uintptr_t>(w), w_is_nk, k, n, reinterpret_cast<uintptr_t>(bias)},
+            [&] { return std::make_shared<const PackedGemm>(w, w_is_nk, k, n, bias); })),
         source(source),
         packed_args(std::move(packed_args)) {}
   // bytes() stays 0: the cache counts the packing once (etnp::packed_weight_cache_stats()).

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "etnp/program.h"
+#include "compute/large_pages.h"
+#include "compute/weight_cache.h"
 #include "core/printable.h"
 #include "etnp/threadpool.h"
 #include "runtime/method_impl.h"
@@ -59,6 +61,7 @@ void Method::Impl::load() {
     build_delegates();
     check_memory_limit(0, "building its delegates");
     release_consumed_file_pages();
+    compute::trim_large_pages();  // the packing is done: the last chunk's unwritten end need not stay resident
   } catch (const Error& e) {
     throw e.with_context(context());
   } catch (const std::bad_alloc&) {
@@ -411,6 +414,8 @@ void Method::Impl::build_instructions() {
 }
 
 void Method::Impl::prepare_kernels() {
+  // Instructions that pack the same constants with the same parameters (a model's repeated layers) pack once.
+  const compute::LoadMemo memo;
   for (size_t pc = 0; pc < instructions.size(); ++pc) {
     Instruction& ins = instructions[pc];
     if (ins.kind != Instruction::Kind::Kernel || ins.prepare == nullptr) continue;

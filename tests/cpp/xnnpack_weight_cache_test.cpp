@@ -182,6 +182,59 @@ TEST(WeightCache, LargePackingsDifferingBetweenHashSamplesStayApart) {
   EXPECT_EQ(cache.counts().entries, before.entries);
 }
 
+// share_made: within a LoadMemo, a source key seen before returns the packing made for it without packing again;
+// another key (a different bias, say) packs; outside a memo, and in a nested memo, every call packs (the content
+// cache still holds one copy). The memo's own references go with it.
+TEST(WeightCache, ALoadMemoPacksEachSourceOnce) {
+  auto& cache = compute::WeightCache::global();
+  const auto before = cache.counts();
+  const std::vector<float> w = pattern(40 * 24, 11), bias = pattern(24, 12), other_bias = pattern(24, 13);
+  int packings = 0;
+  auto made = [&](const std::vector<float>& b) {
+    return cache.share_made<compute::PackedGemm>(
+        {reinterpret_cast<uintptr_t>(w.data()), 40, 24, reinterpret_cast<uintptr_t>(b.data())}, [&] {
+          ++packings;
+          return std::make_shared<const compute::PackedGemm>(w.data(), true, 40, 24, b.data());
+        });
+  };
+  EXPECT_EQ(compute::LoadMemo::current(), nullptr);
+  auto unscoped = made(bias);
+  auto unscoped_again = made(bias);
+  EXPECT_EQ(packings, 2);
+  EXPECT_EQ(unscoped.get(), unscoped_again.get());  // one copy all the same, by content
+  std::shared_ptr<const compute::PackedGemm> first, second, third, nested;
+  {
+    const compute::LoadMemo memo;
+    EXPECT_EQ(compute::LoadMemo::current(), &memo);
+    first = made(bias);
+    second = made(bias);
+    EXPECT_EQ(packings, 3);
+    EXPECT_EQ(first.get(), second.get());
+    third = made(other_bias);
+    EXPECT_EQ(packings, 4);
+    EXPECT_NE(third.get(), first.get());
+    {
+      const compute::LoadMemo inner;
+      EXPECT_EQ(compute::LoadMemo::current(), &inner);
+      nested = made(bias);
+      EXPECT_EQ(packings, 5);
+      EXPECT_EQ(nested.get(), first.get());  // by content
+    }
+    EXPECT_EQ(compute::LoadMemo::current(), &memo);
+    EXPECT_EQ(made(other_bias).get(), third.get());
+    EXPECT_EQ(packings, 5);
+  }
+  EXPECT_EQ(compute::LoadMemo::current(), nullptr);
+  EXPECT_EQ(cache.counts().entries, before.entries + 2);
+  unscoped.reset();
+  unscoped_again.reset();
+  first.reset();
+  second.reset();
+  nested.reset();
+  third.reset();
+  EXPECT_EQ(cache.counts().entries, before.entries);  // the closed memo holds nothing
+}
+
 TEST(XnnpackWeightCache, OptionValuesAndRefusals) {
   EXPECT_FALSE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));  // off by default
   const auto names = xnnpack()->option_names();
