@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "etnp/threadpool.h"
+#include "compute/dot_rows.h"
 #include "compute/gemm.h"
 #include "kernels/kernel_util.h"
 #include "compute/packed_gemm.h"
@@ -152,33 +153,47 @@ void run_product(KernelContext& ctx, const BatchedProduct& p, const char* op) {
 
 // ---- Constant weights, packed at load ----------------------------------------------------------------------
 
-/// The weights (and bias) of one mm/addmm/linear instruction, packed when it was loaded. Instructions that
+/// The constant weights (and bias) of one mm/addmm/linear instruction, as its load prepared them: packed, or, for
+/// products of few rows with long sums over large weights (runs_as_dots), read where they lie. Instructions that
 /// pack the same weights (a model whose layers share them) hold one packing, through compute::WeightCache.
-struct PackedWeights final : KernelState {
-  PackedWeights(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const void* source,
-                std::vector<size_t> packed_args)
-      : gemm(compute::WeightCache::global().share_made<PackedGemm>(
-            {reinterpret_cast<uintptr_t>(w), w_is_nk, k, n, reinterpret_cast<uintptr_t>(bias)},
-            [&] { return std::make_shared<const PackedGemm>(w, w_is_nk, k, n, bias); })),
-        source(source),
-        packed_args(std::move(packed_args)) {}
-  // bytes() stays 0: the cache counts the packing once (etnp::packed_weight_cache_stats()).
-  std::pair<const void*, size_t> shared_packing() const override { return {gemm.get(), gemm->bytes()}; }
+struct ConstantWeights final : KernelState {
+  // bytes() stays 0: the cache counts a packing once (etnp::packed_weight_cache_stats()).
+  std::pair<const void*, size_t> shared_packing() const override {
+    return gemm ? std::pair<const void*, size_t>{gemm.get(), gemm->bytes()} : std::pair<const void*, size_t>{};
+  }
   std::vector<size_t> packed_constant_args() const override { return packed_args; }
-  std::shared_ptr<const PackedGemm> gemm;
-  const void* source;  ///< The weight tensor's data when packed: the fast path checks it is still bound.
-  std::vector<size_t> packed_args;  ///< the weight's and the bias's positions in the arguments
+  std::shared_ptr<const PackedGemm> gemm;  ///< null: the weights are read in place, as [n, k] rows
+  const float* weights = nullptr;           ///< in place: row j of n at weights + j * k
+  const float* bias = nullptr;              ///< in place: n floats or null
+  size_t k = 0, n = 0;
+  const void* source = nullptr;  ///< The weight tensor's data at load: the fast path checks it is still bound.
+  std::vector<size_t> packed_args;  ///< the packed weight's and bias's positions in the arguments
 };
+
+/// Whether a product of `rows` rows (at most, as loaded) by [n, k] weights reads the weights in place as dot
+/// products (compute/dot_rows.h) rather than packing them: a classifier's last layer, one row by 1280 x 1000 weights
+/// (5 MB), packed in 1.5 to 3 ms of a fresh process's load to save nothing per run. Measured on this project's
+/// machine (1 thread, against the packed GEMM): one row with sums of 1,024 to 4,096 products 0.92-1.06x; 2 to 4
+/// rows with 1,024 to 1,280 products 1.09-1.23x, with 2,048 1.05x; 4 rows with 4,096 0.93x, 8 rows 1.0x; sums of
+/// 256 to 512 products 1.13-1.85x (the reduction of each sum costs too much): hence k of 1,024 per row at least.
+constexpr int64_t kDotMaxRows = 16;
+constexpr int64_t kDotMinProductsPerRow = 1024;
+constexpr int64_t kDotMinWeightBytes = int64_t{1} << 20;
+
+bool runs_as_dots(int64_t rows, int64_t k, int64_t n) {
+  return rows >= 1 && rows < kDotMaxRows && k >= kDotMinProductsPerRow * rows &&
+         n * k * int64_t{sizeof(float)} >= kDotMinWeightBytes;
+}
 
 bool is_scalar_one(const EValue& v) {
   return (v.is_int() && v.to_int() == 1) || (v.is_double() && v.to_double() == 1.0);
 }
 
-/// Packs a constant float32 weight seen as W[k, n] with element (i, j) at i * rs + j * cs, where one of the
-/// strides is 1 (a row-major [k, n] or [n, k] matrix); `bias` (n floats, contiguous) may be null; `packed_args`: the
-/// positions of the weight and the bias in the instruction's arguments.
-std::unique_ptr<KernelState> pack_weights(const Tensor& w, int64_t k, int64_t n, int64_t rs, int64_t cs,
-                                          const Tensor* bias, std::vector<size_t> packed_args) {
+/// Prepares a constant float32 weight seen as W[k, n] with element (i, j) at i * rs + j * cs, where one of the
+/// strides is 1 (a row-major [k, n] or [n, k] matrix), for products of at most `rows` rows; `bias` (n floats,
+/// contiguous) may be null; `packed_args`: the positions of the weight and the bias in the instruction's arguments.
+std::unique_ptr<KernelState> prepare_weights(const Tensor& w, int64_t rows, int64_t k, int64_t n, int64_t rs,
+                                             int64_t cs, const Tensor* bias, std::vector<size_t> packed_args) {
   if (w.dtype() != ScalarType::Float || !w.is_constant() || w.data() == nullptr || k <= 0 || n <= 0) return nullptr;
   const bool nk = rs == 1 && cs == k;  // [n, k] row-major: the linear layout
   const bool kn = cs == 1 && rs == n;
@@ -187,52 +202,81 @@ std::unique_ptr<KernelState> pack_weights(const Tensor& w, int64_t k, int64_t n,
                           (bias->dim() > 0 && bias->stride(bias->dim() - 1) != 1))) {
     return nullptr;
   }
-  return std::make_unique<PackedWeights>(w.data_as<const float>(), nk, static_cast<size_t>(k),
-                                         static_cast<size_t>(n), bias != nullptr ? bias->data_as<const float>() : nullptr,
-                                         w.data(), std::move(packed_args));
+  auto state = std::make_unique<ConstantWeights>();
+  const auto* weights = w.data_as<const float>();
+  const float* b = bias != nullptr ? bias->data_as<const float>() : nullptr;
+  state->source = w.data();
+  state->k = static_cast<size_t>(k);
+  state->n = static_cast<size_t>(n);
+  if (nk && runs_as_dots(rows, k, n)) {
+    state->weights = weights;
+    state->bias = b;
+    return state;
+  }
+  state->gemm = compute::WeightCache::global().share_made<PackedGemm>(
+      {reinterpret_cast<uintptr_t>(weights), nk, state->k, state->n, reinterpret_cast<uintptr_t>(b)},
+      [&] { return std::make_shared<const PackedGemm>(weights, nk, state->k, state->n, b); });
+  state->packed_args = std::move(packed_args);
+  return state;
 }
 
-/// Runs out[rows, n] = a[rows, k] @ W (+ bias) on the packed weights when the operands fit (row-major
-/// input rows, a contiguous output, the packed tensor still bound); false leaves the call to the general path.
+/// Runs out[rows, n] = a[rows, k] @ W (+ bias) on the prepared weights when the operands fit (row-major
+/// input rows, a contiguous output, the prepared tensor still bound); false leaves the call to the general path.
 bool run_packed(KernelContext& ctx, const Tensor& weight, const void* a, int64_t rows, int64_t a_row_stride,
                 int64_t a_col_stride, Tensor& out) {
-  const auto* packed = static_cast<const PackedWeights*>(ctx.state());
-  if (packed == nullptr || packed->source != weight.data() || a_col_stride != 1 || !out.is_contiguous_order() ||
+  const auto* prepared = static_cast<const ConstantWeights*>(ctx.state());
+  if (prepared == nullptr || prepared->source != weight.data() || a_col_stride != 1 || !out.is_contiguous_order() ||
       out.dtype() != ScalarType::Float) {
     return false;
   }
+  if (prepared->gemm == nullptr) {
+    compute::DotRowsOut o;
+    o.c = out.data_as<float>();
+    o.row_stride = prepared->n;
+    o.bias = prepared->bias;
+    compute::dot_rows_f32(static_cast<const float*>(a), static_cast<size_t>(a_row_stride), static_cast<size_t>(rows),
+                          prepared->weights, prepared->k, prepared->n, prepared->k, o, ctx.pool());
+    return true;
+  }
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  packed->gemm->run(static_cast<const float*>(a), static_cast<size_t>(rows), static_cast<size_t>(a_row_stride), -kInf,
-                   kInf, out.data_as<float>());
+  prepared->gemm->run(static_cast<const float*>(a), static_cast<size_t>(rows), static_cast<size_t>(a_row_stride),
+                      -kInf, kInf, out.data_as<float>());
   return true;
 }
 
 // mm(self, mat2): mat2 is the weight.
 std::unique_ptr<KernelState> prepare_mm(KernelArgs args) {
-  if (args.size() != 4 || !args[1]->is_tensor()) return nullptr;
+  if (args.size() != 4 || !args[0]->is_tensor() || !args[1]->is_tensor()) return nullptr;
+  const Tensor& a = args[0]->to_tensor();
   const Tensor& b = args[1]->to_tensor();
-  if (b.dim() != 2) return nullptr;
-  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), nullptr, {1});
+  if (a.dim() != 2 || b.dim() != 2) return nullptr;
+  return prepare_weights(b, a.size(0), b.size(0), b.size(1), b.stride(0), b.stride(1), nullptr, {1});
 }
 
 // addmm(self, mat1, mat2, beta, alpha): mat2 is the weight, self the bias; only the plain form (beta = alpha
 // = 1, a bias per output column) is packed.
 std::unique_ptr<KernelState> prepare_addmm(KernelArgs args) {
-  if (args.size() != 7 || !args[0]->is_tensor() || !args[2]->is_tensor()) return nullptr;
+  if (args.size() != 7 || !args[0]->is_tensor() || !args[1]->is_tensor() || !args[2]->is_tensor()) return nullptr;
   if (!is_scalar_one(*args[3]) || !is_scalar_one(*args[4])) return nullptr;
   const Tensor& self = args[0]->to_tensor();
+  const Tensor& a = args[1]->to_tensor();
   const Tensor& b = args[2]->to_tensor();
-  if (b.dim() != 2 || self.dim() < 1 || self.dim() > 2 || (self.dim() == 2 && self.size(0) != 1)) return nullptr;
-  return pack_weights(b, b.size(0), b.size(1), b.stride(0), b.stride(1), &self, {0, 2});
+  if (a.dim() != 2 || b.dim() != 2 || self.dim() < 1 || self.dim() > 2 || (self.dim() == 2 && self.size(0) != 1)) {
+    return nullptr;
+  }
+  return prepare_weights(b, a.size(0), b.size(0), b.size(1), b.stride(0), b.stride(1), &self, {0, 2});
 }
 
 // linear(input, weight, bias): weight [n, k].
 std::unique_ptr<KernelState> prepare_linear(KernelArgs args) {
-  if (args.size() != 5 || !args[1]->is_tensor()) return nullptr;
+  if (args.size() != 5 || !args[0]->is_tensor() || !args[1]->is_tensor()) return nullptr;
+  const Tensor& input = args[0]->to_tensor();
   const Tensor& w = args[1]->to_tensor();
   const Tensor* bias = args[2]->to_optional_tensor();
-  if (w.dim() != 2 || (bias != nullptr && bias->dim() != 1)) return nullptr;
-  return pack_weights(w, w.size(1), w.size(0), w.stride(1), w.stride(0), bias, {1, 2});
+  if (input.dim() < 1 || w.dim() != 2 || (bias != nullptr && bias->dim() != 1)) return nullptr;
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < input.dim(); ++d) rows *= input.size(d);
+  return prepare_weights(w, rows, w.size(1), w.size(0), w.stride(1), w.stride(0), bias, {1, 2});
 }
 
 // aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)

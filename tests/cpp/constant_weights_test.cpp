@@ -153,6 +153,48 @@ TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
   }
 }
 
+// Products of few rows with long sums over large weights (a classifier's last layer) read the weights where they
+// lie, as dot products, and pack nothing; the rule's edges: rows under 16, 1,024 products per sum per row, 1 MiB of
+// weights. Both forms against the reference and the general path.
+TEST(ConstantWeights, FewRowsWithLongSumsReadLargeWeightsWhereTheyLie) {
+  struct Edge {
+    Case c;
+    bool in_place;
+  };
+  const Edge edges[] = {
+      {{1, 1280, 1000}, true},   // MobileNetV2's classifier
+      {{2, 2048, 160}, true},    // 2 rows, 2,048 products
+      {{15, 15360, 20}, true},   // 15 rows, 15 x 1,024 products
+      {{2, 1500, 400}, false},   // 2 rows: sums too short
+      {{1, 1024, 200}, false},   // 800 KiB of weights
+      {{16, 16384, 16}, false},  // 16 rows
+  };
+  std::mt19937 rng(4321);
+  for (const auto& [c, in_place] : edges) {
+    const std::vector<float> w = random_floats(rng, static_cast<size_t>(c.n) * c.k);
+    const std::vector<float> b = random_floats(rng, static_cast<size_t>(c.n));
+    const PackedWeightCacheStats before = packed_weight_cache_stats();
+    Program constant = load_bytes(linear_program(c, w, b, false));
+    Program general = load_bytes(linear_program(c, w, b, true));
+    auto fast = constant.load_method("forward");
+    auto slow = general.load_method("forward");
+    EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (in_place ? 0 : 2))
+        << "m=" << c.m << " k=" << c.k << " n=" << c.n;
+    EXPECT_EQ(fast->load_time_bytes(), 0u);
+    const std::vector<float> x = random_floats(rng, static_cast<size_t>(c.m) * c.k);
+    const auto out = exec(*fast, {tensor_input(x, {c.m, c.k})});
+    const auto ref = exec(*slow, {tensor_input(x, {c.m, c.k}), tensor_input(w, {c.n, c.k}), tensor_input(b, {c.n})});
+    ASSERT_EQ(out.size(), 3u);
+    expect_near_reference(floats(out[0]), x, w, nullptr, c, "mm");
+    expect_near_reference(floats(out[1]), x, w, &b, c, "addmm");
+    expect_near_reference(floats(out[2]), x, w, &b, c, "linear");
+    for (size_t o = 0; o < 3; ++o) {
+      const auto a = floats(out[o]), r = floats(ref[o]);
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], r[i], 1e-5 * (1 + c.k)) << "output " << o;
+    }
+  }
+}
+
 // The folded permute's planned memory is shared with a tensor written later in the run: the fold must live in
 // memory of its own, or the second run would multiply by the later tensor's bytes.
 TEST(ConstantWeights, FoldedResultSurvivesReuseOfItsPlannedMemory) {
