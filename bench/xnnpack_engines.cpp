@@ -167,7 +167,7 @@ struct Runner {
 
   Runner(const Case& c, Engines engines) {
     executor = std::make_unique<Executor>(etnp::xnn::check_graph(etnp::xnn::parse_graph(c.payload, nullptr)),
-                                          ExecutorOptions{false, engines});
+                                          ExecutorOptions{false, engines, {}});
     uint32_t seed = 1;
     for (const auto& dims : c.inputs) {
       size_t n = 1;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -35,6 +36,11 @@ struct BackendInitContext {
   const NamedDataMap* named_data = nullptr;
   /// Options given for this backend when the program was loaded (override the global ones).
   const BackendOptions* load_options = nullptr;
+  /// A backend may call it, during init, with bytes of its payload or of named data that it has packed or copied
+  /// and will not read again: the runtime drops their pages of the program's (or a .ptd's) mapping at once, so
+  /// that a large model's file and what the backend makes of it are not resident together. Read again, the bytes
+  /// come back from the file. Empty where nobody listens.
+  std::function<void(std::span<const uint8_t>)> release_file_pages;
 };
 
 /// What a backend builds for one delegate entry; destroyed with the method.

@@ -522,6 +522,7 @@ void Method::Impl::build_delegates() {
                                                             program->delegate_data.get(), program->options);
     std::optional<RecordingDataMap> recorded;
     if (ctx.named_data != nullptr) ctx.named_data = &recorded.emplace(*ctx.named_data);
+    ctx.release_file_pages = [this](std::span<const uint8_t> bytes) { release_file_pages(bytes); };
     const std::span<const uint8_t> payload = program->file->delegate_payload(*d);
     try {
       delegates.push_back(runtime::init_delegate(*backend, ctx, payload, specs));

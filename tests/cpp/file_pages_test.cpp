@@ -18,6 +18,8 @@
 #include "etnp/etnp.h"
 #include "fixtures.h"
 #include "format/byte_source.h"
+#include "tools/writer/writer.h"
+#include "writer_test_util.h"
 
 namespace etnp {
 namespace {
@@ -71,6 +73,67 @@ TEST(FilePages, ConstantsFoldedAtLoadLeaveResidentMemory) {
   // norms' constants become scales and biases of the convolutions; those file pages are released (the run
   // reads the convolutions' weights from the file).
   expect_consumed_weights_leave_resident_memory("exported/mobilenet_v2_portable");
+}
+
+// A backend that reads its whole payload in init() and hands it to BackendInitContext::release_file_pages, noting
+// the resident KiB of the program's mapping before and after: the pages go at once, during the load (not only at
+// its end), so that a delegate's file and what it makes of it need not be resident together.
+class ReleasingBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "FilePagesTestReleasingBackend"; }
+  bool is_available() const override { return true; }
+  std::unique_ptr<DelegateHandle> init(const BackendInitContext& ctx, std::span<const uint8_t> payload,
+                                       std::span<const CompileSpec>) override {
+    unsigned sum = 0;
+    for (uint8_t b : payload) sum += b;  // read it all, as a packing would
+    payload_sum = sum;
+    before_kib = resident_kib_of(path);
+    had_hook = static_cast<bool>(ctx.release_file_pages);
+    if (had_hook) ctx.release_file_pages(payload);
+    after_kib = resident_kib_of(path);
+    return std::make_unique<DelegateHandle>();
+  }
+  void execute(DelegateHandle&, std::span<EValue* const>) override {}
+
+  std::string path;
+  unsigned payload_sum = 0;
+  size_t before_kib = 0, after_kib = 0;
+  bool had_hook = false;
+};
+
+TEST(FilePages, ABackendReleasesWhatItConsumedDuringItsInit) {
+  static const auto backend = [] {
+    auto b = std::make_shared<ReleasingBackend>();
+    register_backend(b);
+    return b;
+  }();
+  format::ProgramWriter writer;
+  auto& m = writer.add_method("forward");
+  const int32_t x = m.planned_tensor(writer_testing::f32({4}));
+  const int32_t y = m.planned_tensor(writer_testing::f32({4}));
+  std::vector<uint8_t> payload(4 << 20);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 13 + 1);
+  m.delegate("FilePagesTestReleasingBackend", payload, {x, y});
+  m.set_inputs({x});
+  m.set_outputs({y});
+  const std::vector<uint8_t> bytes = writer.serialize();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("etnp_released_payload_" + std::to_string(::getpid()) + ".pte")).string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  backend->path = std::filesystem::canonical(path).string();
+  Program program = Program::load_file(path);
+  auto method = program.load_method("forward");
+  std::filesystem::remove(path);  // after the load: smaps names a deleted file "PATH (deleted)"
+  ASSERT_TRUE(backend->had_hook);
+  unsigned expected_sum = 0;
+  for (uint8_t b : payload) expected_sum += b;
+  EXPECT_EQ(backend->payload_sum, expected_sum);
+  if (backend->before_kib == 0) GTEST_SKIP() << "/proc/self/smaps shows no resident pages for the mapped program";
+  EXPECT_GE(backend->before_kib, 4096u);  // the payload it read
+  EXPECT_LT(backend->after_kib, 256u);    // dropped within init(): the program's tables stay
 }
 
 TEST(FilePages, ReleaseLeavesCallersBuffersAndRangesOutsideTheMappingAlone) {

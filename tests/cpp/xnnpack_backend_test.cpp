@@ -264,6 +264,40 @@ TEST(XnnpackBackend, DynamicShapes) {
   }
 }
 
+// The executor hands each constant's bytes to ExecutorOptions::release_constant once, right after the last node
+// that reads it is built (what the runtime turns into dropped file pages), and still runs right afterwards: what
+// it keeps was copied or packed.
+TEST(XnnpackBackend, ConstantsAreReleasedAfterTheirLastReaderIsBuilt) {
+  GraphBuilder g;
+  const std::vector<float> shared_data = {1, 2, 3, 4, 5, 6}, once_data = {10, 20, 30, 40, 50, 60};
+  const uint32_t x = g.input({6}, 0), out = g.output({6}, 1);
+  const uint32_t shared = g.f32_constant({6}, shared_data), once = g.f32_constant({6}, once_data);
+  const uint32_t t1 = g.internal({6}), t2 = g.internal({6});
+  g.binary(XNodeUnion::XNNAdd, x, once, t1);        // node 0: `once`'s only reader
+  g.binary(XNodeUnion::XNNMultiply, t1, shared, t2);  // node 1
+  g.binary(XNodeUnion::XNNAdd, t2, shared, out);      // node 2: `shared`'s last reader
+  const std::vector<uint8_t> payload = g.payload();
+  std::vector<std::vector<float>> released;  // the bytes of each call, in order
+  ExecutorOptions options;
+  options.release_constant = [&](std::span<const uint8_t> bytes) {
+    ASSERT_EQ(bytes.size(), 6 * sizeof(float));
+    std::vector<float> v(6);
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    released.push_back(v);
+  };
+  Executor ex(check_graph(parse_graph(payload, nullptr)), options);
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_EQ(released[0], once_data);
+  EXPECT_EQ(released[1], shared_data);
+  std::vector<std::unique_ptr<OwnedTensor>> t;
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, iota_f(6)));
+  t.push_back(OwnedTensor::make<float>(ScalarType::Float, {6}, {}));
+  run(ex, t);
+  std::vector<float> expected(6);
+  for (size_t i = 0; i < 6; ++i) expected[i] = (float(i) + once_data[i]) * shared_data[i] + shared_data[i];
+  EXPECT_EQ(t[1]->values<float>(), expected);
+}
+
 // An XNNPACK operator is set up again only when its buffers (or shapes, or pool) differ from its last call's:
 // new input and output tensors are read and written, and new contents of the same buffers are read.
 TEST(XnnpackBackend, OperatorsFollowTheirBuffersFromCallToCall) {
@@ -272,7 +306,7 @@ TEST(XnnpackBackend, OperatorsFollowTheirBuffersFromCallToCall) {
   g.binary(XNodeUnion::XNNAdd, a, b, sum);
   g.binary(XNodeUnion::XNNMultiply, sum, sum, out);
   // XNNPACK's operators (small unclamped arithmetic runs on the delegate's kernel under the measured choice).
-  Executor ex(check_graph(parse_graph(g.payload(), nullptr)), ExecutorOptions{false, Engines::Library});
+  Executor ex(check_graph(parse_graph(g.payload(), nullptr)), ExecutorOptions{false, Engines::Library, {}});
   ASSERT_EQ(ex.stats().xnnpack_operators, 2u);
   auto tensors = [](float a0, float b0) {
     std::vector<std::unique_ptr<OwnedTensor>> t;

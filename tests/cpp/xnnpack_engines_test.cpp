@@ -45,7 +45,7 @@ struct Ran {
 Ran run_graph(const std::vector<uint8_t>& payload, Engines engines,
               const std::vector<std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>>& runs,
               const std::vector<std::vector<int64_t>>& output_shapes, std::vector<std::vector<float>>* each = nullptr) {
-  Executor ex(check_graph(parse_graph(payload, nullptr)), ExecutorOptions{false, engines});
+  Executor ex(check_graph(parse_graph(payload, nullptr)), ExecutorOptions{false, engines, {}});
   Ran r;
   for (const auto& inputs : runs) {
     std::vector<std::unique_ptr<OwnedTensor>> t;

@@ -165,7 +165,7 @@ Executor::Executor(CheckedGraph checked, ExecutorOptions options)
   is_constant_.resize(n);
   for (size_t i = 0; i < n; ++i) is_constant_[i] = graph_.values[i].is_constant();
   constant_data_.assign(n, nullptr);
-  build_steps();
+  build_steps(options.release_constant);
   // Constant bytes are only valid during load; everything needed later has been copied.
   for (Value& v : graph_.values) {
     v.data = nullptr;
@@ -186,7 +186,7 @@ void Executor::propagate_shapes() {
   if (std::string err = propagate(graph_, shapes_); !err.empty()) run_fail(err);
 }
 
-void Executor::build_steps() {
+void Executor::build_steps(const std::function<void(std::span<const uint8_t>)>& release_constant) {
   // Copies a constant the steps read at run time into padded storage the executor owns.
   auto keep = [this](uint32_t id) {
     if (id == kInvalidId || !is_constant_[id] || constant_data_[id] != nullptr) return;
@@ -198,10 +198,24 @@ void Executor::build_steps() {
     constant_storage_.push_back(std::move(copy));
     constant_bytes_ += bytes;
   };
-  for (const Node& node : graph_.nodes) {
+  // The last node that reads each constant: once it is built, the constant's bytes are not read again.
+  std::vector<size_t> last_reader(graph_.values.size(), 0);
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    for (uint32_t in : graph_.nodes[i].inputs) {
+      if (in != kInvalidId && is_constant_[in]) last_reader[in] = i;
+    }
+  }
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const Node& node = graph_.nodes[i];
     const NodeView view{node, graph_.values, shapes_.data()};
     StepBuilder builder{view, steps_, stats_.xnnpack_operators, stats_.own_kernels, packed_, keep, engines_};
     build_node(builder);
+    if (!release_constant) continue;
+    for (uint32_t in : node.inputs) {
+      if (in == kInvalidId || !is_constant_[in] || last_reader[in] != i) continue;
+      const Value& v = graph_.values[in];
+      if (v.data != nullptr && v.data_bytes > 0) release_constant({v.data, v.data_bytes});
+    }
   }
 }
 

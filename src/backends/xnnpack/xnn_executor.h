@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -48,6 +49,10 @@ struct ExecutorOptions {
   bool share_weights = false;
   /// Which kernels run the nodes both XNNPACK and the delegate can run (ETNP_XNNPACK_ENGINE).
   Engines engines = Engines::Measured;
+  /// Called with each constant's bytes once the last node reading it is built (BackendInitContext's
+  /// release_file_pages): the build copies or packs what it keeps, so a file's pages need not stay resident
+  /// beside what was made of them. May be empty.
+  std::function<void(std::span<const uint8_t>)> release_constant;
 };
 
 class Executor {
@@ -83,7 +88,7 @@ class Executor {
   using AlignedBytes = std::unique_ptr<uint8_t[], AlignedDeleter>;
   static AlignedBytes allocate(size_t bytes);
 
-  void build_steps();
+  void build_steps(const std::function<void(std::span<const uint8_t>)>& release_constant);
   void propagate_shapes();  ///< For the current input shapes; throws ExecutionError.
   void plan_memory();
 

@@ -145,8 +145,8 @@ class XnnpackBackend final : public Backend {
     }
     auto pool = c.settings.num_threads ? std::make_unique<ThreadPool>(*c.settings.num_threads) : nullptr;
     const bool share = c.settings.weight_cache.value_or(weight_cache_enabled_.load());
-    auto executor =
-        std::make_unique<xnn::Executor>(std::move(*c.graph), xnn::ExecutorOptions{share, c.settings.engines});
+    auto executor = std::make_unique<xnn::Executor>(
+        std::move(*c.graph), xnn::ExecutorOptions{share, c.settings.engines, ctx.release_file_pages});
     return std::make_unique<XnnpackHandle>(std::move(pool), std::move(executor));
   }
 
