@@ -70,6 +70,23 @@ void expect_near_reference(const std::vector<float>& got, const std::vector<floa
   }
 }
 
+/// Runs `fast` (constant weights) and `slow` (the same program with the weights as inputs) on one random input:
+/// each of mm, addmm and linear against the reference and against the general path.
+void expect_products_match(Method& fast, Method& slow, const Case& c, const std::vector<float>& w,
+                           const std::vector<float>& b, std::mt19937& rng) {
+  const std::vector<float> x = random_floats(rng, static_cast<size_t>(c.m) * c.k);
+  const auto out = exec(fast, {tensor_input(x, {c.m, c.k})});
+  const auto ref = exec(slow, {tensor_input(x, {c.m, c.k}), tensor_input(w, {c.n, c.k}), tensor_input(b, {c.n})});
+  ASSERT_EQ(out.size(), 3u);
+  expect_near_reference(floats(out[0]), x, w, nullptr, c, "mm");
+  expect_near_reference(floats(out[1]), x, w, &b, c, "addmm");
+  expect_near_reference(floats(out[2]), x, w, &b, c, "linear");
+  for (size_t o = 0; o < 3; ++o) {
+    const auto a = floats(out[o]), r = floats(ref[o]);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], r[i], 1e-5 * (1 + c.k)) << "output " << o;
+  }
+}
+
 /// Two layers that share one weight W [n, k] (a model whose layers are one module): each permutes W and
 /// multiplies, y1 = x @ W^T, y2 = y1 @ W^T (k == n).
 std::vector<uint8_t> shared_layers_program(int32_t m_rows, int32_t k, const std::vector<float>& w) {
@@ -117,11 +134,27 @@ TEST(ConstantWeights, LayersSharingWeightsHoldOnePackingAndNoCopy) {
   EXPECT_EQ(packed_weight_cache_stats().entries, before.entries);  // gone with its last user
 }
 
+// Products on constant weights, packed at load, except products of few rows with long sums over large weights (a
+// classifier's last layer), which read the weights where they lie as dot products and pack nothing: the rule's
+// edges are rows under 16, 1,024 products per sum per row, 1 MiB of weights.
 TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
+  struct Product {
+    Case c;
+    bool in_place;
+  };
+  const Product products[] = {
+      {{1, 1, 1}, false},       {{1, 17, 33}, false},   {{5, 3, 15}, false},    {{6, 16, 16}, false},
+      {{7, 64, 100}, false},    {{13, 100, 17}, false}, {{64, 33, 48}, false},  {{2, 257, 31}, false},
+      {{37, 300, 65}, false},
+      {{1, 1280, 1000}, true},   // MobileNetV2's classifier
+      {{2, 2048, 160}, true},    // 2 rows, 2,048 products
+      {{15, 15360, 20}, true},   // 15 rows, 15 x 1,024 products
+      {{2, 1500, 400}, false},   // 2 rows: sums too short
+      {{1, 1024, 200}, false},   // 800 KiB of weights
+      {{16, 16384, 16}, false},  // 16 rows
+  };
   std::mt19937 rng(1234);
-  const Case cases[] = {{1, 1, 1},   {1, 17, 33}, {5, 3, 15},   {6, 16, 16},  {7, 64, 100},
-                        {13, 100, 17}, {64, 33, 48}, {2, 257, 31}, {37, 300, 65}};
-  for (const Case& c : cases) {
+  for (const auto& [c, in_place] : products) {
     const std::vector<float> w = random_floats(rng, static_cast<size_t>(c.n) * c.k);
     const std::vector<float> b = random_floats(rng, static_cast<size_t>(c.n));
     const PackedWeightCacheStats before = packed_weight_cache_stats();
@@ -134,63 +167,14 @@ TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
     // for mm (no bias), one that addmm and linear share (the same weights and bias, the same packed bytes).
     const size_t panel_bytes = static_cast<size_t>(c.k) * ((c.n + 15) / 16 * 16) * sizeof(float);
     EXPECT_EQ(fast->load_time_bytes(), 0u) << "k=" << c.k << " n=" << c.n;
-    EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + 2) << "k=" << c.k << " n=" << c.n;
-    EXPECT_GE(packed_weight_cache_stats().bytes, before.bytes + 2 * panel_bytes) << "k=" << c.k << " n=" << c.n;
-    EXPECT_EQ(slow->load_time_bytes(), 0u);
-    for (int run = 0; run < 2; ++run) {  // the second run reuses what was folded and packed at load
-      const std::vector<float> x = random_floats(rng, static_cast<size_t>(c.m) * c.k);
-      const auto out = exec(*fast, {tensor_input(x, {c.m, c.k})});
-      const auto ref = exec(*slow, {tensor_input(x, {c.m, c.k}), tensor_input(w, {c.n, c.k}), tensor_input(b, {c.n})});
-      ASSERT_EQ(out.size(), 3u);
-      expect_near_reference(floats(out[0]), x, w, nullptr, c, "mm");
-      expect_near_reference(floats(out[1]), x, w, &b, c, "addmm");
-      expect_near_reference(floats(out[2]), x, w, &b, c, "linear");
-      for (size_t o = 0; o < 3; ++o) {
-        const auto a = floats(out[o]), r = floats(ref[o]);
-        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], r[i], 1e-5 * (1 + c.k)) << "output " << o;
-      }
-    }
-  }
-}
-
-// Products of few rows with long sums over large weights (a classifier's last layer) read the weights where they
-// lie, as dot products, and pack nothing; the rule's edges: rows under 16, 1,024 products per sum per row, 1 MiB of
-// weights. Both forms against the reference and the general path.
-TEST(ConstantWeights, FewRowsWithLongSumsReadLargeWeightsWhereTheyLie) {
-  struct Edge {
-    Case c;
-    bool in_place;
-  };
-  const Edge edges[] = {
-      {{1, 1280, 1000}, true},   // MobileNetV2's classifier
-      {{2, 2048, 160}, true},    // 2 rows, 2,048 products
-      {{15, 15360, 20}, true},   // 15 rows, 15 x 1,024 products
-      {{2, 1500, 400}, false},   // 2 rows: sums too short
-      {{1, 1024, 200}, false},   // 800 KiB of weights
-      {{16, 16384, 16}, false},  // 16 rows
-  };
-  std::mt19937 rng(4321);
-  for (const auto& [c, in_place] : edges) {
-    const std::vector<float> w = random_floats(rng, static_cast<size_t>(c.n) * c.k);
-    const std::vector<float> b = random_floats(rng, static_cast<size_t>(c.n));
-    const PackedWeightCacheStats before = packed_weight_cache_stats();
-    Program constant = load_bytes(linear_program(c, w, b, false));
-    Program general = load_bytes(linear_program(c, w, b, true));
-    auto fast = constant.load_method("forward");
-    auto slow = general.load_method("forward");
     EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (in_place ? 0 : 2))
         << "m=" << c.m << " k=" << c.k << " n=" << c.n;
-    EXPECT_EQ(fast->load_time_bytes(), 0u);
-    const std::vector<float> x = random_floats(rng, static_cast<size_t>(c.m) * c.k);
-    const auto out = exec(*fast, {tensor_input(x, {c.m, c.k})});
-    const auto ref = exec(*slow, {tensor_input(x, {c.m, c.k}), tensor_input(w, {c.n, c.k}), tensor_input(b, {c.n})});
-    ASSERT_EQ(out.size(), 3u);
-    expect_near_reference(floats(out[0]), x, w, nullptr, c, "mm");
-    expect_near_reference(floats(out[1]), x, w, &b, c, "addmm");
-    expect_near_reference(floats(out[2]), x, w, &b, c, "linear");
-    for (size_t o = 0; o < 3; ++o) {
-      const auto a = floats(out[o]), r = floats(ref[o]);
-      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], r[i], 1e-5 * (1 + c.k)) << "output " << o;
+    if (!in_place) {
+      EXPECT_GE(packed_weight_cache_stats().bytes, before.bytes + 2 * panel_bytes) << "k=" << c.k << " n=" << c.n;
+    }
+    EXPECT_EQ(slow->load_time_bytes(), 0u);
+    for (int run = 0; run < 2; ++run) {  // the second run reuses what was folded and packed at load
+      expect_products_match(*fast, *slow, c, w, b, rng);
     }
   }
 }
