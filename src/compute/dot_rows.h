@@ -6,12 +6,18 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace etnp {
 class ThreadPool;
 }
 
 namespace etnp::compute {
+
+/// Constant weights of this many bytes or more are worth reading in place by the products that can (convolutions on
+/// maps smaller than a GEMM tile, matrix products of few rows): below it, packing them at load costs little and the
+/// packed GEMM's speed is the better bargain. Each caller adds its own rule for the shape (runs_as_dots).
+constexpr int64_t kDotsMinWeightBytes = int64_t{1} << 20;
 
 /// Where dot_rows_f32 writes: c[p * row_stride + j * col_stride], each result r becoming
 /// r * scale[j] + bias[j] (a null scale or bias: 1 or 0; the multiply and the add not fused), then, with

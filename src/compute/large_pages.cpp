@@ -33,6 +33,11 @@ T round_up(T value, size_t multiple) {
 #endif
 
 #if defined(__linux__)
+size_t small_page() {
+  static const auto bytes = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return bytes;
+}
+
 /// `length` bytes (a multiple of the page size) mapped from a 2 MiB boundary.
 void* map_aligned(size_t length) {
   void* raw = mmap(nullptr, length + kLargePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -75,11 +80,10 @@ void* allocate_large(size_t bytes) {
     return p;
   }
 #if defined(__linux__)
-  static const auto kSmallPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // A mapping of the size asked (in 4 KiB pages) that starts on a 2 MiB boundary: huge pages back its whole
   // 2 MiB blocks and the tail stays on small pages. Rounding the size up to 2 MiB instead kept up to 2 MiB more
   // resident per packing (a ResNet-18's twenty convolutions: 8 MiB).
-  const size_t length = round_up(bytes, kSmallPage);
+  const size_t length = round_up(bytes, small_page());
   void* start = map_aligned(length);
 #if defined(MADV_HUGEPAGE)
   madvise(start, length, MADV_HUGEPAGE);  // advice only: where huge pages are off, 4 KiB
@@ -98,8 +102,7 @@ void free_large(void* p, size_t bytes) noexcept {
 #endif
 #if defined(__linux__)
   if (bytes >= kLargePage) {
-    static const auto kSmallPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    munmap(p, round_up(bytes, kSmallPage));
+    munmap(p, round_up(bytes, small_page()));
     return;
   }
 #else
@@ -163,10 +166,9 @@ void ChunkPool::free(void* p) noexcept {
 }
 
 void ChunkPool::trim() {
-  static const auto kSmallPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const std::lock_guard<std::mutex> lock(mutex_);
   for (Chunk& c : chunks_) {
-    const size_t end = round_up(c.used, kSmallPage);
+    const size_t end = round_up(c.used, small_page());
     if (!c.huge || end >= c.trimmed) continue;
     madvise(reinterpret_cast<void*>(c.base + end), c.trimmed - end, MADV_DONTNEED);
     c.trimmed = end;

@@ -628,11 +628,10 @@ void im2col_f32(const ConvShape& s, const float* in, float* cols, ThreadPool* po
 /// above 1,024 products ran so.
 constexpr int64_t kDotMaxPixels = 16;
 constexpr int64_t kDotMinProducts = 4096;
-constexpr int64_t kDotMinWeightBytes = int64_t{1} << 20;
 
 bool runs_as_dots(const ConvShape& s) {
   return s.oh * s.ow < kDotMaxPixels && s.cin_g * s.kh * s.kw >= kDotMinProducts &&
-         s.c_out * s.cin_g * s.kh * s.kw * int64_t{sizeof(float)} >= kDotMinWeightBytes;
+         s.c_out * s.cin_g * s.kh * s.kw * int64_t{sizeof(float)} >= compute::kDotsMinWeightBytes;
 }
 
 /// patches[p * k + (ic * kh + ty) * kw + tx] = the input under tap (ty, tx) of channel ic for output pixel p, or 0

@@ -162,8 +162,7 @@ struct ConstantWeights final : KernelState {
     return gemm ? std::pair<const void*, size_t>{gemm.get(), gemm->bytes()} : std::pair<const void*, size_t>{};
   }
   std::vector<size_t> packed_constant_args() const override { return packed_args; }
-  std::shared_ptr<const PackedGemm> gemm;  ///< null: the weights are read in place, as [n, k] rows
-  const float* weights = nullptr;           ///< in place: row j of n at weights + j * k
+  std::shared_ptr<const PackedGemm> gemm;  ///< null: the weights are read in place, as [n, k] rows at `source`
   const float* bias = nullptr;              ///< in place: n floats or null
   size_t k = 0, n = 0;
   const void* source = nullptr;  ///< The weight tensor's data at load: the fast path checks it is still bound.
@@ -178,11 +177,17 @@ struct ConstantWeights final : KernelState {
 /// 256 to 512 products 1.13-1.85x (the reduction of each sum costs too much): hence k of 1,024 per row at least.
 constexpr int64_t kDotMaxRows = 16;
 constexpr int64_t kDotMinProductsPerRow = 1024;
-constexpr int64_t kDotMinWeightBytes = int64_t{1} << 20;
 
 bool runs_as_dots(int64_t rows, int64_t k, int64_t n) {
   return rows >= 1 && rows < kDotMaxRows && k >= kDotMinProductsPerRow * rows &&
-         n * k * int64_t{sizeof(float)} >= kDotMinWeightBytes;
+         n * k * int64_t{sizeof(float)} >= compute::kDotsMinWeightBytes;
+}
+
+/// The rows a linear layer's input makes: the product of every dimension but the last.
+int64_t linear_rows(const Tensor& input) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < input.dim(); ++d) rows *= input.size(d);
+  return rows;
 }
 
 bool is_scalar_one(const EValue& v) {
@@ -209,7 +214,6 @@ std::unique_ptr<KernelState> prepare_weights(const Tensor& w, int64_t rows, int6
   state->k = static_cast<size_t>(k);
   state->n = static_cast<size_t>(n);
   if (nk && runs_as_dots(rows, k, n)) {
-    state->weights = weights;
     state->bias = b;
     return state;
   }
@@ -235,7 +239,8 @@ bool run_packed(KernelContext& ctx, const Tensor& weight, const void* a, int64_t
     o.row_stride = prepared->n;
     o.bias = prepared->bias;
     compute::dot_rows_f32(static_cast<const float*>(a), static_cast<size_t>(a_row_stride), static_cast<size_t>(rows),
-                          prepared->weights, prepared->k, prepared->n, prepared->k, o, ctx.pool());
+                          static_cast<const float*>(prepared->source), prepared->k, prepared->n, prepared->k, o,
+                          ctx.pool());
     return true;
   }
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -274,9 +279,7 @@ std::unique_ptr<KernelState> prepare_linear(KernelArgs args) {
   const Tensor& w = args[1]->to_tensor();
   const Tensor* bias = args[2]->to_optional_tensor();
   if (input.dim() < 1 || w.dim() != 2 || (bias != nullptr && bias->dim() != 1)) return nullptr;
-  int64_t rows = 1;
-  for (int d = 0; d + 1 < input.dim(); ++d) rows *= input.size(d);
-  return prepare_weights(w, rows, w.size(1), w.size(0), w.stride(1), w.stride(0), bias, {1, 2});
+  return prepare_weights(w, linear_rows(input), w.size(1), w.size(0), w.stride(1), w.stride(0), bias, {1, 2});
 }
 
 // aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)
@@ -398,8 +401,7 @@ void linear_out(KernelContext& ctx, KernelArgs args) {
   if (!vector_weight) out_shape.push_back(out_features);
   resize_output(out, out_shape, op);
 
-  int64_t rows = 1;
-  for (int d = 0; d + 1 < input.dim(); ++d) rows *= input.size(d);
+  const int64_t rows = linear_rows(input);
   if (!vector_weight && input.is_contiguous_order() &&
       run_packed(ctx, weight, input.data(), rows, in_features, input.stride(input.dim() - 1), out)) {
     return;
