@@ -440,7 +440,7 @@ TEST(XnnpackBackend, QuantizedFullyConnected) {
   g.fully_connected(xq, w, b, yq);
   g.unary(XNodeUnion::XNNConvert, yq, y);
   Executor ex(parse_graph(g.payload(), nullptr));
-  // The int8 product runs as the delegate's own kernel where the CPU has AVX-512 VNNI, else as XNNPACK's.
+  // The int8 product runs as the delegate's own kernel where the CPU has AVX2 (ConvQS8), else as XNNPACK's.
   EXPECT_EQ(ex.stats().xnnpack_operators, ConvQS8::supported() ? 2u : 3u);
   EXPECT_EQ(ex.stats().own_kernels, ConvQS8::supported() ? 1u : 0u);
   const std::vector<float> input = iota_f(2 * k, -0.6f, 0.09f);

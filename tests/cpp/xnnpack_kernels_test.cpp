@@ -640,13 +640,14 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
 // The int8 convolution against the XNNPACK operators it replaces (per-channel and per-tensor weights): byte for
 // byte, over kernel sizes, strides, dilations, paddings, channel counts that leave every row, block and quad
 // remainder, zero points and output ranges, one thread and two (the pixels split, or for a small image the
-// outputs). Below AVX-512 VNNI supported() is false and the delegate keeps XNNPACK's operator.
+// outputs), at each level that has tiles (AVX2: int16 pairs; AVX-512 VNNI: byte quads). Below AVX2 supported() is
+// false and the delegate keeps XNNPACK's operator.
 #if defined(__x86_64__)
 TEST(XnnpackKernels, ConvQS8MatchesXnnpackExactly) {
   ASSERT_EQ(ops::initialize(), xnn_status_success);
   bool ran = false;
   testing::at_each_cpu_level([&](CpuLevel level) {
-    if (level < CpuLevel::avx512_vnni) {
+    if (level < CpuLevel::avx2_fma) {
       EXPECT_FALSE(ConvQS8::supported()) << cpu_level_name(level);
       return;
     }
@@ -666,6 +667,8 @@ TEST(XnnpackKernels, ConvQS8MatchesXnnpackExactly) {
         {32, 64, 3, 1, 1, 1, 28, 28, 1, 2, -1, 2, -128, 127, false},   // two threads over the pixels
         {64, 96, 3, 1, 1, 1, 7, 7, 1, 2, 100, -5, 0, 60, false},       // two threads over the outputs
         {24, 40, 1, 2, 1, 0, 15, 15, 3, 2, -128, 3, -100, 100, true},  // strided pointwise, batch 3, two threads
+        {7, 13, 3, 1, 1, 0, 8, 9, 1, 1, 0, -1, -128, 127, false},       // odd patch; two blocks of 8, the second of 5
+        {15, 32, 1, 1, 1, 0, 5, 5, 1, 1, -60, 9, -128, 127, false},     // pointwise with an odd channel count
     };
     std::mt19937 rng(11);
     std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);
@@ -765,7 +768,7 @@ TEST(XnnpackKernels, ConvQS8MatchesXnnpackExactly) {
     EXPECT_GT(std::count_if(want.begin(), want.end(), [](int8_t v) { return v != -128 && v != 127; }), 100);
   });
   ThreadPool::global().set_num_threads(0);
-  EXPECT_TRUE(ran || cpu_level() < CpuLevel::avx512_vnni);
+  EXPECT_TRUE(ran || cpu_level() < CpuLevel::avx2_fma);
 }
 #else
 TEST(XnnpackKernels, ConvQS8IsX86Only) { EXPECT_FALSE(ConvQS8::supported()); }

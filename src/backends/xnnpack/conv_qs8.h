@@ -1,7 +1,9 @@
-// The delegate's own int8 convolution (one group, any kernel, stride, dilation and padding) for CPUs with AVX-512
-// VNNI. Debian's 2022 XNNPACK multiplies int8 by widening to int16 (vpmaddwd); this kernel sums four u8 x s8
-// products per 32-bit lane in one vpdpbusd, twice the multiply-adds per instruction, with XNNPACK's fp32
-// requantization so that its bytes are XNNPACK's. Other CPUs keep XNNPACK's operator (supported() is false).
+// The delegate's own int8 convolution (one group, any kernel, stride, dilation and padding) on x86-64 with AVX2,
+// with XNNPACK's fp32 requantization so that its bytes are XNNPACK's. With AVX-512 VNNI it sums four u8 x s8
+// products per 32-bit lane in one vpdpbusd (Debian's 2022 XNNPACK widens to int16 and sums two, vpmaddwd); with
+// AVX2 it sums two int16 products per lane as XNNPACK does, but packs its weights in a plain copy at load (XNNPACK
+// 2022's qc8 packing was most of an int8 network's load) and keeps tiles of 6 pixels x 16 outputs in registers.
+// Other CPUs keep XNNPACK's operator (supported() is false).
 #pragma once
 
 #include <cstddef>
@@ -15,10 +17,13 @@ namespace etnp::xnn {
 /// out = clamp(round_half_even(float(acc) * scale[n]) + out_zp, min, max), acc the exact int32 sum of bias[n] +
 /// sum over the patch of (x - in_zp) * w[n]; taps outside the image read x = in_zp.
 ///
-/// How: each output pixel's patch is gathered once per call into a row of bytes x ^ 0x80 = x + 128 (unsigned, as
-/// vpdpbusd takes its first operand), padded to a multiple of 4; the weights are packed at load in blocks of 16
-/// outputs x 4 consecutive patch positions (one 64-byte vector), and the bias absorbs the offset: bias[n] -
-/// (in_zp + 128) * sum(w[n]). Integer sums wrap modulo 2^32 like XNNPACK's, so every int32 is XNNPACK's.
+/// How: each output pixel's patch is gathered once per call into a row, padded to a whole group of patch positions;
+/// the weights are packed at load in blocks of outputs x one group of consecutive patch positions (one vector),
+/// and the bias absorbs the input's offset. AVX-512 VNNI: rows of bytes x ^ 0x80 = x + 128 (unsigned, as vpdpbusd
+/// takes its first operand), blocks of 16 outputs x 4 positions (64 bytes), bias[n] - (in_zp + 128) * sum(w[n]).
+/// AVX2: rows of int16 x, blocks of 8 outputs x 2 positions (16 bytes, widened to int16 as they load, for
+/// vpmaddwd), bias[n] - in_zp * sum(w[n]). Integer sums wrap modulo 2^32 like XNNPACK's, so every int32 is
+/// XNNPACK's.
 class ConvQS8 {
  public:
   struct Params {
@@ -30,7 +35,8 @@ class ConvQS8 {
   /// `filter`: [out_channels, kernel_h, kernel_w, in_channels] int8 (zero point 0); `bias`: out_channels int32 or
   /// null; `scales`: out_channels requantization scales (input scale x weight scale / output scale).
   ConvQS8(const int8_t* filter, const int32_t* bias, const float* scales, const Params& params);
-  /// Whether this CPU (at the current cpu_level()) runs the kernel: AVX-512 with VNNI.
+  /// Whether this CPU (at the current cpu_level()) runs the kernel: AVX2 and FMA, or AVX-512 with VNNI. The
+  /// constructor packs for the level current then, and run() uses that level's tiles.
   static bool supported();
 
   /// in [batch, h, w, in_channels] -> out [batch, out_h, out_w, out_channels] (out dims from the caller's shape
@@ -43,7 +49,7 @@ class ConvQS8 {
   /// Everything run() reads (the parameters member by member: Params has padding), for compute::WeightCache.
   compute::WeightBytes content() const {
     using compute::bytes_of;
-    return {bytes_of(p_.in_channels),    bytes_of(p_.out_channels), bytes_of(p_.kernel_h),   bytes_of(p_.kernel_w),
+    return {bytes_of(vnni_),             bytes_of(p_.in_channels),    bytes_of(p_.out_channels), bytes_of(p_.kernel_h),   bytes_of(p_.kernel_w),
             bytes_of(p_.stride_h),       bytes_of(p_.stride_w),     bytes_of(p_.dilation_h), bytes_of(p_.dilation_w),
             bytes_of(p_.pad_top),        bytes_of(p_.pad_left),     bytes_of(p_.in_zero_point),
             bytes_of(p_.out_zero_point), bytes_of(p_.out_min),      bytes_of(p_.out_max),    bytes_of(packed_),
@@ -51,15 +57,17 @@ class ConvQS8 {
   }
 
  private:
-  /// Gathers the patches of output pixels [p0, p1) (numbered over batch x out_h x out_w) into `rows`.
-  void gather(const int8_t* in, size_t h, size_t w, size_t out_h, size_t out_w, size_t p0, size_t p1,
-              uint8_t* rows) const;
-
   Params p_;
-  size_t patch_ = 0, quads_ = 0, blocks_ = 0;  ///< patch bytes, patch quads (rounded up), blocks of 16 outputs
-  std::vector<int8_t> packed_;                 ///< [blocks_][quads_][16 outputs][4 patch positions]
-  std::vector<int32_t> bias_;                  ///< blocks_ * 16, the offset absorbed
-  std::vector<float> scales_;                  ///< blocks_ * 16
+  bool vnni_ = false;    ///< packed for (and run with) the AVX-512 VNNI tiles, else the AVX2 ones
+  size_t block_ = 0;     ///< outputs per packed block: 16 (VNNI) or 8 (AVX2)
+  size_t group_ = 0;     ///< consecutive patch positions per lane: 4 (VNNI) or 2 (AVX2)
+  size_t patch_ = 0;     ///< patch positions: kernel_h x kernel_w x in_channels
+  size_t groups_ = 0;    ///< groups of patch positions per row, the last padded
+  size_t blocks_ = 0;    ///< blocks of outputs, the last padded
+  size_t row_bytes_ = 0; ///< bytes of one gathered row: groups_ x group_ elements (1 byte each for VNNI, 2 for AVX2)
+  std::vector<int8_t> packed_;  ///< [blocks_][groups_][block_ outputs][group_ patch positions]
+  std::vector<int32_t> bias_;   ///< blocks_ * block_, the offset absorbed
+  std::vector<float> scales_;   ///< blocks_ * block_
 };
 
 }  // namespace etnp::xnn

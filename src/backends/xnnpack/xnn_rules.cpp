@@ -52,6 +52,10 @@ bool library_batch_matmul_f32_faster() { return false; }
 // 2026-12-05, Zen 4 with AVX-512 VNNI, Debian 12 (`etnp bench`, whole programs): MobileNetV2 int8 6.36 -> 3.27 ms,
 // ResNet-18 int8 2.30 -> 1.1 ms against the 2022 library's operators. The 2024 library was not timed on such a CPU;
 // the official runtime's newer XNNPACK, with VNNI kernels of its own, took 3.51 ms on the same MobileNetV2.
+// 2026-12-06, Zen 3 with AVX2 (the int16-pair tiles), own time over the library's, fresh processes alternated, 1 / 2
+// threads: Debian 12 (2022 library) MobileNetV2 int8 fixture 0.63-0.78 / 0.81-0.88, live ResNet-18 int8
+// 0.54-0.56 / 0.69-0.77, live MobileNetV2 int8 0.67-0.75 / 0.74-0.77; Debian 13 (2024 library) 0.86 / 0.74,
+// 0.64 / 0.64, 0.68 / 0.80. Loads 4-19 ms shorter (XNNPACK's qc8 weight packing).
 bool library_int8_product_faster() { return false; }
 
 }  // namespace measured
