@@ -543,6 +543,12 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
       {1, 1024, 3, 3, 64, 3, 3, 1, 1, 1, 1, 1, 1, 2},
       {1, 1024, 1, 12, 64, 1, 5, 1, 1, 0, 2, 1, 1, 1, true},
       {1, 256, 2, 2, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // 2,304 products: packed
+      // Atrous on maps smaller than the dilation: only the taps that reach the input are packed (DeepLabV3's
+      // ASPP: the centre, as a pointwise product; a 1x3 rectangle, through the indirect GEMM), unless the
+      // first live tap lies past the padding (one output pixel, its only live tap the middle one): packed whole.
+      {1, 16, 4, 4, 20, 3, 3, 1, 1, 12, 12, 12, 12, 1},
+      {1, 8, 3, 6, 16, 3, 3, 1, 1, 3, 3, 3, 3, 1},
+      {1, 8, 5, 5, 16, 3, 3, 1, 1, 1, 1, 3, 3, 1},
   };
   std::mt19937 rng(5);
   for (const ConvCase& c : cases) {
@@ -567,6 +573,32 @@ TEST(ConstantWeights, ConvolutionsOnPackedWeightsMatchTheDefinitionAndTheGeneral
     const bool dots = pixels < 16 && cin_g * c.kh * c.kw >= 4096 && w.size() * sizeof(float) >= (size_t{1} << 20);
     const bool nhwc = depthwise || (c.groups == 1 && (c.cout >= 16 || pixels < 16) && !dots);
     EXPECT_EQ(packed_weight_cache_stats().entries, before.entries + (nhwc ? 1 : 0)) << where;
+    // Trimmed where some kernel row or column reads only padding for every output and the first live one does
+    // not start past the padding: the packing (panels padded to 16 columns) is then smaller than the weights.
+    // (live[t]: some output reads the input through tap t.)
+    auto live_taps = [](int32_t outs, int32_t kernel, int32_t stride, int32_t pad, int32_t dilation, int32_t in) {
+      std::vector<bool> live(static_cast<size_t>(kernel));
+      for (int32_t o = 0; o < outs; ++o) {
+        for (int32_t t = 0; t < kernel; ++t) {
+          const int32_t at = o * stride - pad + t * dilation;
+          live[static_cast<size_t>(t)] = live[static_cast<size_t>(t)] || (at >= 0 && at < in);
+        }
+      }
+      return live;
+    };
+    const std::vector<bool> rows = live_taps(c.oh(), c.kh, c.sh, c.ph, c.dh, c.h);
+    const std::vector<bool> cols = live_taps(c.ow(), c.kw, c.sw, c.pw, c.dw, c.w);
+    auto first = [](const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) - v.begin(); };
+    const bool some_dead = std::count(rows.begin(), rows.end(), false) + std::count(cols.begin(), cols.end(), false);
+    const bool trimmed = c.groups == 1 && nhwc && some_dead && first(rows) * c.dh <= c.ph && first(cols) * c.dw <= c.pw;
+    if (nhwc && c.groups == 1) {
+      const size_t grew = packed_weight_cache_stats().bytes - before.bytes;
+      if (trimmed) {
+        EXPECT_LT(grew, w.size() * sizeof(float)) << where << ": the dead taps' weights were packed";
+      } else {
+        EXPECT_GE(grew, w.size() * sizeof(float)) << where;
+      }
+    }
     for (int with_nan = 0; with_nan < 2; ++with_nan) {
       if (with_nan == 1) x[nan_at] = std::numeric_limits<float>::quiet_NaN();
       const auto got = floats(exec(*a, {tensor_input(x, c.in_shape())})[0]);

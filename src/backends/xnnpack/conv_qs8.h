@@ -49,22 +49,22 @@ class ConvQS8 {
   /// Everything run() reads (the parameters member by member: Params has padding), for compute::WeightCache.
   compute::WeightBytes content() const {
     using compute::bytes_of;
-    return {bytes_of(vnni_),             bytes_of(p_.in_channels),    bytes_of(p_.out_channels), bytes_of(p_.kernel_h),   bytes_of(p_.kernel_w),
-            bytes_of(p_.stride_h),       bytes_of(p_.stride_w),     bytes_of(p_.dilation_h), bytes_of(p_.dilation_w),
-            bytes_of(p_.pad_top),        bytes_of(p_.pad_left),     bytes_of(p_.in_zero_point),
-            bytes_of(p_.out_zero_point), bytes_of(p_.out_min),      bytes_of(p_.out_max),    bytes_of(packed_),
-            bytes_of(bias_),             bytes_of(scales_)};
+    return {bytes_of(vnni_),          bytes_of(p_.in_channels),    bytes_of(p_.out_channels), bytes_of(p_.kernel_h),
+            bytes_of(p_.kernel_w),    bytes_of(p_.stride_h),       bytes_of(p_.stride_w),     bytes_of(p_.dilation_h),
+            bytes_of(p_.dilation_w),  bytes_of(p_.pad_top),        bytes_of(p_.pad_left),     bytes_of(p_.in_zero_point),
+            bytes_of(p_.out_zero_point), bytes_of(p_.out_min),     bytes_of(p_.out_max),      bytes_of(packed_),
+            bytes_of(bias_),          bytes_of(scales_)};
   }
 
  private:
   Params p_;
-  bool vnni_ = false;    ///< packed for (and run with) the AVX-512 VNNI tiles, else the AVX2 ones
-  size_t block_ = 0;     ///< outputs per packed block: 16 (VNNI) or 8 (AVX2)
-  size_t group_ = 0;     ///< consecutive patch positions per lane: 4 (VNNI) or 2 (AVX2)
-  size_t patch_ = 0;     ///< patch positions: kernel_h x kernel_w x in_channels
-  size_t groups_ = 0;    ///< groups of patch positions per row, the last padded
-  size_t blocks_ = 0;    ///< blocks of outputs, the last padded
-  size_t row_bytes_ = 0; ///< bytes of one gathered row: groups_ x group_ elements (1 byte each for VNNI, 2 for AVX2)
+  bool vnni_ = false;           ///< packed for (and run with) the AVX-512 VNNI tiles, else the AVX2 ones
+  size_t block_ = 0;            ///< outputs per packed block: 16 (VNNI) or 8 (AVX2)
+  size_t group_ = 0;            ///< consecutive patch positions per lane: 4 (VNNI) or 2 (AVX2)
+  size_t patch_ = 0;            ///< patch positions: kernel_h x kernel_w x in_channels
+  size_t groups_ = 0;           ///< groups of patch positions per row, the last padded
+  size_t blocks_ = 0;           ///< blocks of outputs, the last padded
+  size_t row_bytes_ = 0;        ///< one gathered row: groups_ x group_ elements (bytes for VNNI, int16 for AVX2)
   std::vector<int8_t> packed_;  ///< [blocks_][groups_][block_ outputs][group_ patch positions]
   std::vector<int32_t> bias_;   ///< blocks_ * block_, the offset absorbed
   std::vector<float> scales_;   ///< blocks_ * block_
