@@ -240,8 +240,10 @@ def live_records(root):
     return [r for _, r in sorted(found.values(), key=lambda v: (v[1]["model"], v[1]["form"]))]
 
 
-def zoo_order():
-    """(model, form) in zoo.py's order, read from its source (no torch here): [] when it cannot be read."""
+def zoo_models():
+    """zoo.py's models in its order, read from its source (no torch here), each mapped to whether zoo.py builds
+    its torch module (the language models are built by their exporters from a configuration: no module to give
+    onnxruntime or eager): {} when it cannot be read."""
     import ast
 
     try:
@@ -249,13 +251,14 @@ def zoo_order():
             tree = ast.parse(f.read())
     except (OSError, SyntaxError):
         return []
-    names = []
+    models = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODELS" for t in node.targets):
             for call in node.value.elts:
                 if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant):
-                    names.append(call.args[0].value)
-    return names
+                    builder = call.args[1] if len(call.args) > 1 else None
+                    models[call.args[0].value] = not (isinstance(builder, ast.Constant) and builder.value is None)
+    return models
 
 
 def make_rows(args, demo_dir, fixtures, live_root, notes):
@@ -283,7 +286,8 @@ def make_rows(args, demo_dir, fixtures, live_root, notes):
     else:
         notes.append("%s not found: no fixture rows." % bench_json)
     records = live_records(live_root)
-    order = {name: i for i, name in enumerate(zoo_order())}
+    zoo = zoo_models()
+    order = {name: i for i, name in enumerate(zoo)}
     records.sort(key=lambda r: (order.get(r["model"], 999), r["model"], r["form"]))
     if not records:
         notes.append("No live exports under %s (run `$VENV/bin/python tests/live/export.py`): no live rows."
@@ -314,9 +318,9 @@ def make_rows(args, demo_dir, fixtures, live_root, notes):
             else:
                 names = case["inputs"]
             inputs = [os.path.join(folder, n) for n in names]
-            # Exports of models zoo.py does not hold (llm_bench's configured SmolLM2 shapes): no torch module to
-            # give onnxruntime and eager.
-            spec = {"zoo": r["model"], "method": case["method"]} if r["model"] in order else None
+            # Exports of models zoo.py does not hold (llm_bench's configured SmolLM2 shapes) or does not build (its
+            # language models): no torch module to give onnxruntime and eager.
+            spec = {"zoo": r["model"], "method": case["method"]} if zoo.get(r["model"]) else None
             rows.append({"group": "live", "id": "live/" + label, "case": case["dir"],
                          "program": os.path.join(r["dir"], r["file"]),
                          "data": [os.path.join(r["dir"], d) for d in r.get("data_files", [])],
@@ -796,7 +800,9 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
               "*exported/, xnnpack/*: the programs of shared/fixtures/benchmarks.json (made with the official "
               "exporter; no torch module exists for them, so no onnxruntime or eager cells); *live/*: "
               "tests/live's exports of zoo.py's modules (the quantized forms, int8 / qd8 / 8da4w, are compared "
-              "with onnxruntime and eager running the float module). \"official, other CPU\" is the historical "
+              "with onnxruntime and eager running the float module; the language models, llm_* and optimum_*, have "
+              "no such cells: their exporters build the module from a configuration). \"official, other CPU\" is "
+              "the historical "
               "figure of benchmarks.json (ExecuTorch 1.4.1's C++ runtime on %s). \"etnp vs official\": the "
               "largest |difference| between their outputs on the row's inputs.\n"
               % ((official_about or {}).get("cpu", "?")))
