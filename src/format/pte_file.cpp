@@ -377,60 +377,61 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
       }
     }
   }
-  auto check_index = [&](int64_t index, const std::string& where) {
+  // (`where` makes the message's subject only when it fails: the checks run for every value of every load.)
+  auto check_index = [&](int64_t index, const auto& where) {
     if (index < 0 || index >= nvalues) {
-      bad(where + " refers to value " + std::to_string(index) + ", outside the " + std::to_string(nvalues) + " values");
+      bad(where() + " refers to value " + std::to_string(index) + ", outside the " + std::to_string(nvalues) + " values");
     }
   };
   auto value_type = [&](int64_t index) { return values->Get(static_cast<flatbuffers::uoffset_t>(index))->val_type(); };
 
   for (int64_t i = 0; i < nvalues; ++i) {
     const auto* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
-    const std::string where = "value " + std::to_string(i);
-    if (v == nullptr) bad(where + " is null");
+    const auto where = [i] { return "value " + std::to_string(i); };
+    if (v == nullptr) bad(where() + " is null");
     const auto type = v->val_type();
     if (type == fb::KernelTypes::NONE || static_cast<int>(type) > static_cast<int>(fb::KernelTypes::MAX)) {
-      bad(where + " has unknown type " + std::to_string(static_cast<int>(type)));
+      bad(where() + " has unknown type " + std::to_string(static_cast<int>(type)));
     }
-    if (type != fb::KernelTypes::Null && v->val() == nullptr) bad(where + " has no payload");
+    if (type != fb::KernelTypes::Null && v->val() == nullptr) bad(where() + " has no payload");
     switch (type) {
       case fb::KernelTypes::Tensor: {
         const auto* t = v->val_as_Tensor();
-        if (t->sizes() == nullptr || t->dim_order() == nullptr) bad(where + ": tensor has no sizes or dim_order");
+        if (t->sizes() == nullptr || t->dim_order() == nullptr) bad(where() + ": tensor has no sizes or dim_order");
         const size_t rank = t->sizes()->size();
-        if (rank > static_cast<size_t>(kMaxTensorRank)) bad(where + ": tensor rank " + std::to_string(rank) + " exceeds 16");
-        if (t->dim_order()->size() != rank) bad(where + ": dim_order length differs from the rank");
+        if (rank > static_cast<size_t>(kMaxTensorRank)) bad(where() + ": tensor rank " + std::to_string(rank) + " exceeds 16");
+        if (t->dim_order()->size() != rank) bad(where() + ": dim_order length differs from the rank");
         bool seen[kMaxTensorRank] = {};
         for (uint8_t d : *t->dim_order()) {
-          if (d >= rank || seen[d]) bad(where + ": dim_order is not a permutation of 0.." + std::to_string(rank - 1));
+          if (d >= rank || seen[d]) bad(where() + ": dim_order is not a permutation of 0.." + std::to_string(rank - 1));
           seen[d] = true;
         }
         size_t nbytes = 0;
         try {
           nbytes = serialized_tensor_nbytes(*t);
         } catch (const Error& e) {
-          bad(where + ": " + e.detail());
+          bad(where() + ": " + e.detail());
         }
-        if (t->storage_offset() != 0) bad(where + ": tensors with a storage offset are not supported");
+        if (t->storage_offset() != 0) bad(where() + ": tensors with a storage offset are not supported");
         if (t->shape_dynamism() == fb::TensorShapeDynamism::DYNAMIC_UNBOUND) {
-          bad(where + ": tensors with unbounded dynamic shapes are not supported (export with an upper bound)");
+          bad(where() + ": tensors with unbounded dynamic shapes are not supported (export with an upper bound)");
         }
-        if (static_cast<int>(t->shape_dynamism()) > 2) bad(where + ": unknown shape dynamism");
+        if (static_cast<int>(t->shape_dynamism()) > 2) bad(where() + ": unknown shape dynamism");
         const auto* extra = t->extra_tensor_info();
         const bool external = extra != nullptr && extra->location() == fb::TensorDataLocation::EXTERNAL;
-        if (extra != nullptr && static_cast<int>(extra->location()) > 1) bad(where + ": unknown tensor data location");
+        if (extra != nullptr && static_cast<int>(extra->location()) > 1) bad(where() + ": unknown tensor data location");
         if (external && (extra->fully_qualified_name() == nullptr || extra->fully_qualified_name()->size() == 0)) {
-          bad(where + ": external tensor has no fully qualified name");
+          bad(where() + ": external tensor has no fully qualified name");
         }
         if (const auto* a = t->allocation_info(); a != nullptr) {
           if (a->memory_id() == 0 || static_cast<int64_t>(a->memory_id()) > narenas) {
-            bad(where + ": memory id " + std::to_string(a->memory_id()) + " names no planned buffer (the method has " +
+            bad(where() + ": memory id " + std::to_string(a->memory_id()) + " names no planned buffer (the method has " +
                 std::to_string(narenas) + ")");
           }
           const uint64_t offset = uint64_t(a->memory_offset_low()) | (uint64_t(a->memory_offset_high()) << 32);
           const uint64_t arena = static_cast<uint64_t>(sizes->Get(a->memory_id()));
           if (offset > arena || nbytes > arena - offset) {
-            bad(where + ": planned at offset " + std::to_string(offset) + " with " + std::to_string(nbytes) +
+            bad(where() + ": planned at offset " + std::to_string(offset) + " with " + std::to_string(nbytes) +
                 " bytes, past the end of planned buffer " + std::to_string(a->memory_id()) + " (" + std::to_string(arena) +
                 " bytes)");
           }
@@ -438,61 +439,61 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
           // every access to the tensor a misaligned one (exporters align to 16 bytes or more).
           const size_t element = element_size(static_cast<ScalarType>(t->scalar_type()));
           if (element > 1 && offset % element != 0) {
-            bad(where + ": planned at offset " + std::to_string(offset) + ", not a multiple of its element size (" +
+            bad(where() + ": planned at offset " + std::to_string(offset) + ", not a multiple of its element size (" +
                 std::to_string(element) + " bytes)");
           }
           if (t->data_buffer_idx() > 0 && !external) {
             try {
               mutable_initial_data(t->data_buffer_idx(), nbytes);
             } catch (const Error& e) {
-              bad(where + ": " + e.detail());
+              bad(where() + ": " + e.detail());
             }
           }
         } else if (t->data_buffer_idx() > 0 && !external) {
           try {
             constant(t->data_buffer_idx(), nbytes);
           } catch (const Error& e) {
-            bad(where + ": " + e.detail());
+            bad(where() + ": " + e.detail());
           }
         }
         break;
       }
       case fb::KernelTypes::String:
-        if (v->val_as_String()->string_val() == nullptr) bad(where + ": string has no value");
+        if (v->val_as_String()->string_val() == nullptr) bad(where() + ": string has no value");
         break;
       case fb::KernelTypes::IntList: {
         const auto* items = v->val_as_IntList()->items();
-        if (items == nullptr) bad(where + ": int list has no items");
+        if (items == nullptr) bad(where() + ": int list has no items");
         for (int64_t item : *items) {
-          check_index(item, where + " (int list)");
-          if (value_type(item) != fb::KernelTypes::Int) bad(where + ": int list item " + std::to_string(item) + " is not an Int");
+          check_index(item, [&] { return where() + " (int list)"; });
+          if (value_type(item) != fb::KernelTypes::Int) bad(where() + ": int list item " + std::to_string(item) + " is not an Int");
         }
         break;
       }
       case fb::KernelTypes::DoubleList:
-        if (v->val_as_DoubleList()->items() == nullptr) bad(where + ": double list has no items");
+        if (v->val_as_DoubleList()->items() == nullptr) bad(where() + ": double list has no items");
         break;
       case fb::KernelTypes::BoolList:
-        if (v->val_as_BoolList()->items() == nullptr) bad(where + ": bool list has no items");
+        if (v->val_as_BoolList()->items() == nullptr) bad(where() + ": bool list has no items");
         break;
       case fb::KernelTypes::TensorList: {
         const auto* items = v->val_as_TensorList()->items();
-        if (items == nullptr) bad(where + ": tensor list has no items");
+        if (items == nullptr) bad(where() + ": tensor list has no items");
         for (int32_t item : *items) {
-          check_index(item, where + " (tensor list)");
-          if (value_type(item) != fb::KernelTypes::Tensor) bad(where + ": tensor list item " + std::to_string(item) + " is not a Tensor");
+          check_index(item, [&] { return where() + " (tensor list)"; });
+          if (value_type(item) != fb::KernelTypes::Tensor) bad(where() + ": tensor list item " + std::to_string(item) + " is not a Tensor");
         }
         break;
       }
       case fb::KernelTypes::OptionalTensorList: {
         const auto* items = v->val_as_OptionalTensorList()->items();
-        if (items == nullptr) bad(where + ": optional tensor list has no items");
+        if (items == nullptr) bad(where() + ": optional tensor list has no items");
         for (int32_t item : *items) {
           if (item == -1) continue;
-          check_index(item, where + " (optional tensor list)");
+          check_index(item, [&] { return where() + " (optional tensor list)"; });
           const auto t = value_type(item);
           if (t != fb::KernelTypes::Tensor && t != fb::KernelTypes::Null) {
-            bad(where + ": optional tensor list item " + std::to_string(item) + " is neither a Tensor nor None");
+            bad(where() + ": optional tensor list item " + std::to_string(item) + " is neither a Tensor nor None");
           }
         }
         break;
@@ -501,8 +502,12 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
         break;
     }
   }
-  for (size_t i = 0; i < plan.inputs()->size(); ++i) check_index(plan.inputs()->Get(i), "input " + std::to_string(i));
-  for (size_t i = 0; i < plan.outputs()->size(); ++i) check_index(plan.outputs()->Get(i), "output " + std::to_string(i));
+  for (size_t i = 0; i < plan.inputs()->size(); ++i) {
+    check_index(plan.inputs()->Get(i), [i] { return "input " + std::to_string(i); });
+  }
+  for (size_t i = 0; i < plan.outputs()->size(); ++i) {
+    check_index(plan.outputs()->Get(i), [i] { return "output " + std::to_string(i); });
+  }
 
   const int64_t nops = plan.operators() ? plan.operators()->size() : 0;
   for (int64_t i = 0; i < nops; ++i) {
@@ -530,20 +535,20 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
     const int64_t ninstr = chain->instructions()->size();
     for (int64_t i = 0; i < ninstr; ++i) {
       const auto* instr = chain->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
-      const std::string where = "instruction " + std::to_string(i);
-      if (instr == nullptr || instr->instr_args() == nullptr) bad(where + " is empty");
+      const auto where = [i] { return "instruction " + std::to_string(i); };
+      if (instr == nullptr || instr->instr_args() == nullptr) bad(where() + " is empty");
       switch (instr->instr_args_type()) {
         case fb::InstructionArguments::KernelCall: {
           const auto* k = instr->instr_args_as_KernelCall();
-          if (k->op_index() < 0 || k->op_index() >= nops) bad(where + ": operator index " + std::to_string(k->op_index()) + " is out of range");
-          if (k->args() == nullptr) bad(where + ": kernel call has no argument list");
+          if (k->op_index() < 0 || k->op_index() >= nops) bad(where() + ": operator index " + std::to_string(k->op_index()) + " is out of range");
+          if (k->args() == nullptr) bad(where() + ": kernel call has no argument list");
           for (int32_t a : *k->args()) check_index(a, where);
           break;
         }
         case fb::InstructionArguments::DelegateCall: {
           const auto* d = instr->instr_args_as_DelegateCall();
-          if (d->delegate_index() < 0 || d->delegate_index() >= ndelegates) bad(where + ": delegate index " + std::to_string(d->delegate_index()) + " is out of range");
-          if (d->args() == nullptr) bad(where + ": delegate call has no argument list");
+          if (d->delegate_index() < 0 || d->delegate_index() >= ndelegates) bad(where() + ": delegate index " + std::to_string(d->delegate_index()) + " is out of range");
+          if (d->args() == nullptr) bad(where() + ": delegate call has no argument list");
           for (int32_t a : *d->args()) check_index(a, where);
           break;
         }
@@ -557,18 +562,18 @@ void PteFile::validate_plan(const fb::ExecutionPlan& plan) const {
           const auto* j = instr->instr_args_as_JumpFalseCall();
           check_index(j->cond_value_index(), where);
           if (j->destination_instruction() < 0 || j->destination_instruction() > ninstr) {
-            bad(where + ": jump destination " + std::to_string(j->destination_instruction()) + " is out of range");
+            bad(where() + ": jump destination " + std::to_string(j->destination_instruction()) + " is out of range");
           }
           break;
         }
         case fb::InstructionArguments::FreeCall: {
           const auto* f = instr->instr_args_as_FreeCall();
           check_index(f->value_index(), where);
-          if (value_type(f->value_index()) != fb::KernelTypes::Tensor) bad(where + ": free of a value that is not a tensor");
+          if (value_type(f->value_index()) != fb::KernelTypes::Tensor) bad(where() + ": free of a value that is not a tensor");
           break;
         }
         default:
-          bad(where + " has unknown type " + std::to_string(static_cast<int>(instr->instr_args_type())));
+          bad(where() + " has unknown type " + std::to_string(static_cast<int>(instr->instr_args_type())));
       }
     }
   }

@@ -435,7 +435,7 @@ void Method::Impl::find_output_refusals(const runtime::UseAnalysis& refs) {
     } else if (refs.moved_into_by[v] >= 0) {
       why = "is the target of the move at instruction " + std::to_string(refs.moved_into_by[v]) +
             " (aliased: it holds another value when the method runs)";
-    } else if (refs.tensor_lists_well_formed && refs.by_value[v].empty()) {
+    } else if (refs.tensor_lists_well_formed && refs.by_value(v).empty()) {
       why = "is used by no instruction (nothing would write the caller's memory)";
     }
   }

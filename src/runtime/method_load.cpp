@@ -131,8 +131,9 @@ void Method::Impl::build_values() {
     }
   }
 
-  // Outputs of et_view alias their input and need no storage of their own.
-  std::set<int32_t> view_outputs;
+  // Outputs of et_view alias their input and need no storage of their own; nor do the inputs (the caller's).
+  // (Indices were checked by PteFile::validate_plan.)
+  std::vector<bool> bound_elsewhere(n, false);
   if (const auto* ops = plan->operators()) {
     for (const auto* chain : *plan->chains()) {
       for (const auto* instr : *chain->instructions()) {
@@ -140,12 +141,12 @@ void Method::Impl::build_values() {
         const auto* k = instr->instr_args_as_KernelCall();
         const auto* op = ops->Get(k->op_index());
         if (runtime::is_view_operator(*op) && k->args()->size() >= 3) {
-          view_outputs.insert(k->args()->Get(2));
+          bound_elsewhere[static_cast<size_t>(k->args()->Get(2))] = true;
         }
       }
     }
   }
-  std::set<int32_t> inputs(plan->inputs()->begin(), plan->inputs()->end());
+  for (int32_t input : *plan->inputs()) bound_elsewhere[static_cast<size_t>(input)] = true;
 
   size_t num_tensors = 0, num_list_items = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -161,7 +162,7 @@ void Method::Impl::build_values() {
   const NamedDataMap* external = program->external_data.get();
   for (size_t i = 0; i < n; ++i) {
     const auto* v = fvalues->Get(i);
-    const std::string where = "value " + std::to_string(i);
+    const auto where = [i] { return "value " + std::to_string(i); };  // (made only for a message)
     switch (v->val_type()) {
       case fb::KernelTypes::Null: break;
       case fb::KernelTypes::Int: values[i] = EValue::from_int(v->val_as_Int()->int_val()); break;
@@ -200,11 +201,13 @@ void Method::Impl::build_values() {
         const auto* t = v->val_as_Tensor();
         const size_t nbytes = format::serialized_tensor_nbytes(*t);
         if (const uint64_t bound = program->options.limits.max_tensor_bytes; bound != 0 && nbytes > bound) {
-          throw Error(ErrorKind::ProgramLoadError, where + " is a tensor of " + std::to_string(nbytes) +
+          throw Error(ErrorKind::ProgramLoadError, where() + " is a tensor of " + std::to_string(nbytes) +
                                                        " bytes, more than the limit max_tensor_bytes = " +
                                                        std::to_string(bound));
         }
-        std::vector<int64_t> sizes(t->sizes()->begin(), t->sizes()->end());
+        int64_t sizes_buffer[kMaxTensorRank];  // (the rank was checked by PteFile::validate_plan)
+        const std::span<int64_t> sizes(sizes_buffer, t->sizes()->size());
+        std::copy(t->sizes()->begin(), t->sizes()->end(), sizes.begin());
         std::span<const uint8_t> dim_order(t->dim_order()->data(), t->dim_order()->size());
         const auto dtype = static_cast<ScalarType>(t->scalar_type());
         tensors.emplace_back(dtype, sizes, dim_order, nullptr, static_cast<ShapeDynamism>(t->shape_dynamism()));
@@ -229,7 +232,7 @@ void Method::Impl::build_values() {
             const bool same_order = layout->dim_order.empty() ||
                                     std::equal(layout->dim_order.begin(), layout->dim_order.end(), dim_order.begin(),
                                                dim_order.end());
-            if (layout->dtype != dtype || layout->sizes != sizes || !same_order) {
+            if (layout->dtype != dtype || !std::ranges::equal(layout->sizes, sizes) || !same_order) {
               throw Error(ErrorKind::ProgramLoadError,
                           "external tensor " + quoted_name(key) + " is " + std::string(scalar_type_name(layout->dtype)) +
                               list_string(layout->sizes) + " in " + external->describe() + ", the program expects " +
@@ -259,21 +262,21 @@ void Method::Impl::build_values() {
           const uint8_t* bytes = is_external ? external_bytes.data()
                                              : program->file->constant(t->data_buffer_idx(), nbytes).data();
           if (reinterpret_cast<uintptr_t>(bytes) % element_size(dtype) != 0) {
-            uint8_t* copy = own(nbytes, where);
+            uint8_t* copy = own(nbytes, where());
             std::memcpy(copy, bytes, nbytes);
             bytes = copy;
           }
           tensor.set_data(const_cast<uint8_t*>(bytes));
           tensor.set_constant(true);
-        } else if (!inputs.count(static_cast<int32_t>(i)) && !view_outputs.count(static_cast<int32_t>(i))) {
+        } else if (!bound_elsewhere[i]) {
           // Unplanned and not bound by the caller: the method keeps storage for it.
-          tensor.set_data(own(nbytes, where));
+          tensor.set_data(own(nbytes, where()));
         }
         values[i] = EValue::from_tensor(&tensor);
         break;
       }
       default:
-        throw Error(ErrorKind::ProgramLoadError, where + " has an unsupported type");
+        throw Error(ErrorKind::ProgramLoadError, where() + " has an unsupported type");
     }
   }
 

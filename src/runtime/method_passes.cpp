@@ -56,7 +56,7 @@ bool float_contiguous(const EValue* v) {
 /// and returned value are the other two references); no tensor list holds it either (`uses` counts arguments only,
 /// `by_value` follows lists): a fusion may fold its reader's read of it away.
 bool read_once(const UseAnalysis& usage, size_t v) {
-  return usage.tensor_lists_well_formed && !usage.io[v] && usage.uses[v] == 3 && usage.by_value[v].size() == 2;
+  return usage.tensor_lists_well_formed && !usage.io[v] && usage.uses[v] == 3 && usage.by_value(v).size() == 2;
 }
 
 /// A chain of element-wise calls over one input x, as the decompositions of activations make them: each call's
@@ -292,6 +292,13 @@ void Method::Impl::pair_channels_last() {
   // reference to each of its values is an exchanging kernel's argument 0 or result, a layout-keeping kernel's
   // named argument, or an element-wise operand or result (nothing else may see the bytes: a view, a move, a
   // free, a method output, a jump), and an exchanging kernel reads or writes it (else nothing is saved).
+  // Nothing to pair without a kernel that exchanges layouts (a recurrent or transformer network has none): the
+  // analysis below is most of a small program's load otherwise.
+  if (std::none_of(instructions.begin(), instructions.end(), [](const Instruction& ins) {
+        return ins.kind == Instruction::Kind::Kernel && ins.state != nullptr && ins.state->exchanges_channels_last();
+      })) {
+    return;
+  }
   const UseAnalysis usage(instructions, values, *plan);
   if (usage.has_jumps || !usage.tensor_lists_well_formed) return;
   const size_t count = values.size();
@@ -351,13 +358,13 @@ void Method::Impl::pair_channels_last() {
   // free touches, and every instruction that references it (through lists too) does so only where it may.
   std::vector<bool> may(count, false), exchanged(count, false);
   for (size_t v = 0; v < count; ++v) {
-    if (!values[v].is_tensor() || usage.io[v] || usage.freed_or_moved[v] || usage.by_value[v].empty()) continue;
+    if (!values[v].is_tensor() || usage.io[v] || usage.freed_or_moved[v] || usage.by_value(v).empty()) continue;
     const Tensor& t = values[v].to_tensor();
     if (t.is_constant() || t.data() == nullptr || t.dynamism() != ShapeDynamism::Static || !t.is_contiguous_order()) {
       continue;
     }
     bool ok = true, written = false;
-    for (const uint32_t pc : usage.by_value[v]) {
+    for (const uint32_t pc : usage.by_value(v)) {
       if (instructions[pc].kind == Instruction::Kind::Folded) continue;  // an activation folded into the writer
       const Access& a = access[pc];
       const auto reads = std::count(a.reads.begin(), a.reads.end(), v);
@@ -391,7 +398,7 @@ void Method::Impl::pair_channels_last() {
     if (members.empty()) continue;
     bool unread_others = true;
     for (const uint32_t o : a.others) {
-      unread_others = unread_others && !usage.io[o] && usage.by_value[o].size() == 1 && usage.by_value[o][0] == pc;
+      unread_others = unread_others && !usage.io[o] && usage.by_value(o).size() == 1 && usage.by_value(o)[0] == pc;
     }
     const size_t first = root(members[0]);
     if (!unread_others) group_ok[first] = false;
@@ -416,14 +423,14 @@ void Method::Impl::pair_channels_last() {
   constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();
   std::vector<uint32_t> first_run(count, kNever), last_run(count, 0);
   for (size_t w = 0; w < count; ++w) {
-    for (const uint32_t pc : usage.by_value[w]) {
+    for (const uint32_t pc : usage.by_value(w)) {
       if (instructions[pc].kind == Instruction::Kind::Folded) continue;
       first_run[w] = std::min(first_run[w], pc);
       last_run[w] = std::max(last_run[w], pc);
     }
   }
   auto written_whole_at_first_run = [&](size_t w) {
-    return usage.by_value[w].front() == first_run[w] && usage.produced[w];
+    return usage.by_value(w).front() == first_run[w] && usage.produced[w];
   };
   // Whether another tensor holding all of w's bytes is written whole after `after` and by w's first reference.
   auto rewritten_after = [&](size_t w, uint32_t after) {
@@ -558,7 +565,7 @@ bool Method::Impl::fold_transpose_as_view(Instruction& ins, const UseAnalysis& u
   // Every other reference is the weight operand of mm (mat2) or addmm (mat2), and nothing else of theirs.
   const auto this_pc = static_cast<uint32_t>(&ins - instructions.data());
   std::vector<std::pair<uint32_t, size_t>> readers;  // (instruction, argument)
-  for (const uint32_t pc : usage.by_value[out_index]) {
+  for (const uint32_t pc : usage.by_value(out_index)) {
     if (pc == this_pc) continue;
     const Instruction& reader = instructions[pc];
     if (reader.kind != Instruction::Kind::Kernel) return false;
@@ -632,7 +639,7 @@ bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* targ
   if (usage.io[l] || usage.freed_or_moved[l] || usage.io[t] || !usage.tensor_lists_well_formed) return false;
   std::vector<size_t> readers;
   uint32_t direct = 2;  // the chain's last call: its out slot and returned value
-  for (const uint32_t at : usage.by_value[l]) {
+  for (const uint32_t at : usage.by_value(l)) {
     if (at <= chain_end) {
       if (at != chain_end) return false;
       continue;
@@ -653,7 +660,7 @@ bool Method::Impl::rehome_chain_output(size_t pc, size_t chain_end, EValue* targ
     const Tensor* chain_values[] = {&last->to_tensor(), &target_tensor};
     for (size_t at = pc; at <= until; ++at) {
       if (instructions[at].kind == Instruction::Kind::Folded || (at > pc && at <= chain_end)) continue;
-      for (const uint32_t v : usage.by_instr[at]) {
+      for (const uint32_t v : usage.by_instr(at)) {
         const Tensor& other = values[v].to_tensor();
         if (&other == chain_values[0] || &other == chain_values[1]) continue;
         if (other.data() == nullptr && other.capacity_numel() > 0) return false;  // storage known only at run
@@ -905,8 +912,8 @@ void Method::Impl::elide_copies(const UseAnalysis& refs) {
     Tensor& t_tensor = values[t].to_tensor();
     if (!same_layout(buf_tensor, t_tensor)) continue;
     // The buffer's next and last reference is `buf.copy_(t)`; `t` lives from the scatter to that copy.
-    const std::vector<uint32_t>& buf_refs = refs.by_value[buf];
-    const std::vector<uint32_t>& t_refs = refs.by_value[t];
+    const std::span<const uint32_t> buf_refs = refs.by_value(buf);
+    const std::span<const uint32_t> t_refs = refs.by_value(t);
     auto next = std::ranges::upper_bound(buf_refs, i);
     if (next == buf_refs.end() || next + 1 != buf_refs.end()) continue;
     const uint32_t j = *next;
@@ -927,14 +934,15 @@ void Method::Impl::mark_storage_checks() {
   // Tensors that can lack storage while the method runs: et_view outputs (until the view runs) and
   // targets of FreeCall. Well-formed programs never read them then; malformed ones must not crash.
   std::vector<bool> maybe_null(values.size(), false);
+  bool any_maybe_null = false;  // (a list argument's items are not followed: any such tensor marks it)
   for (const auto& ins : instructions) {
     if (ins.kind == Instruction::Kind::Free && !maybe_null[ins.a]) {
-      maybe_null[ins.a] = true;
+      maybe_null[ins.a] = any_maybe_null = true;
       Tensor& t = values[ins.a].to_tensor();
       freed_storage.emplace_back(&t, t.data());
     }
     if (ins.kind == Instruction::Kind::Kernel && ins.view) {
-      maybe_null[ins.args[2] - values.data()] = true;
+      maybe_null[ins.args[2] - values.data()] = any_maybe_null = true;
     }
   }
   for (auto& ins : instructions) {
@@ -949,7 +957,7 @@ void Method::Impl::mark_storage_checks() {
         ins.check_storage = true;
       }
       if (v->tag() == Tag::ListTensor || v->tag() == Tag::ListOptionalTensor) {
-        ins.check_storage = ins.check_storage || std::any_of(maybe_null.begin(), maybe_null.end(), [](bool b) { return b; });
+        ins.check_storage = ins.check_storage || any_maybe_null;
       }
     }
   }

@@ -1,7 +1,6 @@
 #include "runtime/use_analysis.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace etnp::runtime {
 
@@ -13,13 +12,44 @@ ByteRange bytes_of(const Tensor& t) {
 UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
                          const format::fb::ExecutionPlan& plan)
     : uses(values.size(), 0), writes(values.size(), 0), io(values.size(), false),
-      freed_or_moved(values.size(), false), moved_into_by(values.size(), -1), by_value(values.size()),
-      by_instr(instructions.size()), produced(values.size(), false) {
+      freed_or_moved(values.size(), false), moved_into_by(values.size(), -1), produced(values.size(), false) {
   auto in_table = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
   auto index = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
-  for (size_t v = 0; v < values.size(); ++v) {
-    if (values[v].is_tensor()) value_of_.emplace(&values[v].to_tensor(), static_cast<uint32_t>(v));
+  // The tensors' slots: a dense table over the span of their addresses when they lie in one array.
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  size_t tensor_count = 0;
+  for (const EValue& v : values) {
+    if (!v.is_tensor()) continue;
+    const auto at = reinterpret_cast<uintptr_t>(&v.to_tensor());
+    lo = std::min(lo, at), hi = std::max(hi, at);
+    ++tensor_count;
   }
+  const size_t span = tensor_count == 0 ? 0 : (hi - lo) / sizeof(Tensor) + 1;
+  bool dense = span <= 2 * tensor_count + 16;
+  if (dense) {
+    dense_base_ = lo;
+    dense_.assign(span, kNoValue);
+    for (size_t v = 0; v < values.size() && dense; ++v) {
+      if (!values[v].is_tensor()) continue;
+      const uintptr_t offset = reinterpret_cast<uintptr_t>(&values[v].to_tensor()) - lo;
+      dense = offset % sizeof(Tensor) == 0;
+      uint32_t& slot = dense_[offset / sizeof(Tensor)];
+      if (dense && slot == kNoValue) slot = static_cast<uint32_t>(v);
+    }
+  }
+  if (!dense) {
+    dense_.clear();
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (values[v].is_tensor()) sorted_.emplace_back(&values[v].to_tensor(), static_cast<uint32_t>(v));
+    }
+    std::stable_sort(sorted_.begin(), sorted_.end(), [](const auto& a, const auto& b) {
+      return std::less<const Tensor*>()(a.first, b.first);
+    });
+  }
+  // by_instr is filled in order; by_value's (value, instruction) pairs are counted, then placed.
+  std::vector<uint32_t> last_pc(values.size(), kNoValue), value_counts(values.size(), 0);
+  std::vector<std::pair<uint32_t, uint32_t>> value_pcs;
+  instr_begin_.assign(instructions.size() + 1, 0);
   for (uint32_t pc = 0; pc < instructions.size(); ++pc) {
     const Instruction& ins = instructions[pc];
     for (const EValue* v : ins.args) {
@@ -74,10 +104,9 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
       }
     }
     auto add = [&](const Tensor* t) {
-      auto it = value_of_.find(t);
-      if (it == value_of_.end()) return;  // a constant made at load
-      auto& list = by_value[it->second];
-      if (list.empty() && outs > 0) {
+      const uint32_t v = value_of(t);
+      if (v == kNoValue) return;  // a constant made at load
+      if (last_pc[v] == kNoValue && outs > 0) {
         // Written whole when it is one of the out slots and no other argument (an input) holds it.
         const auto first_out = ins.args.end() - 1 - static_cast<std::ptrdiff_t>(outs);
         const auto holds = [t](const EValue* v) {
@@ -98,10 +127,14 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
         const auto in_outs = std::count_if(first_out, ins.args.end() - 1, [t](const EValue* v) {
           return v->is_tensor() && &v->to_tensor() == t;
         });
-        produced[it->second] = in_outs == 1 && std::none_of(ins.args.begin(), first_out, holds);
+        produced[v] = in_outs == 1 && std::none_of(ins.args.begin(), first_out, holds);
       }
-      if (list.empty() || list.back() != pc) list.push_back(pc);
-      by_instr[pc].push_back(it->second);
+      if (last_pc[v] != pc) {
+        last_pc[v] = pc;
+        ++value_counts[v];
+        value_pcs.emplace_back(v, pc);
+      }
+      instr_refs_.push_back(v);
     };
     try {
       switch (ins.kind) {
@@ -133,7 +166,12 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
     } catch (const Error&) {
       tensor_lists_well_formed = false;  // a list item that is not a tensor
     }
+    instr_begin_[pc + 1] = static_cast<uint32_t>(instr_refs_.size());
   }
+  value_begin_.assign(values.size() + 1, 0);
+  for (size_t v = 0; v < values.size(); ++v) value_begin_[v + 1] = value_begin_[v] + value_counts[v];
+  value_refs_.resize(value_pcs.size());
+  for (const auto& [v, pc] : value_pcs) value_refs_[value_begin_[v + 1] - value_counts[v]--] = pc;
   for (const auto* list : {plan.inputs(), plan.outputs()}) {
     for (int32_t v : *list) {
       ++uses[v];
@@ -143,9 +181,22 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
   }
 }
 
+uint32_t UseAnalysis::value_of(const Tensor* t) const {
+  const auto at = reinterpret_cast<uintptr_t>(t);
+  if (!dense_.empty()) {
+    const uintptr_t offset = at - dense_base_;  // wraps far past the table below its base
+    return offset % sizeof(Tensor) == 0 && offset / sizeof(Tensor) < dense_.size() ? dense_[offset / sizeof(Tensor)]
+                                                                                   : kNoValue;
+  }
+  const auto it = std::lower_bound(sorted_.begin(), sorted_.end(), t, [](const auto& entry, const Tensor* key) {
+    return std::less<const Tensor*>()(entry.first, key);
+  });
+  return it != sorted_.end() && it->first == t ? it->second : kNoValue;
+}
+
 void UseAnalysis::values_at(const EValue* arg, std::vector<uint32_t>& into) const {
   auto add = [&](const Tensor& t) {
-    if (auto it = value_of_.find(&t); it != value_of_.end()) into.push_back(it->second);
+    if (const uint32_t v = value_of(&t); v != kNoValue) into.push_back(v);
   };
   if (arg->is_tensor()) {
     add(arg->to_tensor());
@@ -157,11 +208,12 @@ void UseAnalysis::values_at(const EValue* arg, std::vector<uint32_t>& into) cons
 
 bool UseAnalysis::nothing_reads_after(const std::vector<EValue>& values, uint32_t pc, const ByteRange& range,
                                       uint32_t except) const {
-  for (uint32_t v = 0; v < by_value.size(); ++v) {
-    if (v == except || by_value[v].empty() || by_value[v].back() <= pc) continue;
+  for (uint32_t v = 0; v + 1 < value_begin_.size(); ++v) {
+    const std::span<const uint32_t> refs = by_value(v);
+    if (v == except || refs.empty() || refs.back() <= pc) continue;
     const Tensor& t = values[v].to_tensor();
     if (t.data() == nullptr || !bytes_of(t).overlaps(range)) continue;
-    if (by_value[v].front() <= pc || !produced[v]) return false;
+    if (refs.front() <= pc || !produced[v]) return false;
   }
   return true;
 }
@@ -169,7 +221,7 @@ bool UseAnalysis::nothing_reads_after(const std::vector<EValue>& values, uint32_
 bool UseAnalysis::bytes_untouched(const std::vector<EValue>& values, uint32_t from, uint32_t to,
                                   const ByteRange& range, std::initializer_list<uint32_t> allowed) const {
   for (uint32_t pc = from; pc <= to; ++pc) {
-    for (uint32_t v : by_instr[pc]) {
+    for (uint32_t v : by_instr(pc)) {
       if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) continue;
       const Tensor& t = values[v].to_tensor();
       if (t.data() == nullptr && t.capacity_numel() > 0) return false;
@@ -182,10 +234,11 @@ bool UseAnalysis::bytes_untouched(const std::vector<EValue>& values, uint32_t fr
 bool UseAnalysis::live_bytes(const std::vector<EValue>& values, uint32_t from, uint32_t to,
                              std::initializer_list<uint32_t> except, std::vector<ByteRange>& into) const {
   if (has_jumps || !tensor_lists_well_formed) return false;
-  for (uint32_t v = 0; v < by_value.size(); ++v) {
+  for (uint32_t v = 0; v + 1 < value_begin_.size(); ++v) {
     if (!values[v].is_tensor() || std::find(except.begin(), except.end(), v) != except.end()) continue;
-    const bool throughout = io[v] || freed_or_moved[v] || (!by_value[v].empty() && !produced[v]);
-    if (!throughout && (by_value[v].empty() || by_value[v].front() > to || by_value[v].back() < from)) continue;
+    const std::span<const uint32_t> refs = by_value(v);
+    const bool throughout = io[v] || freed_or_moved[v] || (!refs.empty() && !produced[v]);
+    if (!throughout && (refs.empty() || refs.front() > to || refs.back() < from)) continue;
     const Tensor& t = values[v].to_tensor();
     if (t.data() == nullptr) {
       if (t.capacity_numel() > 0) return false;

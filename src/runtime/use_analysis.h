@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "etnp/value.h"
@@ -39,8 +39,14 @@ struct UseAnalysis {
   std::vector<int32_t> moved_into_by;  ///< The first move instruction whose target the value is, or -1.
 
   // By tensor, following tensor-list items too. Complete only when `tensor_lists_well_formed`.
-  std::vector<std::vector<uint32_t>> by_value;  ///< value -> instructions referencing its tensor, ascending
-  std::vector<std::vector<uint32_t>> by_instr;  ///< instruction -> tensor values it references
+  /// Value -> the instructions referencing its tensor, ascending.
+  std::span<const uint32_t> by_value(size_t v) const {
+    return {value_refs_.data() + value_begin_[v], value_begin_[v + 1] - value_begin_[v]};
+  }
+  /// Instruction -> the tensor values it references, in argument order (a value as often as it is referenced).
+  std::span<const uint32_t> by_instr(size_t pc) const {
+    return {instr_refs_.data() + instr_begin_[pc], instr_begin_[pc + 1] - instr_begin_[pc]};
+  }
   /// The value's first reference is a kernel writing it whole: one of its out slots (the arguments before the
   /// return slot that the return slot repeats: the out tensor, or a returned list's items), held by none of the
   /// kernel's other arguments: what its bytes held before is never read.
@@ -70,7 +76,19 @@ struct UseAnalysis {
                   std::initializer_list<uint32_t> except, std::vector<ByteRange>& into) const;
 
  private:
-  std::unordered_map<const Tensor*, uint32_t> value_of_;  ///< a value-table tensor's value slot
+  static constexpr uint32_t kNoValue = UINT32_MAX;
+  /// A value-table tensor's value slot (the first, where two hold one tensor), or kNoValue.
+  uint32_t value_of(const Tensor* t) const;
+
+  // The references as flat arrays (one allocation each, not one per value and instruction: the small programs'
+  // loads spent a third of their time building and freeing these): by_value(v) is value_refs_[value_begin_[v],
+  // value_begin_[v + 1]), by_instr likewise.
+  std::vector<uint32_t> value_begin_, value_refs_, instr_begin_, instr_refs_;
+  // value_of: the method's tensors lie in one array (Method::Impl::tensors), so a tensor's slot in it indexes
+  // `dense_` (kNoValue where no value holds it); otherwise `sorted_`, by address, is searched.
+  uintptr_t dense_base_ = 0;
+  std::vector<uint32_t> dense_;
+  std::vector<std::pair<const Tensor*, uint32_t>> sorted_;
 };
 
 }  // namespace etnp::runtime
