@@ -609,7 +609,8 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
       p.out_min = cs.lo;
       p.out_max = cs.hi;
       const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
-      std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size()), scratch;
+      std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size());
+      std::vector<uint8_t> scratch;
       own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);
 
       ops::ConvParams cp;

@@ -403,7 +403,7 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
   // XNNPACK's operators run on the pool's threads of now, kept for the whole call (a concurrent
   // set_num_threads does not stop them); an operator last reshaped for other threads is reshaped again.
   const ThreadPool::Lease lease = pool.lease();
-  const RunContext ctx{data_.data(), shapes_.data(), lease.handle()};
+  const RunContext ctx{data_.data(), shapes_.data(), lease.handle(), &scratch_};
   if (delegate_profiling_active()) {
     for (auto& step : steps_) {
       const uint64_t start = profile_clock_ns();

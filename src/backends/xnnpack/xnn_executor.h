@@ -108,6 +108,7 @@ class Executor {
   std::vector<size_t> arena_offset_;
   AlignedBytes arena_;
   size_t arena_capacity_ = 0;
+  StepScratch scratch_;  ///< RunContext::scratch
   size_t arena_size_ = 0;
   std::vector<void*> data_;            ///< Per value: constants' and the arena's set by a plan, the rest per run.
   std::vector<uint32_t> views_;        ///< Values sharing another's storage (storage_root_), set per run.

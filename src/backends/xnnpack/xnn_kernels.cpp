@@ -1297,7 +1297,7 @@ void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out
 }
 
 void DepthwiseConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w,
-                           int8_t* out, std::vector<int8_t>& scratch) const {
+                           int8_t* out, std::vector<uint8_t>& scratch) const {
   if (batch == 0 || out_h == 0 || out_w == 0) return;
   const size_t c = p_.channels;
   const size_t padded = ((out_w - 1) * p_.stride_w + p_.kernel_w) * c + 8;
@@ -1312,7 +1312,7 @@ void DepthwiseConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, s
                                    batch * out_h * out_w * c * p_.kernel_h * p_.kernel_w * compute::kDepthwiseCost,
                                    [&](size_t chunk, size_t b, size_t y0, size_t y1) {
                                      run_rows(in + b * h * w * c, h, w, out_w, y0, y1, out + b * out_h * out_w * c,
-                                              scratch.data() + chunk * per_chunk);
+                                              reinterpret_cast<int8_t*>(scratch.data()) + chunk * per_chunk);
                                    });
 }
 

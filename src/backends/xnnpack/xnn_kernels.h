@@ -130,7 +130,7 @@ class DepthwiseConvQS8 {
   /// in [batch, h, w, C] -> out [batch, out_h, out_w, C] (out dims from the caller's shape propagation).
   /// `scratch` keeps the padded input rows between calls.
   void run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w, int8_t* out,
-           std::vector<int8_t>& scratch) const;
+           std::vector<uint8_t>& scratch) const;
   /// Bytes of the repacked weights, bias and scales.
   size_t bytes() const {
     return weights_.size() * sizeof(int16_t) + bias_.size() * sizeof(int32_t) + scales_.size() * sizeof(float);

@@ -162,11 +162,11 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
       compute::DepthwiseConv::supported(cin, w.kernel_h, w.stride_h, w.stride_w)) {
     auto conv = b.packed.hold(std::make_shared<const compute::DepthwiseConv>(
         kernel, bias_data, cin, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_left));
-    b.add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+    b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       const Shape& o = c.shapes[out0];
       conv->run(static_cast<const float*>(c.data[in0]), s[0], s[1], s[2], o[1], o[2], out_min, out_max,
-                static_cast<float*>(c.data[out0]), scratch);
+                static_cast<float*>(c.data[out0]), c.scratch->floats);
     });
     return;
   }
@@ -174,11 +174,11 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
     // Other single-group convolutions: the same GEMM reading patches in place (indirect).
     auto gemm = b.packed.hold(std::make_shared<const compute::PackedGemm>(
         kernel, true, size_t{w.kernel_h} * w.kernel_w * cin, cout, bias_data));
-    b.add_own([=, scratch = compute::Conv2dScratch()](const RunContext& c) mutable {
+    b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       compute::conv2d_indirect(*gemm, conv_geometry(w, cin, s, c.shapes[out0]), s[0],
                                static_cast<const float*>(c.data[in0]), out_min, out_max,
-                               static_cast<float*>(c.data[out0]), scratch);
+                               static_cast<float*>(c.data[out0]), c.scratch->conv);
     });
     return;
   }
@@ -186,11 +186,11 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
   if (own_deconv(b, cv)) {
     auto gemm = pack_deconv(b, cv, kernel);
     const std::vector<float> bias = bias_data == nullptr ? std::vector<float>() : std::vector<float>(bias_data, bias_data + cout);
-    b.add_own([=, scratch = std::vector<float>()](const RunContext& c) mutable {
+    b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       compute::deconv2d_gemm(*gemm, conv_geometry(w, cin, s, c.shapes[out0]), s[0],
                              static_cast<const float*>(c.data[in0]), bias.empty() ? nullptr : bias.data(), out_min,
-                             out_max, static_cast<float*>(c.data[out0]), scratch);
+                             out_max, static_cast<float*>(c.data[out0]), c.scratch->floats);
     });
     return;
   }
@@ -295,16 +295,16 @@ Params int8_window_params(const Conv& cv, ops::QParams in, const Value& out, Q8R
   return p;
 }
 
-/// The step of an own int8 convolution over NHWC images (run(in, batch, h, w, out_h, out_w, out, scratch)), its
-/// scratch bytes of type Scratch kept between calls.
-template <class Scratch, class Kernel>
+/// The step of an own int8 convolution over NHWC images (run(in, batch, h, w, out_h, out_w, out, scratch)), on the
+/// executor's shared scratch.
+template <class Kernel>
 void add_conv_qs8_step(StepBuilder& b, std::shared_ptr<const Kernel> conv) {
   const uint32_t in0 = b.view.in_id(0), out0 = b.view.out_id();
-  b.add_own([=, scratch = std::vector<Scratch>()](const RunContext& c) mutable {
+  b.add_own([=](const RunContext& c) {
     const Shape& s = c.shapes[in0];
     const Shape& os = c.shapes[out0];
     conv->run(static_cast<const int8_t*>(c.data[in0]), s[0], s[1], s[2], os[1], os[2],
-              static_cast<int8_t*>(c.data[out0]), scratch);
+              static_cast<int8_t*>(c.data[out0]), c.scratch->bytes);
   });
 }
 
@@ -328,7 +328,7 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     const std::vector<float> scales = requantization_scales(x, f, o, cv.cin);
     auto p = int8_window_params<DepthwiseConvQS8::Params>(cv, in_q, o, r);
     p.channels = cv.cin;
-    add_conv_qs8_step<int8_t>(
+    add_conv_qs8_step(
         b, b.packed.hold(std::make_shared<const DepthwiseConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
@@ -340,7 +340,7 @@ void build_conv_qs8(StepBuilder& b, const Conv& cv) {
     p.out_channels = cv.cout;
     p.dilation_h = std::max<size_t>(cv.w.dilation_h, 1);
     p.dilation_w = std::max<size_t>(cv.w.dilation_w, 1);
-    add_conv_qs8_step<uint8_t>(b, b.packed.hold(std::make_shared<const ConvQS8>(kernel, bias_data, scales.data(), p)));
+    add_conv_qs8_step(b, b.packed.hold(std::make_shared<const ConvQS8>(kernel, bias_data, scales.data(), p)));
     return;
   }
   if (cv.deconv) {

@@ -159,9 +159,9 @@ void build_linear_qs8(StepBuilder& b, const Linear& l) {
     p.out_min = r.lo;
     p.out_max = r.hi;
     auto fc = b.packed.hold(std::make_shared<const ConvQS8>(kernel.data(), bias_data, scales.data(), p));
-    b.add_own([=, scratch = std::vector<uint8_t>()](const RunContext& c) mutable {
+    b.add_own([=](const RunContext& c) {
       fc->run(static_cast<const int8_t*>(c.data[in0]), rows_of(c), 1, 1, 1, 1, static_cast<int8_t*>(c.data[out0]),
-              scratch);
+              c.scratch->bytes);
     });
     return;
   }
@@ -310,7 +310,7 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
   const std::string where = v.node.describe();
   // One step over either packing: `multiply(weights, codes, params, rows, out, scratch)` runs its GEMM.
   auto add_step = [&](auto packed, auto multiply) {
-    b.add_own([=, scratch = std::vector<int32_t>()](const RunContext& c) mutable {
+    b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       const size_t rows = rows_of(c);
       if (dynamic_quant_rows(xv, s) != rows) {
@@ -318,7 +318,7 @@ void build_linear_qd8(StepBuilder& b, const Linear& l) {
       }
       const auto* q = static_cast<const int8_t*>(c.data[in0]);
       const auto* params = reinterpret_cast<const DynamicQuantParams*>(q + dynamic_quant_params_offset(s.numel()));
-      multiply(*packed, q, params, rows, static_cast<float*>(c.data[out0]), scratch);
+      multiply(*packed, q, params, rows, static_cast<float*>(c.data[out0]), c.scratch->ints);
     });
   };
   if (is_int4(w) && compute::Int4Weights::supports(k, group_size)) {
