@@ -656,6 +656,25 @@ void gather_patches_f32(const ConvShape& s, const float* in, float* patches) {
   }
 }
 
+/// The rectangle of a convolution's taps that reach its input (compute/conv_rows.h): `rows` and `cols` of the
+/// kernel, and `shape`, the convolution with that rectangle for its kernel and the padding moved to it (negative
+/// where it starts inside the image).
+struct LiveTaps {
+  ConvShape shape;
+  compute::TapRange rows, cols;
+};
+
+LiveTaps live_taps_of(const ConvShape& s) {
+  auto size = [](int64_t v) { return static_cast<size_t>(v); };
+  LiveTaps t{s, compute::live_taps(size(s.h), size(s.oh), size(s.kh), size(s.sh), size(s.dh), size(s.ph)),
+             compute::live_taps(size(s.w), size(s.ow), size(s.kw), size(s.sw), size(s.dw), size(s.pw))};
+  t.shape.kh = static_cast<int64_t>(t.rows.count());
+  t.shape.kw = static_cast<int64_t>(t.cols.count());
+  t.shape.ph = s.ph - static_cast<int64_t>(t.rows.first) * s.dh;
+  t.shape.pw = s.pw - static_cast<int64_t>(t.cols.first) * s.dw;
+  return t;
+}
+
 /// Non-transposed float32 convolution on contiguous buffers.
 void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in, const float* wt, const float* bias,
                          float* out, ThreadPool* pool, const ConvEpilogue& post = {}) {
@@ -664,18 +683,10 @@ void conv_f32_contiguous(KernelContext& ctx, const ConvShape& s, const float* in
     return;
   }
   const int64_t k = s.cin_g * s.kh * s.kw, plane_out = s.oh * s.ow, plane_in = s.h * s.w;
-  // Only the live taps are multiplied (compute/conv_rows.h): the patches of their rectangle, with the padding
-  // moved to it (negative where it starts inside the image), and their weights gathered per call.
-  const auto taps = [](int64_t in, int64_t outs, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad) {
-    return compute::live_taps(static_cast<size_t>(in), static_cast<size_t>(outs), static_cast<size_t>(kernel),
-                              static_cast<size_t>(stride), static_cast<size_t>(dilation), static_cast<size_t>(pad));
-  };
-  const compute::TapRange ty = taps(s.h, s.oh, s.kh, s.sh, s.dh, s.ph), tx = taps(s.w, s.ow, s.kw, s.sw, s.dw, s.pw);
-  ConvShape live = s;
-  live.kh = static_cast<int64_t>(ty.count());
-  live.kw = static_cast<int64_t>(tx.count());
-  live.ph = s.ph - static_cast<int64_t>(ty.first) * s.dh;
-  live.pw = s.pw - static_cast<int64_t>(tx.first) * s.dw;
+  // Only the live taps are multiplied: the patches of their rectangle and their weights gathered per call.
+  const LiveTaps reached = live_taps_of(s);
+  const ConvShape& live = reached.shape;
+  const compute::TapRange &ty = reached.rows, &tx = reached.cols;
   const bool trimmed = live.kh != s.kh || live.kw != s.kw;
   const int64_t k_live = s.cin_g * live.kh * live.kw;
   const bool direct = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
@@ -852,10 +863,8 @@ struct NhwcConv final : KernelState {
   std::shared_ptr<const compute::DepthwiseConv> depthwise;    ///< depthwise: [KH, KW, C]
   const void* weight_source = nullptr;  ///< the weight tensor's data when packed: the call checks it is still bound
   const void* scale_source = nullptr;   ///< the folded scale's data, or null
-  /// One group, trimmed (live_tap_window): the kernel the packing holds, the rectangle of taps that reach the
-  /// program's static input, its padding moved to it; the map it was trimmed for.
-  bool trimmed = false;
-  int64_t live_kh = 0, live_kw = 0, live_ph = 0, live_pw = 0, trimmed_h = 0, trimmed_w = 0;
+  /// One group, trimmed: the geometry the packing holds (live_tap_window of the program's static shape).
+  std::optional<ConvShape> trimmed;
   compute::Conv2dScratch scratch;           // a Method runs on one thread at a time: its state may keep scratch
   std::vector<float> depthwise_scratch;
   std::vector<size_t> packed_args;       ///< the weight, the bias and the scale: not read by the calls
@@ -892,24 +901,17 @@ bool nhwc_engines_take(const ConvShape& s) {
                                            static_cast<size_t>(s.sh), static_cast<size_t>(s.sw));
 }
 
-/// The rectangle of taps of a one-group convolution that reach its input (compute::live_taps), with the padding
-/// moved to it, or nullopt where every tap does, none does, or the moved padding would be negative (a first live
-/// tap past the padding). An atrous convolution on a map smaller than its dilation reads the input through few
-/// of its taps: DeepLabV3's three 3x3 ASPP branches (rates 12, 24, 36) on its 4x4 map of a 64x64 image read the
-/// centre only, and packed whole they were 26.5 of the 42 MB its load packed.
+/// live_taps_of(s).shape where some kernel row or column never reaches the input, some tap does, and the moved
+/// padding is not negative (a first live tap past the padding); else nullopt. An atrous convolution on a map
+/// smaller than its dilation reads the input through few of its taps: DeepLabV3's three 3x3 ASPP branches (rates
+/// 12, 24, 36) on its 4x4 map of a 64x64 image read the centre only, and packed whole they were 26.5 of the 42 MB
+/// its load packed.
 std::optional<ConvShape> live_tap_window(const ConvShape& s) {
-  auto size = [](int64_t v) { return static_cast<size_t>(v); };
-  const compute::TapRange ty =
-      compute::live_taps(size(s.h), size(s.oh), size(s.kh), size(s.sh), size(s.dh), size(s.ph));
-  const compute::TapRange tx =
-      compute::live_taps(size(s.w), size(s.ow), size(s.kw), size(s.sw), size(s.dw), size(s.pw));
-  if (ty.empty() || tx.empty() || (ty.count() == size(s.kh) && tx.count() == size(s.kw))) return std::nullopt;
-  ConvShape live = s;
-  live.kh = static_cast<int64_t>(ty.count());
-  live.kw = static_cast<int64_t>(tx.count());
-  live.ph = s.ph - static_cast<int64_t>(ty.first) * s.dh;
-  live.pw = s.pw - static_cast<int64_t>(tx.first) * s.dw;
-  if (live.ph < 0 || live.pw < 0) return std::nullopt;
+  const LiveTaps t = live_taps_of(s);
+  const ConvShape& live = t.shape;
+  if (t.rows.empty() || t.cols.empty() || (live.kh == s.kh && live.kw == s.kw) || live.ph < 0 || live.pw < 0) {
+    return std::nullopt;
+  }
   return live;
 }
 
@@ -962,11 +964,7 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
     const std::optional<ConvShape> live =
         args[0]->to_tensor().dynamism() == ShapeDynamism::Static ? live_tap_window(s) : std::nullopt;
     const ConvShape& p = live ? *live : s;
-    if (live) {
-      state->trimmed = true;
-      state->live_kh = p.kh, state->live_kw = p.kw, state->live_ph = p.ph, state->live_pw = p.pw;
-      state->trimmed_h = s.h, state->trimmed_w = s.w;
-    }
+    state->trimmed = live;
     const int64_t live_taps = p.kh * p.kw;
     // Read as [Cout, KH, KW, Cin]: a pixel's patch is KH rows of KW * Cin contiguous floats.
     const auto k = static_cast<size_t>(live_taps * s.c_in), n = static_cast<size_t>(s.c_out);
@@ -1054,12 +1052,12 @@ bool run_nhwc(KernelContext& ctx, const ConvShape& s, const Tensor& input, const
   if (state->gemm) {
     auto size = [](int64_t v) { return static_cast<size_t>(v); };
     ConvShape p = s;  // the geometry the packing holds
-    if (state->trimmed) {
+    if (const auto& t = state->trimmed) {
       // (Trimmed only for a static input, whose map cannot change.)
-      ETNP_KERNEL_CHECK(s.h == state->trimmed_h && s.w == state->trimmed_w,
-                        kConvOp << ": a " << s.h << "x" << s.w << " map reached a convolution packed for "
-                                << state->trimmed_h << "x" << state->trimmed_w);
-      p.kh = state->live_kh, p.kw = state->live_kw, p.ph = state->live_ph, p.pw = state->live_pw;
+      ETNP_KERNEL_CHECK(s.h == t->h && s.w == t->w, kConvOp << ": a " << s.h << "x" << s.w
+                                                            << " map reached a convolution packed for " << t->h
+                                                            << "x" << t->w);
+      p.kh = t->kh, p.kw = t->kw, p.ph = t->ph, p.pw = t->pw;
     }
     const compute::Conv2dGeometry g{.in_h = size(p.h), .in_w = size(p.w), .channels = size(p.c_in),
                                     .kernel_h = size(p.kh), .kernel_w = size(p.kw), .stride_h = size(p.sh),

@@ -47,7 +47,7 @@ void Method::Impl::load() {
     build_instructions();  // resolves kernels first: a missing operator is reported before delegate work
     fold_constants();      // before the prepare hooks, so that they see what became constant
     {
-      const runtime::UseAnalysis folded(instructions, values, *plan);
+      const runtime::UseAnalysis folded(instructions, values, tensors, *plan);
       elide_copies(folded);
       find_output_refusals(folded);
     }

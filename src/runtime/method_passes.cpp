@@ -22,7 +22,7 @@ using runtime::Instruction;
 using runtime::UseAnalysis;
 
 void Method::Impl::fold_constants() {
-  const UseAnalysis usage(instructions, values, *plan);
+  const UseAnalysis usage(instructions, values, tensors, *plan);
   FoldedConstants folded;
   std::vector<RehomedOutput> rehomed;
   for (size_t i = 0; i < instructions.size(); ++i) {
@@ -299,7 +299,7 @@ void Method::Impl::pair_channels_last() {
       })) {
     return;
   }
-  const UseAnalysis usage(instructions, values, *plan);
+  const UseAnalysis usage(instructions, values, tensors, *plan);
   if (usage.has_jumps || !usage.tensor_lists_well_formed) return;
   const size_t count = values.size();
 

@@ -10,41 +10,17 @@ ByteRange bytes_of(const Tensor& t) {
 }
 
 UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
-                         const format::fb::ExecutionPlan& plan)
+                         std::span<const Tensor> tensors, const format::fb::ExecutionPlan& plan)
     : uses(values.size(), 0), writes(values.size(), 0), io(values.size(), false),
-      freed_or_moved(values.size(), false), moved_into_by(values.size(), -1), produced(values.size(), false) {
+      freed_or_moved(values.size(), false), moved_into_by(values.size(), -1), produced(values.size(), false),
+      tensors_(tensors), value_of_tensor_(tensors.size(), kNoValue) {
   auto in_table = [&](const EValue* v) { return v >= values.data() && v < values.data() + values.size(); };
   auto index = [&](const EValue* v) { return static_cast<size_t>(v - values.data()); };
-  // The tensors' slots: a dense table over the span of their addresses when they lie in one array.
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  size_t tensor_count = 0;
-  for (const EValue& v : values) {
-    if (!v.is_tensor()) continue;
-    const auto at = reinterpret_cast<uintptr_t>(&v.to_tensor());
-    lo = std::min(lo, at), hi = std::max(hi, at);
-    ++tensor_count;
-  }
-  const size_t span = tensor_count == 0 ? 0 : (hi - lo) / sizeof(Tensor) + 1;
-  bool dense = span <= 2 * tensor_count + 16;
-  if (dense) {
-    dense_base_ = lo;
-    dense_.assign(span, kNoValue);
-    for (size_t v = 0; v < values.size() && dense; ++v) {
-      if (!values[v].is_tensor()) continue;
-      const uintptr_t offset = reinterpret_cast<uintptr_t>(&values[v].to_tensor()) - lo;
-      dense = offset % sizeof(Tensor) == 0;
-      uint32_t& slot = dense_[offset / sizeof(Tensor)];
-      if (dense && slot == kNoValue) slot = static_cast<uint32_t>(v);
-    }
-  }
-  if (!dense) {
-    dense_.clear();
-    for (size_t v = 0; v < values.size(); ++v) {
-      if (values[v].is_tensor()) sorted_.emplace_back(&values[v].to_tensor(), static_cast<uint32_t>(v));
-    }
-    std::stable_sort(sorted_.begin(), sorted_.end(), [](const auto& a, const auto& b) {
-      return std::less<const Tensor*>()(a.first, b.first);
-    });
+  // Each tensor's value slot (the first, where two values hold one tensor).
+  for (size_t v = 0; v < values.size(); ++v) {
+    if (!values[v].is_tensor()) continue;
+    const size_t at = index_in_tensors(&values[v].to_tensor());
+    if (at < tensors_.size() && value_of_tensor_[at] == kNoValue) value_of_tensor_[at] = static_cast<uint32_t>(v);
   }
   // by_instr is filled in order; by_value's (value, instruction) pairs are counted, then placed.
   std::vector<uint32_t> last_pc(values.size(), kNoValue), value_counts(values.size(), 0);
@@ -181,17 +157,16 @@ UseAnalysis::UseAnalysis(const std::vector<Instruction>& instructions, const std
   }
 }
 
+size_t UseAnalysis::index_in_tensors(const Tensor* t) const {
+  const std::less<const Tensor*> before;
+  if (before(t, tensors_.data()) || !before(t, tensors_.data() + tensors_.size())) return tensors_.size();
+  return static_cast<size_t>(t - tensors_.data());
+}
+
 uint32_t UseAnalysis::value_of(const Tensor* t) const {
-  const auto at = reinterpret_cast<uintptr_t>(t);
-  if (!dense_.empty()) {
-    const uintptr_t offset = at - dense_base_;  // wraps far past the table below its base
-    return offset % sizeof(Tensor) == 0 && offset / sizeof(Tensor) < dense_.size() ? dense_[offset / sizeof(Tensor)]
-                                                                                   : kNoValue;
-  }
-  const auto it = std::lower_bound(sorted_.begin(), sorted_.end(), t, [](const auto& entry, const Tensor* key) {
-    return std::less<const Tensor*>()(entry.first, key);
-  });
-  return it != sorted_.end() && it->first == t ? it->second : kNoValue;
+  // Outside the array: a tensor made at load (folded constants, views), in no value slot.
+  const size_t at = index_in_tensors(t);
+  return at < tensors_.size() ? value_of_tensor_[at] : kNoValue;
 }
 
 void UseAnalysis::values_at(const EValue* arg, std::vector<uint32_t>& into) const {

@@ -27,8 +27,9 @@ ByteRange bytes_of(const Tensor& t);
 /// A snapshot of the references, taken when it is constructed; passes that change instructions afterwards
 /// (folding) decide on the snapshot. Arguments outside the value table (constants made at load) are ignored.
 struct UseAnalysis {
+  /// `tensors`: the array every tensor of `values` lies in (Method::Impl::tensors).
   UseAnalysis(const std::vector<Instruction>& instructions, const std::vector<EValue>& values,
-              const format::fb::ExecutionPlan& plan);
+              std::span<const Tensor> tensors, const format::fb::ExecutionPlan& plan);
 
   // By value slot. Method inputs and outputs count once in both `uses` and `writes`.
   std::vector<uint32_t> uses;    ///< References in any position: arguments, move, free and jump operands.
@@ -79,16 +80,15 @@ struct UseAnalysis {
   static constexpr uint32_t kNoValue = UINT32_MAX;
   /// A value-table tensor's value slot (the first, where two hold one tensor), or kNoValue.
   uint32_t value_of(const Tensor* t) const;
+  /// t's index in tensors_, or tensors_.size() where it lies outside.
+  size_t index_in_tensors(const Tensor* t) const;
 
   // The references as flat arrays (one allocation each, not one per value and instruction: the small programs'
   // loads spent a third of their time building and freeing these): by_value(v) is value_refs_[value_begin_[v],
   // value_begin_[v + 1]), by_instr likewise.
   std::vector<uint32_t> value_begin_, value_refs_, instr_begin_, instr_refs_;
-  // value_of: the method's tensors lie in one array (Method::Impl::tensors), so a tensor's slot in it indexes
-  // `dense_` (kNoValue where no value holds it); otherwise `sorted_`, by address, is searched.
-  uintptr_t dense_base_ = 0;
-  std::vector<uint32_t> dense_;
-  std::vector<std::pair<const Tensor*, uint32_t>> sorted_;
+  std::span<const Tensor> tensors_;       ///< the constructor's `tensors`
+  std::vector<uint32_t> value_of_tensor_;  ///< per tensor of tensors_: its value slot, or kNoValue
 };
 
 }  // namespace etnp::runtime

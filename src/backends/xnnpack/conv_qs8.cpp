@@ -105,15 +105,14 @@ bool vnni_level() { return false; }
 ConvQS8::ConvQS8(const int8_t* filter, const int32_t* bias, const float* scales, const Params& params)
     : p_(params), vnni_(vnni_level()) {
   const size_t n = p_.out_channels;
-  block_ = vnni_ ? 16 : 8;
-  group_ = vnni_ ? 4 : 2;
+  const size_t block = vnni_ ? 16 : 8, group = vnni_ ? 4 : 2;  // outputs per block, patch positions per lane
   patch_ = p_.kernel_h * p_.kernel_w * p_.in_channels;
-  groups_ = (patch_ + group_ - 1) / group_;
-  blocks_ = (n + block_ - 1) / block_;
-  row_bytes_ = groups_ * group_ * (vnni_ ? sizeof(uint8_t) : sizeof(int16_t));
-  packed_.assign(blocks_ * groups_ * block_ * group_, 0);
-  bias_.assign(blocks_ * block_, 0);
-  scales_.assign(blocks_ * block_, 0.0f);
+  groups_ = (patch_ + group - 1) / group;
+  blocks_ = (n + block - 1) / block;
+  row_elems_ = groups_ * group;
+  packed_.assign(blocks_ * row_elems_ * block, 0);
+  bias_.assign(blocks_ * block, 0);
+  scales_.assign(blocks_ * block, 0.0f);
   std::vector<uint32_t> sums(n);
   if (vnni_) {
     pack_blocks<16, 4>(filter, n, patch_, groups_, packed_.data(), sums.data());
@@ -336,7 +335,8 @@ void ConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out
   const size_t chunks = pixels * n * patch_ < compute::kParallelWork ? 1 : threads;
   // A small image (a classifier's last 7x7 maps) gives each thread a share of the outputs, not of the pixels.
   const bool split_outputs = chunks > 1 && pixels < chunks * kPassPixels && blocks_ >= 2 * chunks;
-  const size_t slot = kPassPixels * row_bytes_, row_elems = groups_ * group_;
+  const size_t row_bytes = row_elems_ * (vnni_ ? sizeof(uint8_t) : sizeof(int16_t));
+  const size_t slot = kPassPixels * row_bytes;
   if (scratch.size() < chunks * slot) scratch.resize(chunks * slot);
   auto run_chunk = [&](size_t i) {
     size_t p0 = 0, p1 = pixels, b0 = 0, b1 = blocks_;
@@ -353,13 +353,13 @@ void ConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out
       const size_t end = std::min(p1, p + kPassPixels);
       if (vnni_) {
         auto* rows = static_cast<uint8_t*>(slot_rows);
-        gather_rows(p_, row_elems, in, h, w, out_h, out_w, p, end, rows);
-        vnni_multiply(rows, end - p, row_bytes_, groups_, packed_.data(), bias_.data(), scales_.data(), n, b0, b1,
+        gather_rows(p_, row_elems_, in, h, w, out_h, out_w, p, end, rows);
+        vnni_multiply(rows, end - p, row_bytes, groups_, packed_.data(), bias_.data(), scales_.data(), n, b0, b1,
                       p_.out_zero_point, p_.out_min, p_.out_max, out + p * n);
       } else {
         auto* rows = static_cast<int16_t*>(slot_rows);
-        gather_rows(p_, row_elems, in, h, w, out_h, out_w, p, end, rows);
-        avx2_multiply(rows, end - p, row_elems, groups_, packed_.data(), bias_.data(), scales_.data(), n, b0, b1,
+        gather_rows(p_, row_elems_, in, h, w, out_h, out_w, p, end, rows);
+        avx2_multiply(rows, end - p, row_elems_, groups_, packed_.data(), bias_.data(), scales_.data(), n, b0, b1,
                       p_.out_zero_point, p_.out_min, p_.out_max, out + p * n);
       }
     }

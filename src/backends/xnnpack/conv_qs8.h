@@ -58,16 +58,16 @@ class ConvQS8 {
 
  private:
   Params p_;
-  bool vnni_ = false;           ///< packed for (and run with) the AVX-512 VNNI tiles, else the AVX2 ones
-  size_t block_ = 0;            ///< outputs per packed block: 16 (VNNI) or 8 (AVX2)
-  size_t group_ = 0;            ///< consecutive patch positions per lane: 4 (VNNI) or 2 (AVX2)
+  /// Packed for (and run with) the AVX-512 VNNI tiles (blocks of 16 outputs, groups of 4 patch positions), else
+  /// the AVX2 ones (8 and 2).
+  bool vnni_ = false;
   size_t patch_ = 0;            ///< patch positions: kernel_h x kernel_w x in_channels
   size_t groups_ = 0;           ///< groups of patch positions per row, the last padded
   size_t blocks_ = 0;           ///< blocks of outputs, the last padded
-  size_t row_bytes_ = 0;        ///< one gathered row: groups_ x group_ elements (bytes for VNNI, int16 for AVX2)
-  std::vector<int8_t> packed_;  ///< [blocks_][groups_][block_ outputs][group_ patch positions]
-  std::vector<int32_t> bias_;   ///< blocks_ * block_, the offset absorbed
-  std::vector<float> scales_;   ///< blocks_ * block_
+  size_t row_elems_ = 0;        ///< one gathered row: groups_ whole groups (bytes for VNNI, int16 for AVX2)
+  std::vector<int8_t> packed_;  ///< [blocks_][groups_][block outputs][group patch positions]
+  std::vector<int32_t> bias_;   ///< blocks_ x block, the offset absorbed
+  std::vector<float> scales_;   ///< blocks_ x block
 };
 
 }  // namespace etnp::xnn
