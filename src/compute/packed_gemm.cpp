@@ -21,6 +21,9 @@ namespace {
 constexpr size_t kMr = kGemmTileRows;
 constexpr size_t kNr = kGemmPanel;
 constexpr size_t kKc = 256;  // K block: a panel's 256 x 16 floats (16 KiB) stay in L1
+/// Packed bytes from which a matrix's packing is split across threads, and about the share of each chunk: a
+/// quarter of a millisecond of copying on one core, well above what waking the pool costs.
+constexpr size_t kParallelPackBytes = size_t{128} * 1024;
 
 // 64-byte aligned start inside a vector over-allocated by 16 floats (the kernels use aligned loads).
 template <class A>
@@ -180,13 +183,14 @@ void transpose_into_panel(const float* block, size_t ld, size_t count, PanelRows
   }
 }
 
-// Packs [n, k] weights whose rows are [k / taps, taps] into panels whose rows are in [taps, k / taps] order,
-// column j scaled by scale[j] (when given).
-void pack_nk(const float* w, size_t k, size_t n, size_t taps, const float* scale, float* packed) {
+// Packs panels [p_begin, p_end) of [n, k] weights read as `taps` says, column j scaled by scale[j] (when given).
+void pack_nk(const float* w, size_t k, size_t n, const FilterTaps& taps, const float* scale, float* packed,
+             size_t p_begin, size_t p_end) {
   constexpr size_t kRun = 256;  // floats of each row per pass: 16 rows of them stay in L1
   std::vector<float> buffer(kNr * kRun);
-  const size_t panels = (n + kNr - 1) / kNr;
-  for (size_t p = 0; p < panels; ++p) {
+  const bool window = taps.kh != 0;
+  const size_t row_floats = window ? k / taps.taps * taps.kh * taps.kw : k;  // a source row
+  for (size_t p = p_begin; p < p_end; ++p) {
     const size_t j0 = p * kNr, cols = std::min(kNr, n - j0);
     float* panel = packed + p * k * kNr;
     for (size_t i0 = 0; i0 < k; i0 += kRun) {
@@ -197,26 +201,38 @@ void pack_nk(const float* w, size_t k, size_t n, size_t taps, const float* scale
           std::fill(dst, dst + count, 0.0f);
           continue;
         }
-        const float* src = w + (j0 + c) * k + i0;
-        // The row's next run, a pass ahead: the weights come from the program file's 4 KiB pages, where the
-        // hardware prefetcher stops at every page boundary, and 16 rows are read at a time.
-        const size_t ahead = std::min(kRun, k - std::min(k, i0 + kRun));
-        for (size_t i = 0; i < ahead; i += 16) __builtin_prefetch(src + kRun + i);
-        if (scale == nullptr) {
-          std::copy(src, src + count, dst);
+        const float* row = w + (j0 + c) * row_floats;
+        if (window) {
+          // Element i is channel i / taps, tap i % taps of the rectangle: runs of up to `cols` floats.
+          for (size_t i = i0; i < i0 + count;) {
+            const size_t channel = i / taps.taps, tap = i % taps.taps;
+            const size_t y = tap / taps.cols, x = tap % taps.cols;
+            const size_t run = std::min(taps.cols - x, i0 + count - i);
+            const float* src = row + (channel * taps.kh + taps.row0 + y) * taps.kw + taps.col0 + x;
+            std::copy(src, src + run, dst + (i - i0));
+            i += run;
+          }
         } else {
+          const float* src = row + i0;
+          // The row's next run, a pass ahead: the weights come from the program file's 4 KiB pages, where the
+          // hardware prefetcher stops at every page boundary, and 16 rows are read at a time.
+          const size_t ahead = std::min(kRun, k - std::min(k, i0 + kRun));
+          for (size_t i = 0; i < ahead; i += 16) __builtin_prefetch(src + kRun + i);
+          std::copy(src, src + count, dst);
+        }
+        if (scale != nullptr) {
           const float s = scale[j0 + c];
-          for (size_t i = 0; i < count; ++i) dst[i] = src[i] * s;
+          for (size_t i = 0; i < count; ++i) dst[i] *= s;
         }
       }
-      transpose_into_panel(buffer.data(), kRun, count, PanelRows(taps, k / taps, i0), panel);
+      transpose_into_panel(buffer.data(), kRun, count, PanelRows(taps.taps, k / taps.taps, i0), panel);
     }
   }
 }
 
 }  // namespace
 
-PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, size_t k_taps,
+PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const FilterTaps& taps,
                        const float* column_scale)
     : k_(k), n_(n) {
   const size_t panels = (n + kNr - 1) / kNr;
@@ -224,11 +240,10 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
   bias_.assign(panels * kNr + 16, 0.0f);
   auto* packed = const_cast<float*>(aligned(panels_));
   auto* packed_bias = const_cast<float*>(aligned(bias_));
-  if (w_is_nk) {
-    pack_nk(w, k, n, k_taps == 0 ? 1 : k_taps, column_scale, packed);
-  } else {
+  auto pack = [&](size_t p_begin, size_t p_end) {
+    if (w_is_nk) return pack_nk(w, k, n, taps, column_scale, packed, p_begin, p_end);
     // A [k, n] matrix: each panel row is a 64-byte run of a weight row, read in order.
-    for (size_t p = 0; p < panels; ++p) {
+    for (size_t p = p_begin; p < p_end; ++p) {
       const size_t j0 = p * kNr, cols = std::min(kNr, n - j0);
       float* panel = packed + p * k * kNr;
       for (size_t i = 0; i < k; ++i) {
@@ -237,6 +252,15 @@ PackedGemm::PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const f
         std::fill(dst + cols, dst + kNr, 0.0f);  // the last panel's columns past n
       }
     }
+  };
+  // Packing is most of a convolutional network's load (each weight read from the file and written to fresh
+  // pages): the panels of a large matrix are split across the current pool's threads.
+  const size_t panel_bytes = k * kNr * sizeof(float);
+  if (panels > 1 && panels * panel_bytes >= kParallelPackBytes) {
+    const size_t grain = std::max<size_t>(1, kParallelPackBytes / 2 / panel_bytes);
+    ThreadPool::current().parallel_for(panels, grain, pack);
+  } else {
+    pack(0, panels);
   }
   if (bias != nullptr) std::copy(bias, bias + n, packed_bias);
 }

@@ -14,14 +14,23 @@
 
 namespace etnp::compute {
 
+/// How a packing reads each row of [n, k] weights that are a convolution's [Cout, Cin, KH, KW] filters: as
+/// [Cin, taps] (k = Cin * taps) whose product rows go in [taps, Cin] order, i.e. the filter read as [Cout, KH, KW,
+/// Cin] without a reordered copy. The taps are the filter's whole KH x KW (kh == kw == 0: `taps` of them), or the
+/// `rows` x `cols` rectangle at (row0, col0) of it (rows * cols == taps): a convolution whose other taps never reach
+/// its input.
+struct FilterTaps {
+  size_t taps = 1;
+  size_t kh = 0, kw = 0;  ///< the whole filter's; 0: all `taps` taps
+  size_t rows = 0, cols = 0, row0 = 0, col0 = 0;
+};
+
 class PackedGemm {
  public:
   /// `w`: the weights as [n, k] (w_is_nk, the fully-connected layout) or [k, n], row-major; `bias`: n
-  /// floats or null. For [n, k] weights, optionally: `k_taps` > 1 reads each weight row as [k / k_taps, k_taps]
-  /// and takes the product's rows in the order [k_taps, k / k_taps] (a convolution's [Cout, Cin, KH, KW] filter
-  /// read as [Cout, KH, KW, Cin], k_taps = KH * KW, without a reordered copy), and `column_scale` (n floats)
-  /// multiplies column j's weights by it.
-  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, size_t k_taps = 1,
+  /// floats or null. For [n, k] weights, optionally: `taps` reads them as convolution filters (FilterTaps), and
+  /// `column_scale` (n floats) multiplies column j's weights by it.
+  PackedGemm(const float* w, bool w_is_nk, size_t k, size_t n, const float* bias, const FilterTaps& taps = {},
              const float* column_scale = nullptr);
 
   size_t k() const { return k_; }

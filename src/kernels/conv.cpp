@@ -974,19 +974,16 @@ std::unique_ptr<KernelState> pack_nhwc_conv(KernelArgs args, size_t scale_arg) {
          reinterpret_cast<uintptr_t>(sc), static_cast<uint64_t>(p.kh), static_cast<uint64_t>(p.kw),
          static_cast<uint64_t>(row0), static_cast<uint64_t>(col0)},
         [&] {
-          if (!live) {
-            return std::make_shared<const compute::PackedGemm>(w, true, k, n, b, static_cast<size_t>(taps), sc);
+          compute::FilterTaps filter{static_cast<size_t>(live_taps)};
+          if (live) {  // the live rectangle of each [KH, KW] filter
+            filter.kh = static_cast<size_t>(s.kh);
+            filter.kw = static_cast<size_t>(s.kw);
+            filter.rows = static_cast<size_t>(p.kh);
+            filter.cols = static_cast<size_t>(p.kw);
+            filter.row0 = static_cast<size_t>(row0);
+            filter.col0 = static_cast<size_t>(col0);
           }
-          // The live rectangle of each [Cin, KH, KW] filter, as a [Cin, KH', KW'] one.
-          std::vector<float> window(static_cast<size_t>(s.c_out * s.c_in * live_taps));
-          float* dst = window.data();
-          for (int64_t f = 0; f < s.c_out * s.c_in; ++f) {
-            for (int64_t ty = 0; ty < p.kh; ++ty, dst += p.kw) {
-              std::memcpy(dst, w + (f * s.kh + row0 + ty) * s.kw + col0, static_cast<size_t>(p.kw) * sizeof(float));
-            }
-          }
-          return std::make_shared<const compute::PackedGemm>(window.data(), true, k, n, b,
-                                                             static_cast<size_t>(live_taps), sc);
+          return std::make_shared<const compute::PackedGemm>(w, true, k, n, b, filter, sc);
         });
   } else {
     state->depthwise = compute::WeightCache::global().share_made<compute::DepthwiseConv>(

@@ -294,9 +294,11 @@ TEST(PackedGemm, SingleRowMatchesTheDefinitionAndTheMicroKernelAtEveryCpuLevel) 
 // PackedGemm's packing of [n, k] weights, byte for byte against the layout it documents ([n / 16 rounded up][k][16],
 // zero past n): taps of 1 (a fully-connected layer), 9 and 49 (a convolution's filter read as [Cout, KH, KW, Cin]),
 // channel counts across the 8-wide register transposes and the 256-float blocks, partial last panels, a column
-// scale or none (random floats: the scale must be one multiply, as the epilogue folds assume).
-
+// scale or none (random floats: the scale must be one multiply, as the epilogue folds assume). The larger ones
+// (300 channels of 9 or 49 taps, 40 columns) are packed by two threads: the pool is made to have them.
 TEST(PackedGemm, PacksWeightRowsInTheDocumentedLayoutAtEveryCpuLevel) {
+  ThreadPool pool(2);
+  const ThreadPool::Use use(pool);
   at_each_cpu_level([&](CpuLevel level) {
     for (size_t taps : {1, 9, 49}) {
       for (size_t channels : {1, 7, 8, 29, 300}) {
@@ -304,7 +306,7 @@ TEST(PackedGemm, PacksWeightRowsInTheDocumentedLayoutAtEveryCpuLevel) {
           for (bool scaled : {false, true}) {
             const size_t k = taps * channels;
             const auto w = random_floats(n * k, 46), scale = random_floats(n, 47);
-            const PackedGemm gemm(w.data(), true, k, n, nullptr, taps, scaled ? scale.data() : nullptr);
+            const PackedGemm gemm(w.data(), true, k, n, nullptr, FilterTaps{taps}, scaled ? scale.data() : nullptr);
             const size_t panels = (n + 15) / 16;
             std::vector<float> expected(panels * k * 16, 0.0f);
             for (size_t j = 0; j < n; ++j) {
@@ -326,6 +328,45 @@ TEST(PackedGemm, PacksWeightRowsInTheDocumentedLayoutAtEveryCpuLevel) {
       }
     }
   });
+}
+
+// A window of each filter (FilterTaps' rectangle): the packing holds exactly the rectangle's taps of each
+// [Cin, KH, KW] filter, in [rows * cols, Cin] order, as the whole-filter packing of those taps copied out.
+TEST(PackedGemm, PacksAFilterWindowAsTheWindowsTapsAlone) {
+  ThreadPool pool(2);
+  const ThreadPool::Use use(pool);
+  struct Case {
+    size_t kh, kw, rows, cols, row0, col0;
+  };
+  const Case cases[] = {{3, 3, 1, 1, 1, 1}, {5, 5, 3, 2, 1, 2}, {3, 3, 2, 3, 0, 0}, {1, 7, 1, 4, 0, 3}};
+  for (const Case& c : cases) {
+    for (size_t channels : {1, 9, 300}) {
+      for (size_t n : {5, 40}) {
+        const size_t taps = c.rows * c.cols, k = taps * channels;
+        const auto w = random_floats(n * channels * c.kh * c.kw, 48), scale = random_floats(n, 49);
+        FilterTaps filter{taps};
+        filter.kh = c.kh, filter.kw = c.kw, filter.rows = c.rows, filter.cols = c.cols, filter.row0 = c.row0,
+        filter.col0 = c.col0;
+        const PackedGemm gemm(w.data(), true, k, n, nullptr, filter, scale.data());
+        std::vector<float> expected(((n + 15) / 16) * k * 16, 0.0f);
+        for (size_t j = 0; j < n; ++j) {
+          for (size_t y = 0; y < c.rows; ++y) {
+            for (size_t x = 0; x < c.cols; ++x) {
+              for (size_t ch = 0; ch < channels; ++ch) {
+                const float v = w[((j * channels + ch) * c.kh + c.row0 + y) * c.kw + c.col0 + x];
+                expected[(j / 16 * k + (y * c.cols + x) * channels + ch) * 16 + j % 16] = v * scale[j];
+              }
+            }
+          }
+        }
+        const auto content = gemm.content();
+        ASSERT_EQ(content[2].size(), expected.size() * sizeof(float));
+        ASSERT_EQ(std::memcmp(content[2].data(), expected.data(), content[2].size()), 0)
+            << c.kh << "x" << c.kw << " window " << c.rows << "x" << c.cols << " at " << c.row0 << "," << c.col0
+            << " channels " << channels << " n " << n;
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
