@@ -298,8 +298,9 @@ def load_memory(runtime, request):
     (so torch, numpy and the input arrays count for neither runtime). The peak is the process's high-water mark,
     reset after the imports (writing 5 to /proc/self/clear_refs). A "warmup" request (program and inputs) is
     loaded and run first, so that what either runtime sets up once per process (its code's pages, kernel tables,
-    the thread pool) counts for neither."""
+    the thread pool) counts for neither. "threads" (default 1): the thread pool's size, set before anything loads."""
     data = request.get("data") or []
+    threads = int(request.get("threads", 1))
     arrays = [np.load(p) for p in request["inputs"]]
     warmup = request.get("warmup")
     warmup_arrays = [np.load(p) for p in warmup["inputs"]] if warmup else []
@@ -309,7 +310,7 @@ def load_memory(runtime, request):
         import executorch_numpy_runtime as pkg
 
         rt = pkg.Runtime.get()
-        rt.backend_registry.set_option("XnnpackBackend", {"num_threads": 1})
+        rt.backend_registry.set_option("XnnpackBackend", {"num_threads": threads})
         inputs = arrays
         load = lambda: rt.load_program(request["program"], data_path=data or None)  # noqa: E731
         if warmup:
@@ -322,7 +323,7 @@ def load_memory(runtime, request):
         import_official_operator_libraries()
         if len(data) > 1:
             raise RuntimeError("more than one .ptd file")
-        portable_lib._unsafe_reset_threadpool(1)
+        portable_lib._unsafe_reset_threadpool(threads)
         rt = Runtime.get()
         inputs = [torch.from_numpy(a) for a in arrays]
         load = lambda: rt.load_program(request["program"], data_path=data[0] if data else None)  # noqa: E731
@@ -349,7 +350,7 @@ def main():
     parser.add_argument("--runtime", choices=("etnp", "official", "onnx", "eager"), required=True)
     parser.add_argument("--threads", type=int, default=1, help="official: the thread pool's size, set once")
     parser.add_argument("--load-memory", metavar="JSON", help="measure one load and first run (a JSON request: "
-                        "program, data, method, inputs) in this process, print the JSON result and exit")
+                        "program, data, method, inputs, threads) in this process, print the JSON result and exit")
     args = parser.parse_args()
     if args.load_memory:
         try:

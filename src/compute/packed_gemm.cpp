@@ -203,14 +203,16 @@ void pack_nk(const float* w, size_t k, size_t n, const FilterTaps& taps, const f
         }
         const float* row = w + (j0 + c) * row_floats;
         if (window) {
-          // Element i is channel i / taps, tap i % taps of the rectangle: runs of up to `cols` floats.
-          for (size_t i = i0; i < i0 + count;) {
-            const size_t channel = i / taps.taps, tap = i % taps.taps;
-            const size_t y = tap / taps.cols, x = tap % taps.cols;
-            const size_t run = std::min(taps.cols - x, i0 + count - i);
-            const float* src = row + (channel * taps.kh + taps.row0 + y) * taps.kw + taps.col0 + x;
-            std::copy(src, src + run, dst + (i - i0));
-            i += run;
+          // Element i is tap i % taps (row-major in the rectangle) of channel i / taps: walked, not divided out
+          // (a lone centre tap is one float per channel, kh * kw apart).
+          size_t channel = i0 / taps.taps, y = i0 % taps.taps / taps.cols, x = i0 % taps.taps % taps.cols;
+          const float* filter = row + channel * taps.kh * taps.kw + taps.row0 * taps.kw + taps.col0;
+          for (size_t i = 0; i < count; ++i) {
+            dst[i] = filter[y * taps.kw + x];
+            if (++x == taps.cols) {
+              x = 0;
+              if (++y == taps.rows) y = 0, filter += taps.kh * taps.kw;
+            }
           }
         } else {
           const float* src = row + i0;
