@@ -35,7 +35,7 @@ class ThreadPool {
   };
 
   /// A pool of its own with `n` threads (n == 0: default_threads()), e.g. for a delegate loaded with its own
-  /// thread count.
+  /// thread count. Its threads start when work first needs them (lease(), or a parallel_for that splits).
   explicit ThreadPool(size_t n);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -73,9 +73,11 @@ class ThreadPool {
   ~ThreadPool();
 
  private:
-  mutable std::mutex mutex_;                   ///< Guards instance_ (held only to copy or swap the pointer).
-  std::shared_ptr<const Instance> instance_;   ///< The current pthreadpool.
-  std::atomic<size_t> threads_{1};             ///< instance_'s thread count, read without the lock.
+  mutable std::mutex mutex_;                   ///< Guards instance_ and requested_.
+  mutable std::shared_ptr<const Instance> instance_;  ///< The current pthreadpool; null until the first lease().
+  size_t requested_ = 0;                       ///< The count asked last (0: default_threads()).
+  /// instance_'s thread count (before it starts: the count it will start), read without the lock.
+  mutable std::atomic<size_t> threads_{1};
 };
 
 }  // namespace etnp

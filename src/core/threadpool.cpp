@@ -89,7 +89,7 @@ pthreadpool_t ThreadPool::Lease::handle() const { return instance_->pool; }
 
 size_t ThreadPool::Lease::num_threads() const { return instance_->threads; }
 
-ThreadPool::ThreadPool(size_t n) : instance_(std::make_shared<const Instance>(n)), threads_(instance_->threads) {}
+ThreadPool::ThreadPool(size_t n) : requested_(n), threads_(n == 0 ? default_threads() : n) {}
 
 ThreadPool::~ThreadPool() = default;
 
@@ -97,12 +97,27 @@ size_t ThreadPool::num_threads() const { return threads_.load(std::memory_order_
 
 ThreadPool::Lease ThreadPool::lease() const {
   std::lock_guard lock(mutex_);
+  if (instance_ == nullptr) {
+    // Started on first use, with the count asked last: a process that never splits work (one thread, or only
+    // small operators) starts no threads, and a count set before any work (`etnp bench --threads 1`) does not
+    // start the default count's first (their workers spin for milliseconds after they start).
+    instance_ = std::make_shared<const Instance>(requested_);
+    threads_.store(instance_->threads, std::memory_order_relaxed);
+  }
   return Lease(instance_);
 }
 
 pthreadpool_t ThreadPool::handle() const { return lease().handle(); }
 
 void ThreadPool::set_num_threads(size_t n) {
+  {
+    std::lock_guard lock(mutex_);
+    requested_ = n;
+    if (instance_ == nullptr) {  // nothing started yet: the first use starts n
+      threads_.store(n == 0 ? default_threads() : n, std::memory_order_relaxed);
+      return;
+    }
+  }
   // The new threads start outside the lock; the old instance is released outside it too (its threads are
   // joined here, or by the last running section that holds it).
   auto fresh = std::make_shared<const Instance>(n);
