@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -94,6 +95,30 @@ void* allocate_large(size_t bytes) {
   if (p == nullptr) throw std::bad_alloc();
   return p;
 #endif
+}
+
+ZeroedBuffer::ZeroedBuffer(size_t bytes) : size_(bytes) {
+  if (bytes >= kLargePage) {  // a mapping of its own: zero until written
+    block_ = allocate_large(bytes);
+    data_ = static_cast<uint8_t*>(block_);
+#if !defined(__linux__)
+    std::memset(data_, 0, bytes);  // aligned_alloc's memory is not zeroed
+#endif
+    return;
+  }
+  constexpr size_t kAlignment = 64;
+  block_ = std::calloc(bytes + kAlignment, 1);
+  if (block_ == nullptr) throw std::bad_alloc();
+  data_ = static_cast<uint8_t*>(block_) + (kAlignment - reinterpret_cast<uintptr_t>(block_) % kAlignment) % kAlignment;
+}
+
+ZeroedBuffer::~ZeroedBuffer() {
+  if (block_ == nullptr) return;
+  if (size_ >= kLargePage) {
+    free_large(block_, size_);
+  } else {
+    std::free(block_);
+  }
 }
 
 void free_large(void* p, size_t bytes) noexcept {

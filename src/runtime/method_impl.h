@@ -15,6 +15,7 @@
 #include "etnp/backend.h"
 #include "etnp/kernel.h"
 #include "etnp/program.h"
+#include "compute/large_pages.h"
 #include "format/pte_file.h"
 #include "runtime/program_impl.h"
 
@@ -65,7 +66,7 @@ struct Method::Impl {
   struct FreeDeleter {
     void operator()(void* p) const { std::free(p); }
   };
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> arenas;
+  std::vector<compute::ZeroedBuffer> arenas;  // the planned buffers (1 to n of the plan's)
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> owned_buffers;
   size_t owned_bytes = 0;                      // sum of owned_buffers' sizes
   uint64_t arena_bytes = 0;                    // sum of the planned arenas' sizes

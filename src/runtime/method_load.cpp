@@ -127,7 +127,13 @@ void Method::Impl::build_values() {
     check_memory_limit(planned, "its memory plan");
     arena_bytes = planned;
     for (size_t i = 1; i < sizes->size(); ++i) {
-      arenas.emplace_back(allocate_zeroed(static_cast<size_t>(sizes->Get(i)), "planned buffer " + std::to_string(i)));
+      const auto bytes = static_cast<size_t>(sizes->Get(i));
+      try {
+        arenas.emplace_back(bytes);
+      } catch (const std::bad_alloc&) {
+        throw Error(ErrorKind::ProgramLoadError,
+                    "cannot allocate " + std::to_string(bytes) + " bytes for planned buffer " + std::to_string(i));
+      }
     }
   }
 
@@ -248,7 +254,7 @@ void Method::Impl::build_values() {
         }
         if (const auto* a = t->allocation_info(); a != nullptr) {
           const uint64_t offset = uint64_t(a->memory_offset_low()) | (uint64_t(a->memory_offset_high()) << 32);
-          uint8_t* data = arenas[a->memory_id() - 1].get() + offset;
+          uint8_t* data = arenas[a->memory_id() - 1].data() + offset;
           tensor.set_data(data);
           if (is_external) {
             std::memcpy(data, external_bytes.data(), nbytes);

@@ -707,7 +707,7 @@ uintptr_t Method::Impl::free_planned_bytes(size_t bytes, size_t from, size_t unt
   std::ranges::sort(taken, {}, &runtime::ByteRange::begin);
   const auto* sizes = plan->non_const_buffer_sizes();
   for (size_t a = 0; a < arenas.size(); ++a) {
-    const auto base = reinterpret_cast<uintptr_t>(arenas[a].get());
+    const auto base = reinterpret_cast<uintptr_t>(arenas[a].data());
     const uintptr_t end = base + static_cast<uintptr_t>(sizes->Get(static_cast<flatbuffers::uoffset_t>(a + 1)));
     auto aligned = [&](uintptr_t p) { return base + ((p - base + kAlign - 1) & ~(kAlign - 1)); };
     uintptr_t at = base;

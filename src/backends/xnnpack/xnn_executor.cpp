@@ -263,7 +263,7 @@ void Executor::plan_memory() {
   arena_size_ = total;
   if (total > arena_capacity_ || !arena_) {
     try {
-      arena_ = allocate(total);
+      arena_ = compute::ZeroedBuffer(total + ops::kExtraBytes);  // XNNPACK may read a few bytes past a value
     } catch (const std::bad_alloc&) {
       run_fail("cannot allocate " + std::to_string(total) + " bytes for intermediate values");
     }
@@ -347,7 +347,7 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
       if (is_constant_[v]) {
         data_[v] = constant_data_[v];
       } else if (arena_offset_[v] != std::numeric_limits<size_t>::max()) {
-        data_[v] = arena_.get() + arena_offset_[v];
+        data_[v] = arena_.data() + arena_offset_[v];
       }
     }
     views_.clear();

@@ -15,6 +15,7 @@
 
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_steps.h"
+#include "compute/large_pages.h"
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
 #include "etnp/value.h"
@@ -106,7 +107,7 @@ class Executor {
   bool planned_ = false;
   std::vector<uint32_t> storage_root_;  ///< Value whose storage a value shares (itself if none).
   std::vector<size_t> arena_offset_;
-  AlignedBytes arena_;
+  compute::ZeroedBuffer arena_;  ///< the intermediate values (from 2 MiB on huge pages: the first run faults less)
   size_t arena_capacity_ = 0;
   StepScratch scratch_;  ///< RunContext::scratch
   size_t arena_size_ = 0;
