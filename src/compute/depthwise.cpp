@@ -349,11 +349,13 @@ DepthwiseConv::DepthwiseConv(const float* filter, const float* bias, size_t chan
   // 8 extra floats so that the vector loads at the end of a period stay inside.
   weights_.assign(kh_ * kw_ * period_ + 8, 0.0f);
   bias_.assign(period_ + 8, 0.0f);
+  // The period is a whole number of channel rows: each tap's row repeated, copied rather than indexed modulo C.
   for (size_t t = 0; t < kh_ * kw_; ++t) {
-    for (size_t j = 0; j < period_; ++j) weights_[t * period_ + j] = filter[t * c_ + j % c_];
+    const float* row = filter + t * c_;
+    for (size_t j = 0; j < period_; j += c_) std::copy(row, row + c_, &weights_[t * period_ + j]);
   }
   if (bias != nullptr) {
-    for (size_t j = 0; j < period_; ++j) bias_[j] = bias[j % c_];
+    for (size_t j = 0; j < period_; j += c_) std::copy(bias, bias + c_, &bias_[j]);
   }
 }
 
