@@ -205,8 +205,9 @@ void pack_nk(const float* w, size_t k, size_t n, const FilterTaps& taps, const f
         if (window) {
           // Element i is tap i % taps (row-major in the rectangle) of channel i / taps: walked, not divided out
           // (a lone centre tap is one float per channel, kh * kw apart).
-          size_t channel = i0 / taps.taps, y = i0 % taps.taps / taps.cols, x = i0 % taps.taps % taps.cols;
-          const float* filter = row + channel * taps.kh * taps.kw + taps.row0 * taps.kw + taps.col0;
+          const size_t tap = i0 % taps.taps;
+          size_t y = tap / taps.cols, x = tap % taps.cols;
+          const float* filter = row + i0 / taps.taps * taps.kh * taps.kw + taps.row0 * taps.kw + taps.col0;
           for (size_t i = 0; i < count; ++i) {
             dst[i] = filter[y * taps.kw + x];
             if (++x == taps.cols) {

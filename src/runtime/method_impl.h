@@ -63,11 +63,8 @@ struct Method::Impl {
   std::vector<Tensor> tensors;                 // one per tensor value; values point into it
   std::vector<int32_t> tensor_of_value;        // value index -> index into tensors (-1 if none)
   std::vector<EValue*> list_items;             // storage of every boxed list's item pointers
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::vector<compute::ZeroedBuffer> arenas;  // the planned buffers (1 to n of the plan's)
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> owned_buffers;
+  std::vector<compute::ZeroedBuffer> arenas;         // the planned buffers (1 to n of the plan's)
+  std::vector<compute::ZeroedBuffer> owned_buffers;  // storage of unplanned tensors and of constants made at load
   size_t owned_bytes = 0;                      // sum of owned_buffers' sizes
   uint64_t arena_bytes = 0;                    // sum of the planned arenas' sizes
   std::deque<Tensor> load_time_tensors;        // constants the method computed at load (folded weights)

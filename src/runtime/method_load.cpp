@@ -25,12 +25,13 @@ using runtime::list_string;
 
 namespace {
 
-uint8_t* allocate_zeroed(size_t nbytes, const std::string& what) {
-  void* p = std::calloc(nbytes == 0 ? 1 : nbytes, 1);
-  if (p == nullptr) {
+/// Zero-filled storage the method keeps (compute::ZeroedBuffer: from 2 MiB on huge pages), or ProgramLoadError.
+compute::ZeroedBuffer allocate_zeroed(size_t nbytes, const std::string& what) {
+  try {
+    return compute::ZeroedBuffer(nbytes);
+  } catch (const std::bad_alloc&) {
     throw Error(ErrorKind::ProgramLoadError, "cannot allocate " + std::to_string(nbytes) + " bytes for " + what);
   }
-  return static_cast<uint8_t*>(p);
 }
 
 }  // namespace
@@ -95,9 +96,9 @@ void Method::Impl::check_memory_limit(uint64_t more, const std::string& what) co
 
 uint8_t* Method::Impl::own(size_t nbytes, const std::string& what) {
   check_memory_limit(nbytes, what);
-  owned_buffers.emplace_back(allocate_zeroed(nbytes, what));
+  owned_buffers.push_back(allocate_zeroed(nbytes, what));
   owned_bytes += nbytes;
-  return owned_buffers.back().get();
+  return owned_buffers.back().data();
 }
 
 size_t Method::Impl::load_time_bytes() const {
@@ -127,13 +128,7 @@ void Method::Impl::build_values() {
     check_memory_limit(planned, "its memory plan");
     arena_bytes = planned;
     for (size_t i = 1; i < sizes->size(); ++i) {
-      const auto bytes = static_cast<size_t>(sizes->Get(i));
-      try {
-        arenas.emplace_back(bytes);
-      } catch (const std::bad_alloc&) {
-        throw Error(ErrorKind::ProgramLoadError,
-                    "cannot allocate " + std::to_string(bytes) + " bytes for planned buffer " + std::to_string(i));
-      }
+      arenas.push_back(allocate_zeroed(static_cast<size_t>(sizes->Get(i)), "planned buffer " + std::to_string(i)));
     }
   }
 

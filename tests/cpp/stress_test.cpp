@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -680,6 +681,32 @@ void stress(Mix mix, double seconds, std::initializer_list<Op> must_run) {
 
 // Contract: a Program may be shared by any number of threads, and its load_method, method_meta and
 // load_verdict called concurrently; Methods of one program or of several run in parallel, each on one thread.
+/// Threads of this process now (/proc/self/task).
+size_t process_threads() {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) n += entry.is_directory() ? 1 : 0;
+  return n;
+}
+
+// A pool starts its workers when work first splits, with the count set last: none at construction, none for a
+// count changed before any work, none for work too small to split (run inline), then count - 1 workers.
+TEST(ThreadPool, StartsItsWorkersWhenWorkFirstSplits) {
+  const size_t before = process_threads();
+  ThreadPool pool(4);
+  EXPECT_EQ(pool.num_threads(), 4u);
+  pool.set_num_threads(3);
+  EXPECT_EQ(pool.num_threads(), 3u);
+  std::atomic<size_t> items{0};
+  pool.parallel_for(8, 8, [&](size_t b, size_t e) { items += e - b; });  // one chunk: runs inline
+  EXPECT_EQ(items.load(), 8u);
+  EXPECT_EQ(process_threads(), before) << "no work has split yet";
+  pool.parallel_for(64, 1, [&](size_t b, size_t e) { items += e - b; });
+  EXPECT_EQ(items.load(), 72u);
+  EXPECT_EQ(process_threads(), before + 2) << "three threads: the caller and two workers";
+  pool.set_num_threads(1);  // started already: replaced now, its workers joined
+  EXPECT_EQ(process_threads(), before);
+}
+
 TEST(Concurrency, StressSharedProgramsOwnMethods) {
   stress(mix_of({{kExecuteOwn, 10}, {kReloadMethod, 2}}), item_seconds(), {kExecuteOwn, kReloadMethod});
 }
