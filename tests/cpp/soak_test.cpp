@@ -50,7 +50,8 @@ uint64_t resident_bytes() {
 // Growth of the resident set allowed after warm-up: allocator noise (a page here, a thread's arena there), 1 MiB
 // plus 1% of the set, not a leak. A leak of 100 bytes per run passes it in the short run; LeakSanitizer sees
 // every byte.
-uint64_t rss_slack(uint64_t resident) { return (uint64_t{1} << 20) + resident / 100; }
+// (Unused where ASan builds skip the check.)
+[[maybe_unused]] uint64_t rss_slack(uint64_t resident) { return (uint64_t{1} << 20) + resident / 100; }
 
 struct Budget {
   int64_t iterations;
@@ -142,7 +143,7 @@ void soak(const std::string& what, Budget budget, Step&& step) {
   const Budget warmup_budget{std::max<int64_t>(3, budget.iterations / 10), budget.seconds / 10, budget.start};
   int64_t done = 0;
   while (done < 3 || !warmup_budget.spent(done)) step(done++);
-  const int64_t warmup = done;
+  [[maybe_unused]] const int64_t warmup = done;
   const uint64_t after_warmup = resident_bytes();
   uint64_t peak = after_warmup;
   while (!budget.spent(done)) {
