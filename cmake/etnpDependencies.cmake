@@ -62,11 +62,11 @@ function(etnp_find_dependencies missing_var)
   endif()
 
   etnp_require_library(etnp::dep_pthreadpool PTHREADPOOL_LIB pthreadpool libpthreadpool-dev)
-  etnp_require_library(etnp::dep_cpuinfo CPUINFO_LIB cpuinfo libcpuinfo-dev)
   etnp_require_library(etnp::dep_sentencepiece SENTENCEPIECE_LIBRARY sentencepiece libsentencepiece-dev
                        HEADER sentencepiece_processor.h SENTENCEPIECE_INCLUDE_DIR)
   if(A_XNNPACK)
     etnp_require_library(etnp::dep_xnnpack XNNPACK_LIB XNNPACK libxnnpack-dev HEADER xnnpack.h XNNPACK_INCLUDE_DIR)
+    etnp_require_library(etnp::dep_cpuinfo CPUINFO_LIB cpuinfo libcpuinfo-dev)  # the delegate's AMX query
   endif()
   if(A_SLEEF)
     etnp_require_library(etnp::dep_sleef SLEEF_LIB sleef libsleef-dev)

@@ -13,7 +13,7 @@ namespace etnp {
 
 class ThreadPool {
  public:
-  /// The shared pool. Created on first use with default_threads() threads.
+  /// The shared pool: default_threads() threads, started when work first splits (or set_num_threads).
   static ThreadPool& global();
   /// What a thread count of 0 means: one thread per CPU the calling thread may run on (its affinity mask, which
   /// taskset or a container's cpuset can make smaller than the machine), at least 1.
@@ -42,7 +42,8 @@ class ThreadPool {
 
   /// Threads the pool runs with now (including the calling thread).
   size_t num_threads() const;
-  /// Recreates the pool with `n` threads (n == 0: default_threads()). Safe while methods run, from any thread: a
+  /// Recreates the pool with `n` threads (n == 0: default_threads()), starting them now (one thread: none, the
+  /// caller's is the pool). Safe while methods run, from any thread: a
   /// parallel section (a parallel_for, or a Lease's holder) that started before finishes on the threads it
   /// started on, which are stopped when the last such section ends; sections that start afterwards get the
   /// new threads. Never waits for running sections.

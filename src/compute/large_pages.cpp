@@ -15,6 +15,10 @@
 namespace etnp::compute {
 namespace {
 constexpr size_t kLargePage = size_t{2} << 20;
+// A ZeroedBuffer from here up is a mapping of its own even under 2 MiB: calloc memset a block that glibc's heap
+// reused (its mmap threshold rises to the largest block freed), touching at load every page of the arenas that
+// the first run writes (a sixth of a small MLP's first load, with the page faults it took).
+constexpr size_t kOwnMappingBytes = size_t{64} << 10;
 
 template <typename T>
 T round_up(T value, size_t multiple) {
@@ -106,6 +110,15 @@ ZeroedBuffer::ZeroedBuffer(size_t bytes) : size_(bytes) {
 #endif
     return;
   }
+#if defined(ETNP_POOLED_CHUNKS)
+  if (bytes >= kOwnMappingBytes) {
+    void* p = mmap(nullptr, round_up(bytes, small_page()), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    block_ = p;
+    data_ = static_cast<uint8_t*>(p);
+    return;
+  }
+#endif
   constexpr size_t kAlignment = 64;
   block_ = std::calloc(bytes + kAlignment, 1);
   if (block_ == nullptr) throw std::bad_alloc();
@@ -116,9 +129,15 @@ ZeroedBuffer::~ZeroedBuffer() {
   if (block_ == nullptr) return;
   if (size_ >= kLargePage) {
     free_large(block_, size_);
-  } else {
-    std::free(block_);
+    return;
   }
+#if defined(ETNP_POOLED_CHUNKS)
+  if (size_ >= kOwnMappingBytes) {
+    munmap(block_, round_up(size_, small_page()));
+    return;
+  }
+#endif
+  std::free(block_);
 }
 
 void free_large(void* p, size_t bytes) noexcept {

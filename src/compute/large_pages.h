@@ -26,7 +26,8 @@ void trim_large_pages();
 /// Zero-filled memory for what a program writes as it runs (the planned arenas of its activations), 64-byte
 /// aligned and not touched here: from 2 MiB a mapping of its own advised as huge pages (allocate_large), so that
 /// the first run faults it in 2 MiB at a time instead of 4 KiB (8x less per byte on the project's machine, see
-/// above: etnp_demo's portable MobileNetV2 writes 9.2 MiB of activations on its first run); below, calloc.
+/// above: etnp_demo's portable MobileNetV2 writes 9.2 MiB of activations on its first run); from 64 KiB a
+/// mapping of small pages (Linux, not under ASan); below, calloc.
 class ZeroedBuffer {
  public:
   ZeroedBuffer() = default;

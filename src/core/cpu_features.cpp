@@ -1,7 +1,5 @@
 #include "core/cpu_features.h"
 
-#include <cpuinfo.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -21,26 +19,29 @@ constexpr std::array kLevels{CpuLevel::portable, CpuLevel::neon, CpuLevel::neon_
 constexpr std::array kLevels{CpuLevel::portable};
 #endif
 
+// From the CPU's own feature bits, not cpuinfo: cpuinfo_initialize() reads /proc and /sys (0.2 ms on the
+// project's machine), which a process paid at its first load of a program that packs weights; these checks
+// take microseconds. (The XNNPACK delegate still initializes cpuinfo, through XNNPACK, where it is used.)
 CpuLevel detected_level() {
-  // cpuinfo_initialize() is idempotent; a failure (an unreadable /proc, say) leaves the portable kernels.
 #if defined(__x86_64__) || defined(__i386__)
-  // cpuinfo reports an AVX-512 feature only where the OS saves the 512-bit state.
-  if (!cpuinfo_initialize() || !cpuinfo_has_x86_avx2() || !cpuinfo_has_x86_fma3()) return CpuLevel::portable;
-  if (cpuinfo_has_x86_avx512f() && cpuinfo_has_x86_avx512bw() && cpuinfo_has_x86_avx512vl() &&
-      cpuinfo_has_x86_avx512vnni()) {
+  // The compiler's runtime reads CPUID and reports an AVX or AVX-512 feature only where the OS saves that
+  // register state (XCR0).
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return CpuLevel::portable;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
     return CpuLevel::avx512_vnni;
   }
   return CpuLevel::avx2_fma;
 #elif defined(__aarch64__)
-  // AArch64 has Advanced SIMD with FMA by definition; the dot-product extensions come from the kernel's hwcaps.
-  if (!cpuinfo_initialize()) return CpuLevel::neon;
-  if (!cpuinfo_has_arm_neon_dot()) return CpuLevel::neon;
-  // Debian 12's cpuinfo (2022) predates its I8MM query: the kernel's hwcap bit (HWCAP2_I8MM, bit 13) is read.
+  // AArch64 has Advanced SIMD with FMA by definition; the dot-product extensions come from the kernel's hwcaps:
+  // bit 20 of AT_HWCAP is ASIMDDP (SDOT/UDOT), bit 13 of AT_HWCAP2 is I8MM (arch/arm64/include/uapi/asm/hwcap.h).
 #if defined(__linux__)
+  if ((getauxval(AT_HWCAP) & (1ul << 20)) == 0) return CpuLevel::neon;
   if ((getauxval(AT_HWCAP2) & (1ul << 13)) == 0) return CpuLevel::neon_dotprod;
   return CpuLevel::neon_i8mm;
 #else
-  return CpuLevel::neon_dotprod;
+  return CpuLevel::neon;
 #endif
 #else
   return CpuLevel::portable;

@@ -98,9 +98,9 @@ size_t ThreadPool::num_threads() const { return threads_.load(std::memory_order_
 ThreadPool::Lease ThreadPool::lease() const {
   std::lock_guard lock(mutex_);
   if (instance_ == nullptr) {
-    // Started on first use, with the count asked last: a process that never splits work (one thread, or only
-    // small operators) starts no threads, and a count set before any work (`etnp bench --threads 1`) does not
-    // start the default count's first (their workers spin for milliseconds after they start).
+    // The default count starts on first use: a process that never splits work (only small operators) starts
+    // no threads, and a count set before any work (`etnp bench --threads 1`) does not start the default
+    // count's first (their workers spin for milliseconds after they start).
     instance_ = std::make_shared<const Instance>(requested_);
     threads_.store(instance_->threads, std::memory_order_relaxed);
   }
@@ -113,13 +113,15 @@ void ThreadPool::set_num_threads(size_t n) {
   {
     std::lock_guard lock(mutex_);
     requested_ = n;
-    if (instance_ == nullptr) {  // nothing started yet: the first use starts n
-      threads_.store(n == 0 ? default_threads() : n, std::memory_order_relaxed);
+    const size_t count = n == 0 ? default_threads() : n;
+    if (instance_ == nullptr && count <= 1) {  // nothing to start: work runs on the caller's thread
+      threads_.store(1, std::memory_order_relaxed);
       return;
     }
   }
-  // The new threads start outside the lock; the old instance is released outside it too (its threads are
-  // joined here, or by the last running section that holds it).
+  // A count asked for is started now (as the official runtime's pool reset does), not inside the first load or
+  // run that splits work. The new threads start outside the lock; the old instance is released outside it too
+  // (its threads are joined here, or by the last running section that holds it).
   auto fresh = std::make_shared<const Instance>(n);
   std::shared_ptr<const Instance> old;
   {

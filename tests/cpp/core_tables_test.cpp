@@ -41,6 +41,10 @@ TEST(CpuFeatures, AgreesWithProcCpuinfo) {
   const std::set<std::string> flags = proc_cpu_flags();
   if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
   EXPECT_EQ(has_avx2_fma(), flags.count("avx2") == 1 && flags.count("fma") == 1);
+  // The kernel lists an AVX-512 flag only where it saves the 512-bit state, as the level requires.
+  const bool vnni = flags.count("avx512f") == 1 && flags.count("avx512bw") == 1 && flags.count("avx512vl") == 1 &&
+                    flags.count("avx512_vnni") == 1;
+  EXPECT_EQ(cpu_level() == CpuLevel::avx512_vnni, has_avx2_fma() && vnni) << cpu_level_name(cpu_level());
 #else
   EXPECT_FALSE(has_avx2_fma());  // the base level off x86
 #endif

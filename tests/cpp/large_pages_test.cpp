@@ -112,6 +112,36 @@ TEST(ZeroedBuffer, IsZeroAlignedAndFromTwoMibOnHugePages) {
   }
 }
 
+/// Pages of [begin, begin + bytes) resident now (mincore; `begin` on a page boundary).
+size_t resident_pages(const void* begin, size_t bytes) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> pages((bytes + page - 1) / page);
+  if (mincore(const_cast<void*>(begin), bytes, pages.data()) != 0) return 0;
+  return static_cast<size_t>(std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; }));
+}
+
+// From 64 KiB a ZeroedBuffer is not written when made, even where glibc's heap would hand back a block it has
+// used (calloc then zeroes it, touching every page at load): a freed 8 MiB block raises glibc's threshold for
+// mapping blocks of their own, so that a calloc of 1 MiB comes from the heap. (Under ASan blocks come from
+// malloc, which keeps their redzones.)
+TEST(ZeroedBuffer, FromSixtyFourKibIsNotTouchedUntilWritten) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan: from malloc";
+#else
+  void* used = std::malloc(8 * kMib);
+  ASSERT_NE(used, nullptr);
+  std::memset(used, 1, 8 * kMib);
+  std::free(used);
+  for (size_t bytes : {size_t{65536}, size_t{300000}, kMib, 2 * kMib - 1}) {
+    ZeroedBuffer buffer(bytes);
+    EXPECT_EQ(resident_pages(buffer.data(), bytes), 0u) << bytes;
+    buffer.data()[bytes / 2] = 7;
+    EXPECT_EQ(resident_pages(buffer.data(), bytes), 1u) << bytes;
+    EXPECT_TRUE(std::all_of(buffer.data(), buffer.data() + bytes, [](uint8_t b) { return b == 0 || b == 7; }));
+  }
+#endif
+}
+
 TEST(ChunkPool, BlocksShareChunksFromTheStartUpAndEveryByteIsTheirs) {
   ChunkPool pool;
   std::vector<std::pair<unsigned char*, size_t>> blocks;
@@ -166,14 +196,6 @@ TEST(ChunkPool, TheFirstChunkStaysOnSmallPagesLaterOnesAreAdvisedHuge) {
   void* again = pool.allocate(ChunkPool::kMinBlock);
   EXPECT_EQ(vm_flags_at(again).find(" hg"), std::string::npos);
   pool.free(again);
-}
-
-/// Pages of [begin, end) resident now (mincore).
-size_t resident_pages(const void* begin, size_t bytes) {
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> pages((bytes + page - 1) / page);
-  if (mincore(const_cast<void*>(begin), bytes, pages.data()) != 0) return 0;
-  return static_cast<size_t>(std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; }));
 }
 
 TEST(ChunkPool, TrimDropsThePagesPastTheLastBlockOfHugeChunksAndKeepsTheBlocks) {

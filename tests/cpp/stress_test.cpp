@@ -692,9 +692,7 @@ size_t process_threads() {
 // count changed before any work, none for work too small to split (run inline), then count - 1 workers.
 TEST(ThreadPool, StartsItsWorkersWhenWorkFirstSplits) {
   const size_t before = process_threads();
-  ThreadPool pool(4);
-  EXPECT_EQ(pool.num_threads(), 4u);
-  pool.set_num_threads(3);
+  ThreadPool pool(3);
   EXPECT_EQ(pool.num_threads(), 3u);
   std::atomic<size_t> items{0};
   pool.parallel_for(8, 8, [&](size_t b, size_t e) { items += e - b; });  // one chunk: runs inline
@@ -705,6 +703,21 @@ TEST(ThreadPool, StartsItsWorkersWhenWorkFirstSplits) {
   EXPECT_EQ(process_threads(), before + 2) << "three threads: the caller and two workers";
   pool.set_num_threads(1);  // started already: replaced now, its workers joined
   EXPECT_EQ(process_threads(), before);
+}
+
+TEST(ThreadPool, StartsACountThatIsSetAtOnce) {
+  const size_t before = process_threads();
+  ThreadPool pool(4);
+  pool.set_num_threads(1);  // the caller's thread alone: nothing to start
+  EXPECT_EQ(pool.num_threads(), 1u);
+  EXPECT_EQ(process_threads(), before);
+  pool.set_num_threads(3);  // started now, before any work
+  EXPECT_EQ(pool.num_threads(), 3u);
+  EXPECT_EQ(process_threads(), before + 2);
+  std::atomic<size_t> items{0};
+  pool.parallel_for(64, 1, [&](size_t b, size_t e) { items += e - b; });
+  EXPECT_EQ(items.load(), 64u);
+  EXPECT_EQ(process_threads(), before + 2) << "the same workers";
 }
 
 TEST(Concurrency, StressSharedProgramsOwnMethods) {
