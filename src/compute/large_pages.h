@@ -72,7 +72,7 @@ class ChunkPool {
   ChunkPool& operator=(const ChunkPool&) = delete;
   ~ChunkPool();  ///< unmaps the chunks still held (their blocks must no longer be in use)
 
-  /// A block of `bytes` (kMinBlock up to kChunkBytes).
+  /// A block of `bytes` (kMinBlock up to kChunkBytes), its pages present (written next, in full, by a packing).
   void* allocate(size_t bytes);
   /// Frees a block of allocate().
   void free(void* p) noexcept;
@@ -92,6 +92,7 @@ class ChunkPool {
     bool huge;       ///< advised as huge pages
     size_t trimmed;  ///< pages from here on were dropped by trim() (kChunkBytes: none)
   };
+  void* cut_block(size_t bytes);  ///< allocate() under the lock: the block's place, a new chunk where none has room
   mutable std::mutex mutex_;
   std::vector<Chunk> chunks_;  // few: a model's mid-sized packings hold one per 2 MiB
 };
