@@ -432,32 +432,54 @@ void Method::Impl::pair_channels_last() {
   auto written_whole_at_first_run = [&](size_t w) {
     return usage.by_value(w).front() == first_run[w] && usage.produced[w];
   };
+  // The tensors that run, by where their bytes begin, with the running maximum of their ends, so that the checks
+  // below visit only those overlapping a range (visiting every value for each candidate was 8% of EfficientNet-B0's
+  // load); those whose storage is only known when they run, apart.
+  struct Placed {
+    runtime::ByteRange range;
+    uint32_t value;
+  };
+  std::vector<Placed> placed;
+  std::vector<uint32_t> unplaced;
+  for (size_t w = 0; w < count; ++w) {
+    if (first_run[w] == kNever || !values[w].is_tensor()) continue;
+    const Tensor& t = values[w].to_tensor();
+    if (t.data() != nullptr) {
+      placed.push_back({bytes_of(t), static_cast<uint32_t>(w)});
+    } else if (t.capacity_numel() > 0) {
+      unplaced.push_back(static_cast<uint32_t>(w));
+    }
+  }
+  std::sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) { return a.range.begin < b.range.begin; });
+  std::vector<uintptr_t> max_end(placed.size());
+  for (size_t i = 0; i < placed.size(); ++i) max_end[i] = std::max(i > 0 ? max_end[i - 1] : 0, placed[i].range.end);
+  // Calls fn(w) for each placed tensor w overlapping `range` until it returns false; false then.
+  auto each_overlapping = [&](const runtime::ByteRange& range, auto&& fn) {
+    const auto past = std::lower_bound(placed.begin(), placed.end(), range.end,
+                                       [](const Placed& p, uintptr_t end) { return p.range.begin < end; });
+    for (auto i = static_cast<size_t>(past - placed.begin()); i-- > 0 && max_end[i] > range.begin;) {
+      if (placed[i].range.overlaps(range) && !fn(static_cast<size_t>(placed[i].value))) return false;
+    }
+    return true;
+  };
   // Whether another tensor holding all of w's bytes is written whole after `after` and by w's first reference.
   auto rewritten_after = [&](size_t w, uint32_t after) {
     const runtime::ByteRange range = bytes_of(values[w].to_tensor());
-    for (size_t u = 0; u < count; ++u) {
-      if (u == w || first_run[u] == kNever || first_run[u] <= after || first_run[u] > first_run[w] ||
-          !values[u].is_tensor() || values[u].to_tensor().data() == nullptr) {
-        continue;
-      }
-      if (written_whole_at_first_run(u) && bytes_of(values[u].to_tensor()).contains(range)) return true;
-    }
-    return false;
+    return !each_overlapping(range, [&](size_t u) {
+      const bool rewrites = u != w && first_run[u] > after && first_run[u] <= first_run[w] &&
+                            written_whole_at_first_run(u) && bytes_of(values[u].to_tensor()).contains(range);
+      return !rewrites;
+    });
   };
   auto bytes_private = [&](size_t v) {
-    const runtime::ByteRange range = bytes_of(values[v].to_tensor());
-    for (size_t w = 0; w < count; ++w) {
-      if (w == v || first_run[w] == kNever || !values[w].is_tensor()) continue;
-      const Tensor& t = values[w].to_tensor();
-      const bool during = first_run[w] <= last_run[v] && last_run[w] >= first_run[v];
-      if (t.data() == nullptr) {
-        if (during && t.capacity_numel() > 0) return false;  // its storage is only known when it runs
-        continue;
-      }
-      if (!bytes_of(t).overlaps(range) || last_run[w] < first_run[v]) continue;
-      if (during || !(written_whole_at_first_run(w) || rewritten_after(w, last_run[v]))) return false;
+    const auto during = [&](size_t w) { return first_run[w] <= last_run[v] && last_run[w] >= first_run[v]; };
+    for (const uint32_t w : unplaced) {
+      if (w != v && during(w)) return false;
     }
-    return true;
+    return each_overlapping(bytes_of(values[v].to_tensor()), [&](size_t w) {
+      if (w == v || last_run[w] < first_run[v]) return true;
+      return !during(w) && (written_whole_at_first_run(w) || rewritten_after(w, last_run[v]));
+    });
   };
   for (size_t v = 0; v < count; ++v) {
     const size_t r = root(v);
