@@ -80,8 +80,9 @@ class ChunkPool {
   size_t chunks() const;
   /// Drops the pages past the last block of each chunk advised huge: a huge page backs the whole 2 MiB when it is
   /// first written, so the unwritten end of a model's last chunk was resident for nothing. (The kernel splits the
-  /// huge page; later blocks there fault in small pages.) The runtime calls it (trim_large_pages) when a method
-  /// has loaded.
+  /// huge page, and the chunk is advised against huge pages from then on, so that khugepaged does not make the
+  /// dropped pages resident again; later blocks there fault in small pages.) The runtime calls it
+  /// (trim_large_pages) when a method has loaded.
   void trim();
 
  private:
