@@ -1,5 +1,5 @@
-// The instruction set the vector kernels may use on this CPU, decided once (from CPUID, or
-// the kernel's hwcaps on aarch64) for the whole process.
+// The instruction set the vector kernels may use on this CPU, decided once for the whole process (from CPUID, or
+// the kernel's hwcaps on aarch64).
 // This is the one place that decides: a kernel asks cpu_level() and runs the implementation for that level,
 // or the highest one it has below it, down to its portable twin.
 #pragma once

@@ -679,8 +679,6 @@ void stress(Mix mix, double seconds, std::initializer_list<Op> must_run) {
   EXPECT_EQ(packed_weight_cache_stats().entries, cache_entries);
 }
 
-// Contract: a Program may be shared by any number of threads, and its load_method, method_meta and
-// load_verdict called concurrently; Methods of one program or of several run in parallel, each on one thread.
 /// Threads of this process now (/proc/self/task).
 size_t process_threads() {
   size_t n = 0;
@@ -688,8 +686,8 @@ size_t process_threads() {
   return n;
 }
 
-// A pool starts its workers when work first splits, with the count set last: none at construction, none for a
-// count changed before any work, none for work too small to split (run inline), then count - 1 workers.
+// A pool made with a count starts its workers when work first splits: none at construction, none for work too
+// small to split (run inline), then count - 1 workers; a resize joins them.
 TEST(ThreadPool, StartsItsWorkersWhenWorkFirstSplits) {
   const size_t before = process_threads();
   ThreadPool pool(3);
@@ -705,6 +703,7 @@ TEST(ThreadPool, StartsItsWorkersWhenWorkFirstSplits) {
   EXPECT_EQ(process_threads(), before);
 }
 
+// A count that is set is started at once (one thread: nothing to start), and work then splits on those workers.
 TEST(ThreadPool, StartsACountThatIsSetAtOnce) {
   const size_t before = process_threads();
   ThreadPool pool(4);
@@ -720,6 +719,8 @@ TEST(ThreadPool, StartsACountThatIsSetAtOnce) {
   EXPECT_EQ(process_threads(), before + 2) << "the same workers";
 }
 
+// Contract: a Program may be shared by any number of threads, and its load_method, method_meta and
+// load_verdict called concurrently; Methods of one program or of several run in parallel, each on one thread.
 TEST(Concurrency, StressSharedProgramsOwnMethods) {
   stress(mix_of({{kExecuteOwn, 10}, {kReloadMethod, 2}}), item_seconds(), {kExecuteOwn, kReloadMethod});
 }
