@@ -686,37 +686,62 @@ size_t process_threads() {
   return n;
 }
 
+/// The thread count once it reads `expected`, or what it reads after two seconds. A joined thread can still be
+/// listed for a moment: pthread_join returns when the kernel clears the thread's id, before the task is reaped.
+/// Waiting never hides an extra thread, which stays listed.
+size_t process_threads_settled_at(size_t expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  size_t n = process_threads();
+  while (n != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    n = process_threads();
+  }
+  return n;
+}
+
+/// The thread count once threads an earlier test joined are gone: the same reading for 20 ms.
+size_t process_threads_steady() {
+  size_t n = process_threads();
+  for (int same = 0; same < 10;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const size_t now = process_threads();
+    same = now == n ? same + 1 : 0;
+    n = now;
+  }
+  return n;
+}
+
 // A pool made with a count starts its workers when work first splits: none at construction, none for work too
 // small to split (run inline), then count - 1 workers; a resize joins them.
 TEST(ThreadPool, StartsItsWorkersWhenWorkFirstSplits) {
-  const size_t before = process_threads();
+  const size_t before = process_threads_steady();
   ThreadPool pool(3);
   EXPECT_EQ(pool.num_threads(), 3u);
   std::atomic<size_t> items{0};
   pool.parallel_for(8, 8, [&](size_t b, size_t e) { items += e - b; });  // one chunk: runs inline
   EXPECT_EQ(items.load(), 8u);
-  EXPECT_EQ(process_threads(), before) << "no work has split yet";
+  EXPECT_EQ(process_threads_settled_at(before), before) << "no work has split yet";
   pool.parallel_for(64, 1, [&](size_t b, size_t e) { items += e - b; });
   EXPECT_EQ(items.load(), 72u);
-  EXPECT_EQ(process_threads(), before + 2) << "three threads: the caller and two workers";
+  EXPECT_EQ(process_threads_settled_at(before + 2), before + 2) << "three threads: the caller and two workers";
   pool.set_num_threads(1);  // started already: replaced now, its workers joined
-  EXPECT_EQ(process_threads(), before);
+  EXPECT_EQ(process_threads_settled_at(before), before);
 }
 
 // A count that is set is started at once (one thread: nothing to start), and work then splits on those workers.
 TEST(ThreadPool, StartsACountThatIsSetAtOnce) {
-  const size_t before = process_threads();
+  const size_t before = process_threads_steady();
   ThreadPool pool(4);
   pool.set_num_threads(1);  // the caller's thread alone: nothing to start
   EXPECT_EQ(pool.num_threads(), 1u);
-  EXPECT_EQ(process_threads(), before);
+  EXPECT_EQ(process_threads_settled_at(before), before);
   pool.set_num_threads(3);  // started now, before any work
   EXPECT_EQ(pool.num_threads(), 3u);
-  EXPECT_EQ(process_threads(), before + 2);
+  EXPECT_EQ(process_threads_settled_at(before + 2), before + 2);
   std::atomic<size_t> items{0};
   pool.parallel_for(64, 1, [&](size_t b, size_t e) { items += e - b; });
   EXPECT_EQ(items.load(), 64u);
-  EXPECT_EQ(process_threads(), before + 2) << "the same workers";
+  EXPECT_EQ(process_threads_settled_at(before + 2), before + 2) << "the same workers";
 }
 
 // Contract: a Program may be shared by any number of threads, and its load_method, method_meta and
