@@ -93,6 +93,55 @@ __attribute__((target("avx2,fma"))) void dots_avx2(const float* a, size_t lda, c
 }
 #endif
 
+#ifdef ETNP_DOT_AVX2
+/// x_l = lane l + lane l+4 (l < 4) of two sums at once: [x0..x3 of p | x0..x3 of q].
+__attribute__((target("avx2,fma"))) inline __m256 fold_halves(__m256 p, __m256 q) {
+  return _mm256_add_ps(_mm256_permute2f128_ps(p, q, 0x20), _mm256_permute2f128_ps(p, q, 0x31));
+}
+
+/// One row of `a` by 8 weight rows (sums[j] = a . w_j), the shape of a language model's decoding step: the block
+/// kernels keep 3 sums in flight there, which leaves the FMA units waiting on their latency; 8 keep both busy.
+/// The partial sums are added in the same order as add_lanes (so the results equal the block kernels'), eight
+/// dot products at a time across the registers' lanes.
+__attribute__((target("avx2,fma"))) void dots_row8_avx2(const float* a, const float* w, size_t ldw, size_t k,
+                                                        float* sums) {
+  constexpr int J = 8;
+  __m256 acc[J];
+#pragma GCC unroll 8
+  for (int j = 0; j < J; ++j) acc[j] = _mm256_setzero_ps();
+  const size_t k8 = k & ~size_t{7};
+  size_t i = 0;
+  for (; i + 16 <= k8; i += 16) {  // one cache line of each weight row per step, fetched ahead once
+    const __m256 a0 = _mm256_loadu_ps(a + i), a1 = _mm256_loadu_ps(a + i + 8);
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + i + kPrefetchFloats), _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) acc[j] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(w + j * ldw + i), acc[j]);
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) acc[j] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(w + j * ldw + i + 8), acc[j]);
+  }
+  if (i < k8) {
+    const __m256 a0 = _mm256_loadu_ps(a + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) acc[j] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(w + j * ldw + i), acc[j]);
+  }
+  const __m256 x01 = fold_halves(acc[0], acc[1]), x23 = fold_halves(acc[2], acc[3]);
+  const __m256 x45 = fold_halves(acc[4], acc[5]), x67 = fold_halves(acc[6], acc[7]);
+  // y0 = x0 + x2, y1 = x1 + x3: [y0 y1 of sum 0, y0 y1 of 2 | y0 y1 of 1, y0 y1 of 3], and of sums 4-7.
+  const __m256 y0123 = _mm256_add_ps(_mm256_shuffle_ps(x01, x23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(x01, x23, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 y4567 = _mm256_add_ps(_mm256_shuffle_ps(x45, x67, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(x45, x67, _MM_SHUFFLE(3, 2, 3, 2)));
+  // y0 + y1: [sums 0 2 4 6 | 1 3 5 7], put in order.
+  const __m256 z = _mm256_add_ps(_mm256_shuffle_ps(y0123, y4567, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(y0123, y4567, _MM_SHUFFLE(3, 1, 3, 1)));
+  _mm256_storeu_ps(sums, _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  if (k8 < k) {
+    for (int j = 0; j < J; ++j) sums[j] = add_tail(sums[j], a, w + j * ldw, k8, k);
+  }
+}
+#endif
+
 #ifdef ETNP_DOT_NEON
 template <int R, int J>
 void dots_neon(const float* a, size_t lda, const float* w, size_t ldw, size_t k, float* sums) {
@@ -134,10 +183,16 @@ using DotsTable = Dots[kBlockCols][kBlockRows];
 #define ETNP_DOTS_TABLE(f) \
   {{f<1, 1>, f<2, 1>, f<3, 1>, f<4, 1>}, {f<1, 2>, f<2, 2>, f<3, 2>, f<4, 2>}, {f<1, 3>, f<2, 3>, f<3, 3>, f<4, 3>}}
 
+#ifdef ETNP_DOT_AVX2
+const DotsTable& dots_avx2_table() {
+  static constexpr DotsTable kAvx2 = ETNP_DOTS_TABLE(dots_avx2);
+  return kAvx2;
+}
+#endif
+
 const DotsTable& dots_table() {
 #ifdef ETNP_DOT_AVX2
-  static constexpr DotsTable kAvx2 = ETNP_DOTS_TABLE(dots_avx2);
-  if (has_avx2_fma()) return kAvx2;
+  if (has_avx2_fma()) return dots_avx2_table();
 #endif
 #ifdef ETNP_DOT_NEON
   static constexpr DotsTable kNeon = ETNP_DOTS_TABLE(dots_neon);
@@ -162,8 +217,21 @@ void dot_rows_f32(const float* a, size_t lda, size_t rows, const float* w, size_
   const DotsTable& table = dots_table();
   // Columns [j0, j1) of every row: kBlockCols weight rows at a time, read from memory once and multiplied by
   // each block of rows of `a` from the cache.
+  bool row8 = false;  // one row by eight columns at a time (dots_row8_avx2), the last n % 8 as below
+#ifdef ETNP_DOT_AVX2
+  row8 = rows == 1 && &table == &dots_avx2_table();
+#endif
   auto columns = [&](size_t j0, size_t j1) {
     float sums[kBlockCols * kBlockRows];
+#ifdef ETNP_DOT_AVX2
+    if (row8) {
+      alignas(32) float eight[8];
+      for (; j0 + 8 <= j1; j0 += 8) {
+        dots_row8_avx2(a, w + j0 * ldw, ldw, k, eight);
+        for (size_t jj = 0; jj < 8; ++jj) out.c[(j0 + jj) * out.col_stride] = output_pass(eight[jj], j0 + jj, out);
+      }
+    }
+#endif
     for (size_t j = j0; j < j1; j += kBlockCols) {
       const size_t jn = std::min(kBlockCols, j1 - j);
       for (size_t p = 0; p < rows; p += kBlockRows) {
@@ -177,15 +245,16 @@ void dot_rows_f32(const float* a, size_t lda, size_t rows, const float* w, size_
       }
     }
   };
-  const size_t blocks = (n + kBlockCols - 1) / kBlockCols;
-  const size_t block_work = kBlockCols * rows * k;
+  const size_t block_cols = row8 ? 8 : kBlockCols;
+  const size_t blocks = (n + block_cols - 1) / block_cols;
+  const size_t block_work = block_cols * rows * k;
   if (pool == nullptr || pool->num_threads() < 2 || blocks < 2 || blocks * block_work < kParallelWork) {
     columns(0, n);
     return;
   }
   const size_t grain = std::max<size_t>(1, kParallelWork / std::max<size_t>(1, block_work));
   pool->parallel_for(blocks, grain, [&](size_t begin, size_t end) {
-    columns(begin * kBlockCols, std::min(n, end * kBlockCols));
+    columns(begin * block_cols, std::min(n, end * block_cols));
   });
 }
 

@@ -134,9 +134,10 @@ TEST(ConstantWeights, LayersSharingWeightsHoldOnePackingAndNoCopy) {
   EXPECT_EQ(packed_weight_cache_stats().entries, before.entries);  // gone with its last user
 }
 
-// Products on constant weights, packed at load, except products of few rows with long sums over large weights (a
-// classifier's last layer), which read the weights where they lie as dot products and pack nothing: the rule's
-// edges are rows under 16, 1,024 products per sum per row, 1 MiB of weights.
+// Products on constant weights, packed at load, except products of one row (a decoding step, a classifier's last
+// layer) and of few rows with long sums over large weights, which read the weights where they lie as dot products
+// and pack nothing: the rule's edges are one row over 64 KiB of weights, then rows under 16, 1,024 products per
+// sum per row, 1 MiB of weights.
 TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
   struct Product {
     Case c;
@@ -150,7 +151,11 @@ TEST(ConstantWeights, PackedProductsMatchTheReferenceAndTheGeneralPath) {
       {{2, 2048, 160}, true},    // 2 rows, 2,048 products
       {{15, 15360, 20}, true},   // 15 rows, 15 x 1,024 products
       {{2, 1500, 400}, false},   // 2 rows: sums too short
-      {{1, 1024, 200}, false},   // 800 KiB of weights
+      {{1, 1024, 200}, true},    // one row, 800 KiB of weights
+      {{1, 128, 128}, true},     // one row, 64 KiB of weights
+      {{1, 127, 128}, false},    // one row, under 64 KiB
+      {{2, 17, 33}, false},      // 2 rows, short sums
+      {{3, 3072, 80}, false},    // 960 KiB of weights
       {{16, 16384, 16}, false},  // 16 rows
   };
   std::mt19937 rng(1234);

@@ -430,8 +430,9 @@ TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
   });
 }
 
-// dot_rows_f32 (dot_rows.h): rows of a by weight rows read in place, every block shape (1-4 rows, 1-2 weight
-// rows), k around the 8-lane width, the output pass; integer values, so exact against the definition; a NaN
+// dot_rows_f32 (dot_rows.h): rows of a by weight rows read in place, every block shape (1-4 rows, 1-3 weight
+// rows; one row by eight at once, with the columns past the last eight), k around the 8- and 16-float steps, the
+// output pass; integer values, so exact against the definition; a NaN
 // reaches exactly its row's outputs; random floats equal the portable level bit for bit (the same lanes, fused
 // multiply-adds and order on every level).
 
@@ -440,7 +441,8 @@ TEST(DotRows, MatchesTheDefinitionAtEveryCpuLevel) {
   struct Case {
     size_t rows, n, k;
   };
-  const Case cases[] = {{1, 1, 1}, {4, 2, 8}, {3, 5, 7}, {9, 37, 27}, {16, 4, 576}, {2, 3, 17}, {5, 1, 64}};
+  const Case cases[] = {{1, 1, 1},  {4, 2, 8},   {3, 5, 7},   {9, 37, 27}, {16, 4, 576}, {2, 3, 17},
+                        {5, 1, 64}, {1, 8, 5},   {1, 17, 40}, {1, 24, 16}, {1, 11, 8},   {1, 8, 33}};
   at_each_cpu_level([&](CpuLevel level) {
     for (const Case& t : cases) {
       const size_t lda = t.k + 3, ldw = t.k + 5;  // rows apart by more than k
@@ -494,24 +496,26 @@ TEST(DotRows, MatchesTheDefinitionAtEveryCpuLevel) {
 }
 
 TEST(DotRows, RandomFloatsEqualThePortableLevelAndSplitAcrossThreadsTheSame) {
-  const size_t rows = 7, n = 301, k = 1153;
-  const auto a = random_floats(rows * k, 81), w = random_floats(n * k, 82);
-  auto run = [&](ThreadPool* pool) {
-    std::vector<float> c(rows * n);
-    DotRowsOut out;
-    out.c = c.data();
-    out.row_stride = n;
-    dot_rows_f32(a.data(), k, rows, w.data(), k, n, k, out, pool);
-    return c;
-  };
-  std::vector<float> portable;
-  at_each_cpu_level([&](CpuLevel level) {  // the portable level first
-    const std::vector<float> single = run(nullptr);
-    if (level == CpuLevel::portable) portable = single;
-    EXPECT_EQ(single, portable) << cpu_level_name(level);
-    ThreadPool pool(2);
-    EXPECT_EQ(run(&pool), portable) << cpu_level_name(level) << " on 2 threads";
-  });
+  const size_t n = 301, k = 1153;
+  for (size_t rows : {7, 1}) {
+    const auto a = random_floats(rows * k, 81), w = random_floats(n * k, 82);
+    auto run = [&](ThreadPool* pool) {
+      std::vector<float> c(rows * n);
+      DotRowsOut out;
+      out.c = c.data();
+      out.row_stride = n;
+      dot_rows_f32(a.data(), k, rows, w.data(), k, n, k, out, pool);
+      return c;
+    };
+    std::vector<float> portable;
+    at_each_cpu_level([&](CpuLevel level) {  // the portable level first
+      const std::vector<float> single = run(nullptr);
+      if (level == CpuLevel::portable) portable = single;
+      EXPECT_EQ(single, portable) << cpu_level_name(level) << ", " << rows << " rows";
+      ThreadPool pool(2);
+      EXPECT_EQ(run(&pool), portable) << cpu_level_name(level) << ", " << rows << " rows on 2 threads";
+    });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
