@@ -296,14 +296,14 @@ def load_memory(runtime, request):
     """One load and first run in this fresh process (bench/load_memory.py): the time of load_program plus
     load_method, and the resident memory they and the run add, measured from after the imports and the inputs
     (so torch, numpy and the input arrays count for neither runtime). The peak is the process's high-water mark,
-    reset after the imports (writing 5 to /proc/self/clear_refs). A "warmup" request (program and inputs) is
-    loaded and run first, so that what either runtime sets up once per process (its code's pages, kernel tables,
-    the thread pool) counts for neither. "threads" (default 1): the thread pool's size, set before anything loads."""
+    reset after the imports (writing 5 to /proc/self/clear_refs). The "warmup" programs (a list of program and
+    inputs) are loaded and run first, so that what either runtime sets up once per process (its code's pages,
+    kernel tables, the thread pool, the delegate library) counts for neither. "threads" (default 1): the thread
+    pool's size, set before anything loads."""
     data = request.get("data") or []
     threads = int(request.get("threads", 1))
     arrays = [np.load(p) for p in request["inputs"]]
-    warmup = request.get("warmup")
-    warmup_arrays = [np.load(p) for p in warmup["inputs"]] if warmup else []
+    warmups = [(w["program"], [np.load(p) for p in w["inputs"]]) for w in request.get("warmup") or []]
     if runtime == "etnp":
         if os.environ.get("ETNP_PYTHON_DIR"):
             sys.path.insert(0, os.environ["ETNP_PYTHON_DIR"])
@@ -313,8 +313,8 @@ def load_memory(runtime, request):
         rt.backend_registry.set_option("XnnpackBackend", {"num_threads": threads})
         inputs = arrays
         load = lambda: rt.load_program(request["program"], data_path=data or None)  # noqa: E731
-        if warmup:
-            rt.load_program(warmup["program"]).load_method("forward").execute(warmup_arrays)
+        for program, warmup_arrays in warmups:
+            rt.load_program(program).load_method("forward").execute(warmup_arrays)
     else:
         import executorch.extension.pybindings.portable_lib as portable_lib
         import torch
@@ -327,9 +327,8 @@ def load_memory(runtime, request):
         rt = Runtime.get()
         inputs = [torch.from_numpy(a) for a in arrays]
         load = lambda: rt.load_program(request["program"], data_path=data[0] if data else None)  # noqa: E731
-        if warmup:
-            rt.load_program(warmup["program"]).load_method("forward").execute(
-                [torch.from_numpy(a) for a in warmup_arrays])
+        for program, warmup_arrays in warmups:
+            rt.load_program(program).load_method("forward").execute([torch.from_numpy(a) for a in warmup_arrays])
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = status_kib("VmRSS")

@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import executorch_numpy_runtime as et
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -40,3 +42,33 @@ def test_a_refused_program_is_an_error_not_a_crash(tmp_path):
     bad.write_bytes(b"not a program")
     out = measure({"program": str(bad), "data": [], "method": "forward", "inputs": []})
     assert out["error"].startswith("ProgramLoadError")
+
+
+def test_the_warm_up_programs_run_before_the_timed_load(etnp, tmp_path):
+    """The measurement's warm-up: etnp_demo's one-element addition, portable and in an XNNPACK delegate (so that
+    setting the delegate library up counts for no program), each x + y, run before the timed load."""
+    import numpy as np
+
+    demo = pathlib.Path(etnp).with_name("etnp_demo")
+    if not demo.is_file():
+        pytest.skip(f"etnp_demo not built beside {etnp}")
+    subprocess.run([str(demo), "--output-dir", str(tmp_path)], check=True, capture_output=True)
+    portable, delegated = tmp_path / "tiny_add.pte", tmp_path / "tiny_add_xnnpack.pte"
+    x, y = np.array([2.5], dtype=np.float32), np.array([1.25], dtype=np.float32)
+    for path in (portable, delegated):
+        out = et.Runtime.get().load_program(str(path)).load_method("forward").execute([x, y])
+        np.testing.assert_array_equal(out[0], x + y)
+    inspect = subprocess.run([etnp, "inspect", str(delegated)], capture_output=True, text=True, check=True).stdout
+    assert "delegates: XnnpackBackend x1" in inspect, inspect
+    assert "delegates" not in subprocess.run([etnp, "inspect", str(portable)], capture_output=True, text=True,
+                                             check=True).stdout
+    ones = tmp_path / "one.npy"
+    np.save(ones, np.ones(1, dtype=np.float32))
+    warmup = [{"program": str(p), "inputs": [str(ones)] * 2} for p in (portable, delegated)]
+    out = measure({"program": str(portable), "data": [], "method": "forward", "inputs": [str(ones)] * 2,
+                   "warmup": warmup})
+    assert "error" not in out, out
+    assert out["load_ms"] > 0
+    bad = measure({"program": str(portable), "data": [], "method": "forward", "inputs": [str(ones)] * 2,
+                   "warmup": [{"program": str(tmp_path / "missing.pte"), "inputs": []}]})
+    assert "error" in bad, bad

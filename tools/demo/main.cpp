@@ -8,6 +8,8 @@
 // DIR/mobilenet_v2_weights.json  names (torchvision state_dict keys), shapes and offsets into the .bin
 // DIR/mobilenet_v2_input.npy     a seeded 1x3x224x224 input
 // DIR/tiny_add.pte              x + y on [1] float tensors (for per-call overhead measurements)
+// DIR/tiny_add_xnnpack.pte      the same in one XNNPACK delegate (what a load benchmark runs first, so that
+//                               setting the delegate library up once per process counts for no program)
 // with --ptd also DIR/mobilenet_v2_xnnpack_ptd.pte + DIR/mobilenet_v2_xnnpack_ptd.ptd (weights outside).
 #include <sys/stat.h>
 
@@ -21,6 +23,7 @@
 #include "tools/demo/mobilenet_v2.h"
 #include "etnp/error.h"
 #include "format/npy.h"
+#include "tools/writer/xnnpack_writer.h"
 
 namespace {
 
@@ -108,6 +111,20 @@ int main(int argc, char** argv) {
       m.set_inputs({x, y});
       m.set_outputs({z});
       const std::string path = dir + "/tiny_add.pte";
+      report(path, w.write(path));
+    }
+    {
+      format::XnnpackGraphWriter g;
+      const uint32_t x = g.input({1}, 0), y = g.input({1}, 1), z = g.output({1}, 2);
+      g.add(x, y, z);
+      format::ProgramWriter w;
+      auto& m = w.add_method("forward");
+      const format::TensorSpec one{ScalarType::Float, {1}, {}, {}, {}};
+      const int32_t xv = m.planned_tensor(one), yv = m.planned_tensor(one), zv = m.planned_tensor(one);
+      format::add_xnnpack_delegate(w, m, g.finish(), {xv, yv, zv});
+      m.set_inputs({xv, yv});
+      m.set_outputs({zv});
+      const std::string path = dir + "/tiny_add_xnnpack.pte";
       report(path, w.write(path));
     }
     if (ptd) {
