@@ -114,7 +114,9 @@ __attribute__((target("avx2,fma"))) void dots_row8_avx2(const float* a, const fl
   for (; i + 16 <= k8; i += 16) {  // one cache line of each weight row per step, fetched ahead once
     const __m256 a0 = _mm256_loadu_ps(a + i), a1 = _mm256_loadu_ps(a + i + 8);
 #pragma GCC unroll 8
-    for (int j = 0; j < J; ++j) _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + i + kPrefetchFloats), _MM_HINT_T0);
+    for (int j = 0; j < J; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + i + kPrefetchFloats), _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < J; ++j) acc[j] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(w + j * ldw + i), acc[j]);
 #pragma GCC unroll 8
@@ -215,12 +217,12 @@ void dot_rows_f32(const float* a, size_t lda, size_t rows, const float* w, size_
                   const DotRowsOut& out, ThreadPool* pool) {
   if (rows == 0 || n == 0) return;
   const DotsTable& table = dots_table();
-  // Columns [j0, j1) of every row: kBlockCols weight rows at a time, read from memory once and multiplied by
-  // each block of rows of `a` from the cache.
   bool row8 = false;  // one row by eight columns at a time (dots_row8_avx2), the last n % 8 as below
 #ifdef ETNP_DOT_AVX2
   row8 = rows == 1 && &table == &dots_avx2_table();
 #endif
+  // Columns [j0, j1) of every row: kBlockCols weight rows at a time, read from memory once and multiplied by
+  // each block of rows of `a` from the cache.
   auto columns = [&](size_t j0, size_t j1) {
     float sums[kBlockCols * kBlockRows];
 #ifdef ETNP_DOT_AVX2
