@@ -175,10 +175,10 @@ struct ConstantWeights final : KernelState {
 /// - One row (a language model's decoding step, a classifier's last layer), over 64 KiB of weights or more (below,
 ///   packing costs little, and a recurrent cell's short sums, 32 products by 128 weight rows, ran 1.4-1.6x
 ///   slower as dot products). Measured on the project's machine, 1 thread, against the packed GEMM: 0.62-0.94x
-///   with the weights in the caches (k 64 to 4,096, n 128 to 4,096), and
-///   0.72-1.2x from memory for k of 512 and more; k of 256 read from memory each time took 1.8x (rows of 1 KiB are
-///   too short for the prefetchers), which only a model of such layers larger than the last-level cache meets.
-///   The exported tiny Llama (k 256 and 768, one token per call): load 6-26 -> 1 ms, each call as fast or faster.
+///   with the weights in the caches (k 64 to 4,096, n 128 to 4,096), and 0.72-1.2x from memory for k of 512 and
+///   more; k of 256 read from memory each time took 1.8x (rows of 1 KiB are too short for the prefetchers), which
+///   only a model of such layers larger than the last-level cache meets. The exported tiny Llama (k 256 and 768,
+///   one token per call): load 6-26 -> 1 ms, each call as fast (0.22-0.29 ms against 0.22-0.31).
 /// - 2 to 15 rows: 2 to 4 rows with 1,024 to 1,280 products 1.09-1.23x, with 2,048 1.05x; 4 rows with 4,096
 ///   0.93x, 8 rows 1.0x; sums of 256 to 512 products 1.13-1.85x (each row's sums reduce alone): hence k of 1,024
 ///   per row at least, and weights of 1 MiB or more.
@@ -188,7 +188,7 @@ constexpr int64_t kDotMinProductsPerRow = 1024;
 
 bool runs_as_dots(int64_t rows, int64_t k, int64_t n) {
   if (rows == 1) return n * k * int64_t{sizeof(float)} >= kDotOneRowMinWeightBytes;
-  return rows >= 1 && rows < kDotMaxRows && k >= kDotMinProductsPerRow * rows &&
+  return rows > 1 && rows < kDotMaxRows && k >= kDotMinProductsPerRow * rows &&
          n * k * int64_t{sizeof(float)} >= compute::kDotsMinWeightBytes;
 }
 

@@ -8,6 +8,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import executorch_numpy_runtime as et
@@ -47,8 +48,6 @@ def test_a_refused_program_is_an_error_not_a_crash(tmp_path):
 def test_the_warm_up_programs_run_before_the_timed_load(etnp, tmp_path):
     """The measurement's warm-up: etnp_demo's one-element addition, portable and in an XNNPACK delegate (so that
     setting the delegate library up counts for no program), each x + y, run before the timed load."""
-    import numpy as np
-
     demo = pathlib.Path(etnp).with_name("etnp_demo")
     if not demo.is_file():
         pytest.skip(f"etnp_demo not built beside {etnp}")
