@@ -2,6 +2,7 @@
 // DelegateCall. Backends register by the id the program names (e.g. "XnnpackBackend").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,6 +29,30 @@ struct CompileSpec {
   std::span<const uint8_t> value;
 };
 
+/// Memory of one loaded method that the runtime offers the method's delegates. A method runs one instruction at
+/// a time on one thread (docs/architecture.md), so its delegates' calls never overlap and this takes no lock;
+/// it lives as long as the method, which destroys its delegates first.
+class MethodWorkspace {
+ public:
+  /// Bytes readable past the end of every buffer the runtime allocates for a method (its planned arenas, the
+  /// tensors it allocates at load, the shared scratch): kernels that read a few bytes past a tensor's end
+  /// (XNNPACK's XNN_EXTRA_BYTES) may be given such tensors without a padded copy.
+  static constexpr size_t kReadPastBytes = 128;
+
+  virtual ~MethodWorkspace() = default;
+  /// One buffer, shared by the method's delegates, for what lives only during one delegate call (its
+  /// intermediate values): at least `bytes`, 64-byte aligned, followed by kReadPastBytes. A request for more
+  /// than it holds replaces it with a larger one (the old contents are not kept), so a pointer from an earlier
+  /// request is stale once another delegate asked for more: a delegate asks on every call (cheap when the
+  /// buffer fits) and re-points its values when the answer moved. Throws std::bad_alloc.
+  virtual uint8_t* shared_scratch(size_t bytes) = 0;
+  /// Whether `bytes` at `data` lie within one buffer the runtime allocated for the method, with kReadPastBytes
+  /// after them still in it: reading that far past the end is then safe.
+  virtual bool holds(const void* data, size_t bytes) const = 0;
+  /// The shared scratch's size now (Method::load_time_bytes() counts it).
+  virtual size_t shared_scratch_bytes() const = 0;
+};
+
 struct BackendInitContext {
   std::string_view method_name;
   int delegate_index = -1;
@@ -41,6 +66,9 @@ struct BackendInitContext {
   /// that a large model's file and what the backend makes of it are not resident together. Read again, the bytes
   /// come back from the file. Empty where nobody listens.
   std::function<void(std::span<const uint8_t>)> release_file_pages;
+  /// The memory of the method being loaded, for the delegate to use while it runs (see MethodWorkspace).
+  /// nullptr where the init is not for a method (a check, a test).
+  MethodWorkspace* workspace = nullptr;
 };
 
 /// What a backend builds for one delegate entry; destroyed with the method.

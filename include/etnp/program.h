@@ -230,7 +230,8 @@ class Method {
   /// Memory the method allocated at load besides its planned buffers (MethodMeta::planned_buffer_sizes):
   /// storage of unplanned tensors, constants computed at load (folded layouts and batch norms), weights that
   /// kernels packed, and what its delegates hold (DelegateHandle::bytes(): the XNNPACK delegate's copies of
-  /// constants, the weights its own kernels packed and its intermediate arena once a run sized it; not the
+  /// constants, the weights its own kernels packed and its intermediate arena once a run sized it, or, with
+  /// its workspace_sharing_mode 1, the one arena the method's delegates share, counted once; not the
   /// weights packed inside XNNPACK operators, which the library does not report). Packed weights shared
   /// through the weight cache (always those of the portable matrix products with constant weights; the XNNPACK
   /// delegate's with its option weight_cache_enabled) are in no method's figure: they are counted once, by

@@ -46,6 +46,23 @@ struct Instruction {
 
 struct UseAnalysis;  // use_analysis.h
 
+/// The MethodWorkspace a method gives its delegates: one scratch buffer they share, and the method's own buffers
+/// (every one allocated with MethodWorkspace::kReadPastBytes to spare) for holds().
+class DelegateWorkspace final : public MethodWorkspace {
+ public:
+  DelegateWorkspace(const std::vector<compute::ZeroedBuffer>& arenas, const std::vector<compute::ZeroedBuffer>& owned)
+      : arenas_(arenas), owned_(owned) {}
+  uint8_t* shared_scratch(size_t bytes) override;
+  bool holds(const void* data, size_t bytes) const override;
+  size_t shared_scratch_bytes() const override { return scratch_bytes_; }
+
+ private:
+  const std::vector<compute::ZeroedBuffer>& arenas_;
+  const std::vector<compute::ZeroedBuffer>& owned_;
+  compute::ZeroedBuffer scratch_;
+  size_t scratch_bytes_ = 0;  ///< what scratch_ holds before its kReadPastBytes
+};
+
 /// "[2, 3]": a shape (or dim order) in error messages.
 std::string list_string(std::span<const int64_t> values);
 std::string list_string(std::span<const uint8_t> values);
@@ -63,8 +80,11 @@ struct Method::Impl {
   std::vector<Tensor> tensors;                 // one per tensor value; values point into it
   std::vector<int32_t> tensor_of_value;        // value index -> index into tensors (-1 if none)
   std::vector<EValue*> list_items;             // storage of every boxed list's item pointers
+  // Each allocated with MethodWorkspace::kReadPastBytes after the bytes asked for (allocate_zeroed).
   std::vector<compute::ZeroedBuffer> arenas;         // the planned buffers (1 to n of the plan's)
   std::vector<compute::ZeroedBuffer> owned_buffers;  // storage of unplanned tensors and of constants made at load
+  /// Given to the delegates at init (BackendInitContext::workspace); declared before them, so it outlives them.
+  runtime::DelegateWorkspace delegate_workspace{arenas, owned_buffers};
   size_t owned_bytes = 0;                      // sum of owned_buffers' sizes
   uint64_t arena_bytes = 0;                    // sum of the planned arenas' sizes
   std::deque<Tensor> load_time_tensors;        // constants the method computed at load (folded weights)

@@ -26,15 +26,39 @@ using runtime::list_string;
 namespace {
 
 /// Zero-filled storage the method keeps (compute::ZeroedBuffer: from 2 MiB on huge pages), or ProgramLoadError.
+/// MethodWorkspace::kReadPastBytes more follow the `nbytes`, so that delegates read its tensors in place.
 compute::ZeroedBuffer allocate_zeroed(size_t nbytes, const std::string& what) {
   try {
-    return compute::ZeroedBuffer(nbytes);
+    return compute::ZeroedBuffer(nbytes + MethodWorkspace::kReadPastBytes);
   } catch (const std::bad_alloc&) {
     throw Error(ErrorKind::ProgramLoadError, "cannot allocate " + std::to_string(nbytes) + " bytes for " + what);
   }
 }
 
 }  // namespace
+
+namespace runtime {
+
+uint8_t* DelegateWorkspace::shared_scratch(size_t bytes) {
+  if (bytes > scratch_bytes_ || !scratch_) {
+    scratch_ = compute::ZeroedBuffer();  // the old one goes first: the two are never held together
+    scratch_ = compute::ZeroedBuffer(bytes + kReadPastBytes);
+    scratch_bytes_ = bytes;
+  }
+  return scratch_.data();
+}
+
+bool DelegateWorkspace::holds(const void* data, size_t bytes) const {
+  const auto p = reinterpret_cast<uintptr_t>(data);
+  auto within = [&](const compute::ZeroedBuffer& b) {
+    const auto begin = reinterpret_cast<uintptr_t>(b.data());
+    const uintptr_t limit = begin + b.size() - kReadPastBytes;  // every buffer here has kReadPastBytes after it
+    return p >= begin && p <= limit && bytes <= limit - p;
+  };
+  return std::ranges::any_of(arenas_, within) || std::ranges::any_of(owned_, within) || (scratch_ && within(scratch_));
+}
+
+}  // namespace runtime
 
 ErrorContext Method::Impl::context() const {
   ErrorContext c;
@@ -106,6 +130,7 @@ size_t Method::Impl::load_time_bytes() const {
   for (const auto& state : kernel_states) {
     if (state) total += state->bytes();
   }
+  total += delegate_workspace.shared_scratch_bytes();
   for (const auto& delegate : delegates) {
     if (delegate) total += delegate->bytes();
   }
@@ -527,6 +552,7 @@ void Method::Impl::build_delegates() {
     std::optional<RecordingDataMap> recorded;
     if (ctx.named_data != nullptr) ctx.named_data = &recorded.emplace(*ctx.named_data);
     ctx.release_file_pages = [this](std::span<const uint8_t> bytes) { release_file_pages(bytes); };
+    ctx.workspace = &delegate_workspace;
     const std::span<const uint8_t> payload = program->file->delegate_payload(*d);
     try {
       delegates.push_back(runtime::init_delegate(*backend, ctx, payload, specs));

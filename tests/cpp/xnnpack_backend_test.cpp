@@ -737,6 +737,8 @@ TEST(XnnpackBackend, Options) {
 
   backend->set_option("workspace_sharing_mode", int64_t{0});
   EXPECT_EQ(std::get<int64_t>(backend->get_option("workspace_sharing_mode")), 0);
+  backend->set_option("workspace_sharing_mode", int64_t{1});  // the default, which other tests expect
+  EXPECT_EQ(std::get<int64_t>(backend->get_option("workspace_sharing_mode")), 1);
   auto expect_invalid = [&](std::string_view key, const BackendOptionValue& v) {
     try {
       backend->set_option(key, v);
@@ -745,7 +747,7 @@ TEST(XnnpackBackend, Options) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     }
   };
-  expect_invalid("workspace_sharing_mode", int64_t{2});  // no workspace to share (xnnpack_options_test.cpp)
+  expect_invalid("workspace_sharing_mode", int64_t{2});  // global sharing (xnnpack_options_test.cpp)
   expect_invalid("workspace_sharing_mode", int64_t{3});
   expect_invalid("workspace_sharing_mode", std::string("global"));
   expect_invalid("num_threads", true);

@@ -1,5 +1,5 @@
 // XnnpackBackend's options do what they say or are refused: num_threads given at load runs the delegate (its
-// XNNPACK operators and its own kernels) on a pool of that many threads; workspace_sharing_mode accepts only 0.
+// XNNPACK operators and its own kernels) on a pool of that many threads; workspace_sharing_mode takes 0 and 1.
 #include <gtest/gtest.h>
 
 #if defined(__linux__)
@@ -148,19 +148,26 @@ TEST(XnnpackOptions, NumThreadsAtLoadGivesTheDelegateItsOwnPool) {
   expect_invalid_argument([&] { init_with({{"num_threads", int64_t{-1}}}, linear.payload); }, "'num_threads'");
 }
 
-TEST(XnnpackOptions, WorkspaceSharingOnlyDisabled) {
+TEST(XnnpackOptions, WorkspaceSharingModes) {
   const Linear linear;
   auto expect_refused = [&](const BackendOptionValue& value) {
-    const std::string needle = "'workspace_sharing_mode' must be 0";
+    const std::string needle = "'workspace_sharing_mode' must be 0 (disabled";
     expect_invalid_argument([&] { xnnpack()->set_option("workspace_sharing_mode", value); }, needle);
     expect_invalid_argument([&] { init_with({{"workspace_sharing_mode", value}}, linear.payload); }, needle);
   };
-  expect_refused(int64_t{1});
+  // 1 (per model) is the default; what sharing does is xnnpack_workspace_test.cpp's.
+  EXPECT_EQ(std::get<int64_t>(xnnpack()->get_option("workspace_sharing_mode")), 1);
   expect_refused(int64_t{2});
+  expect_refused(int64_t{-1});
   expect_refused(std::string("per_model"));
+  expect_refused(true);
+  EXPECT_EQ(std::get<int64_t>(xnnpack()->get_option("workspace_sharing_mode")), 1);  // refusals change nothing
   xnnpack()->set_option("workspace_sharing_mode", int64_t{0});
   EXPECT_EQ(std::get<int64_t>(xnnpack()->get_option("workspace_sharing_mode")), 0);
+  xnnpack()->set_option("workspace_sharing_mode", int64_t{1});
+  EXPECT_EQ(std::get<int64_t>(xnnpack()->get_option("workspace_sharing_mode")), 1);
   EXPECT_NE(init_with({{"workspace_sharing_mode", int64_t{0}}}, linear.payload), nullptr);
+  EXPECT_NE(init_with({{"workspace_sharing_mode", int64_t{1}}}, linear.payload), nullptr);
 }
 
 }  // namespace

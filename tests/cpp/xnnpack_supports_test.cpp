@@ -159,7 +159,7 @@ TEST(XnnpackSupports, EveryMissingNamedDataKey) {
 }
 
 TEST(XnnpackSupports, RefusedLoadOption) {
-  BackendOptions options = {{"workspace_sharing_mode", int64_t{1}}};
+  BackendOptions options = {{"workspace_sharing_mode", int64_t{2}}};
   BackendInitContext ctx;
   ctx.load_options = &options;
   expect_rejected(binary_graph(DT::xnn_datatype_fp32), 1, {"workspace_sharing_mode"}, ctx,

@@ -169,7 +169,7 @@ def test_backend_registry(runtime):
     assert registry.is_available("NoSuchBackend") is False
     # The documented form: a dict whose values give the expected types, answered with the current values.
     current = registry.get_option("XnnpackBackend", {"num_threads": 0, "workspace_sharing_mode": 0})
-    assert current["num_threads"] == et.runtime_info()["num_threads"] and current["workspace_sharing_mode"] == 0
+    assert current["num_threads"] == et.runtime_info()["num_threads"] and current["workspace_sharing_mode"] == 1
     registry.set_option("XnnpackBackend", current)  # writing the current values back is accepted
     assert registry.get_option("XnnpackBackend", {"num_threads": 0}) == {"num_threads": current["num_threads"]}
     with pytest.raises(et.BackendNotAvailable, match="NoSuchBackend") as info:
@@ -215,9 +215,13 @@ def test_backend_options_at_load(runtime, fixtures):
     ones = np.ones(3, np.float32)
     program = runtime.load_program(path, backend_options={"XnnpackBackend": {"num_threads": 1}})
     np.testing.assert_array_equal(program.load_method("forward")([ones, ones])[0], 2 * ones)
-    # No workspace to share: only 0 (disabled) is accepted.
-    shared = runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 1}})
-    with pytest.raises(InvalidInputError, match="workspace_sharing_mode"):
+    # 0 (each delegate its own intermediate values) and 1 (a method's delegates share them) give the same
+    # results; 2 (one for the whole process) is refused.
+    for mode in (0, 1):
+        program = runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": mode}})
+        np.testing.assert_array_equal(program.load_method("forward")([ones, ones])[0], 2 * ones)
+    shared = runtime.load_program(path, backend_options={"XnnpackBackend": {"workspace_sharing_mode": 2}})
+    with pytest.raises(InvalidInputError, match=r"workspace_sharing_mode.*2 \(global\) is not available"):
         shared.load_method("forward")
     bad = runtime.load_program(path, backend_options={"XnnpackBackend": {"no_such_option": 1}})
     with pytest.raises(InvalidInputError, match="no_such_option") as info:

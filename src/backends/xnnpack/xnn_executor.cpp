@@ -130,6 +130,9 @@ CheckedGraph check_graph(Graph graph) {
   return c;
 }
 
+static_assert(ops::kExtraBytes <= MethodWorkspace::kReadPastBytes,
+              "the runtime's buffers leave too little room for XNNPACK's over-reads");
+
 // ---- building ----------------------------------------------------------------------------------------
 
 void Executor::AlignedDeleter::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
@@ -145,7 +148,11 @@ Executor::AlignedBytes Executor::allocate(size_t bytes) {
 Executor::Executor(Graph graph) : Executor(check_graph(std::move(graph))) {}
 
 Executor::Executor(CheckedGraph checked, ExecutorOptions options)
-    : graph_(std::move(checked.graph)), engines_(options.engines), shapes_(std::move(checked.shapes)) {
+    : graph_(std::move(checked.graph)),
+      engines_(options.engines),
+      shapes_(std::move(checked.shapes)),
+      workspace_(options.workspace),
+      shared_arena_(options.shared_arena && options.workspace != nullptr) {
   packed_.shared = options.share_weights;
   const xnn_status init = ops::initialize();
   if (init != xnn_status_success) {
@@ -258,10 +265,15 @@ void Executor::plan_memory() {
   }
   const compute::MemoryPlan plan = compute::plan_memory(lifetimes, 64);
   arena_offset_.assign(n, kUnused);
-  for (size_t i = 0; i < planned.size(); ++i) arena_offset_[planned[i]] = plan.offsets[i];
+  arena_values_.clear();
+  for (size_t i = 0; i < planned.size(); ++i) {
+    arena_offset_[planned[i]] = plan.offsets[i];
+    arena_values_.emplace_back(planned[i], plan.offsets[i]);
+  }
   const size_t total = plan.total;
   arena_size_ = total;
-  if (total > arena_capacity_ || !arena_) {
+  arena_base_ = nullptr;
+  if (!shared_arena_ && (total > arena_capacity_ || !arena_)) {
     try {
       arena_ = compute::ZeroedBuffer(total + ops::kExtraBytes);  // XNNPACK may read a few bytes past a value
     } catch (const std::bad_alloc&) {
@@ -342,19 +354,28 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
       const uint32_t vid = graph_.input_values[i];
       input_bytes_[i] = value_storage_bytes(graph_.values[vid], shapes_[vid]);
     }
-    // The constants' and the arena's values keep their place until the shapes change.
+    // The constants keep their place until the shapes change; the arena's values until the arena moves.
     for (size_t v = 0; v < data_.size(); ++v) {
-      if (is_constant_[v]) {
-        data_[v] = constant_data_[v];
-      } else if (arena_offset_[v] != std::numeric_limits<size_t>::max()) {
-        data_[v] = arena_.data() + arena_offset_[v];
-      }
+      if (is_constant_[v]) data_[v] = constant_data_[v];
     }
     views_.clear();
     for (size_t v = 0; v < data_.size(); ++v) {
       if (storage_root_[v] != v) views_.push_back(static_cast<uint32_t>(v));
     }
     planned_ = true;
+  }
+  // The method's shared scratch moves when another of its delegates needed more since this one last ran.
+  uint8_t* arena = arena_.data();
+  if (shared_arena_) {
+    try {
+      arena = workspace_->shared_scratch(arena_size_);
+    } catch (const std::bad_alloc&) {
+      run_fail("cannot allocate " + std::to_string(arena_size_) + " bytes for intermediate values");
+    }
+  }
+  if (arena != arena_base_) {
+    for (const auto& [v, offset] : arena_values_) data_[v] = arena + offset;
+    arena_base_ = arena;
   }
   // Inputs the caller owns: XNNPACK may read a few bytes past their end, so a buffer that ends within
   // XNN_EXTRA_BYTES of a page boundary is staged through a padded copy.
@@ -364,8 +385,10 @@ void Executor::execute(std::span<EValue* const> args, ThreadPool& pool) {
     if (bytes == 0 || data_[vid] == nullptr) continue;
     const auto end = reinterpret_cast<uintptr_t>(data_[vid]) + bytes - 1;
     if ((end & 4095u) < 4096u - ops::kExtraBytes) continue;
+    if (workspace_ != nullptr && workspace_->holds(data_[vid], bytes)) continue;  // the method's: padded
     if (staging_capacity_[i] < bytes) {
       staging_[i] = allocate(bytes);
+      staging_bytes_ += bytes - staging_capacity_[i];
       staging_capacity_[i] = bytes;
     }
     std::memcpy(staging_[i].get(), data_[vid], bytes);

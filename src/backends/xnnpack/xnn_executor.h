@@ -11,11 +11,13 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_steps.h"
 #include "compute/large_pages.h"
+#include "etnp/backend.h"
 #include "etnp/error.h"
 #include "etnp/threadpool.h"
 #include "etnp/value.h"
@@ -54,6 +56,12 @@ struct ExecutorOptions {
   /// release_file_pages): the build copies or packs what it keeps, so a file's pages need not stay resident
   /// beside what was made of them. May be empty.
   std::function<void(std::span<const uint8_t>)> release_constant;
+  /// The method's memory (BackendInitContext::workspace), or null: inputs it holds are read in place however
+  /// near a page's end they lie (else one that ends within XNN_EXTRA_BYTES of it is read from a padded copy).
+  MethodWorkspace* workspace = nullptr;
+  /// The intermediate values live in the workspace's shared scratch (XnnpackBackend's workspace_sharing_mode 1)
+  /// instead of an arena of the executor's own. Needs a workspace.
+  bool shared_arena = false;
 };
 
 class Executor {
@@ -76,9 +84,10 @@ class Executor {
   /// Bytes of the intermediate-value arena for the current input shapes.
   size_t arena_bytes() const { return arena_size_; }
   /// Memory the executor holds alone: its copies of constants, the weights its own kernels packed unless they
-  /// are shared (then compute::WeightCache counts them, once) and the arena (once a run sized it). XNNPACK
-  /// operators' packed weights are not included: the library does not report them.
-  size_t bytes() const { return constant_bytes_ + packed_.own_bytes + arena_capacity_; }
+  /// are shared (then compute::WeightCache counts them, once), its own arena (once a run sized it; a shared one
+  /// the method counts) and the padded copies of inputs it made. XNNPACK operators' packed weights are not
+  /// included: the library does not report them.
+  size_t bytes() const { return constant_bytes_ + packed_.own_bytes + arena_capacity_ + staging_bytes_; }
   /// The packings its own kernels use, in build order; with shared weights, equal ones are the same pointer.
   const std::vector<const void*>& packed_weights() const { return packed_.objects; }
 
@@ -107,8 +116,13 @@ class Executor {
   bool planned_ = false;
   std::vector<uint32_t> storage_root_;  ///< Value whose storage a value shares (itself if none).
   std::vector<size_t> arena_offset_;
-  compute::ZeroedBuffer arena_;  ///< the intermediate values (from 2 MiB on huge pages: the first run faults less)
+  /// Values in the arena, with their offsets (as arena_offset_), for pointing them at where the arena lies.
+  std::vector<std::pair<uint32_t, size_t>> arena_values_;
+  MethodWorkspace* workspace_ = nullptr;  ///< ExecutorOptions::workspace
+  bool shared_arena_ = false;             ///< the arena is workspace_'s shared scratch
+  compute::ZeroedBuffer arena_;  ///< the intermediate values without a workspace (from 2 MiB on huge pages)
   size_t arena_capacity_ = 0;
+  uint8_t* arena_base_ = nullptr;  ///< where arena_values_ point now (null: not yet, or re-planned since)
   StepScratch scratch_;  ///< RunContext::scratch
   size_t arena_size_ = 0;
   std::vector<void*> data_;            ///< Per value: constants' and the arena's set by a plan, the rest per run.
@@ -116,6 +130,7 @@ class Executor {
   std::vector<size_t> input_bytes_;    ///< Per external input: its bytes at the current shapes.
   std::vector<AlignedBytes> staging_;  ///< Per external input: padded copy when a caller buffer may over-read.
   std::vector<size_t> staging_capacity_;
+  size_t staging_bytes_ = 0;  ///< the sum of staging_capacity_
   ExecutorStats stats_;
   std::mutex mutex_;
 };

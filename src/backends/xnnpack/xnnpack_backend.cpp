@@ -32,16 +32,19 @@ int64_t num_threads_from(const BackendOptionValue& value) {
   return *n;
 }
 
-// Neither XNNPACK release gives the delegate a workspace to share: the 2022 library has none, and with the
-// 2024 one each operator keeps the workspace its reshape asked for. So only "disabled" is true.
-void check_workspace_mode(const BackendOptionValue& value) {
+// 0 (disabled): each delegate keeps an arena of its own for its intermediate values. 1 (per model, which the
+// official runtime scopes to the delegates loaded with one method's allocator): the delegates of one method share
+// one (MethodWorkspace::shared_scratch); a method runs one delegate at a time, so nothing waits. 2 (global, one
+// for every delegate of the process) would make methods running on different threads wait for each other.
+int64_t workspace_mode_from(const BackendOptionValue& value) {
   const auto* mode = std::get_if<int64_t>(&value);
-  if (mode == nullptr || *mode != 0) {
+  if (mode == nullptr || (*mode != 0 && *mode != 1)) {
     throw Error(ErrorKind::InvalidArgument,
-                "XnnpackBackend option 'workspace_sharing_mode' must be 0 (disabled): this delegate shares no "
-                "workspace between operators (each keeps its own), so per-model (1) and global (2) sharing are "
-                "not available");
+                "XnnpackBackend option 'workspace_sharing_mode' must be 0 (disabled: each delegate keeps its own "
+                "intermediate values) or 1 (per model: the delegates of one method share them, the default); 2 "
+                "(global) is not available, it would make methods on different threads wait for each other");
   }
+  return *mode;
 }
 
 bool weight_cache_from(const BackendOptionValue& value) {
@@ -71,6 +74,7 @@ xnn::Engines engines_from_environment() {
 struct LoadSettings {
   std::optional<size_t> num_threads;  ///< A pool of its own with this many threads; none: the shared pool.
   std::optional<bool> weight_cache;   ///< Share packed weights (compute::WeightCache); none: the global option.
+  std::optional<int64_t> workspace_mode;  ///< workspace_sharing_mode; none: the global option.
   xnn::Engines engines = xnn::Engines::Measured;
 };
 
@@ -82,7 +86,7 @@ LoadSettings load_settings(const BackendInitContext& ctx) {
     if (key == kNumThreads) {
       s.num_threads = static_cast<size_t>(num_threads_from(value));
     } else if (key == kWorkspaceSharingMode) {
-      check_workspace_mode(value);
+      s.workspace_mode = workspace_mode_from(value);
     } else if (key == kWeightCacheEnabled) {
       s.weight_cache = weight_cache_from(value);
     } else {
@@ -145,8 +149,10 @@ class XnnpackBackend final : public Backend {
     }
     auto pool = c.settings.num_threads ? std::make_unique<ThreadPool>(*c.settings.num_threads) : nullptr;
     const bool share = c.settings.weight_cache.value_or(weight_cache_enabled_.load());
+    const bool per_model = c.settings.workspace_mode.value_or(workspace_mode_.load()) == 1;
     auto executor = std::make_unique<xnn::Executor>(
-        std::move(*c.graph), xnn::ExecutorOptions{share, c.settings.engines, ctx.release_file_pages});
+        std::move(*c.graph),
+        xnn::ExecutorOptions{share, c.settings.engines, ctx.release_file_pages, ctx.workspace, per_model});
     return std::make_unique<XnnpackHandle>(std::move(pool), std::move(executor));
   }
 
@@ -174,7 +180,7 @@ class XnnpackBackend final : public Backend {
       return;
     }
     if (key == kWorkspaceSharingMode) {
-      check_workspace_mode(value);
+      workspace_mode_ = workspace_mode_from(value);
       return;
     }
     if (key == kWeightCacheEnabled) {
@@ -186,7 +192,7 @@ class XnnpackBackend final : public Backend {
 
   BackendOptionValue get_option(std::string_view key) const override {
     if (key == kNumThreads) return static_cast<int64_t>(ThreadPool::global().num_threads());
-    if (key == kWorkspaceSharingMode) return int64_t{0};
+    if (key == kWorkspaceSharingMode) return workspace_mode_.load();
     if (key == kWeightCacheEnabled) return weight_cache_enabled_.load();
     return Backend::get_option(key);
   }
@@ -198,6 +204,8 @@ class XnnpackBackend final : public Backend {
  private:
   /// Delegates initialized while it is on share their packed weights; already built ones keep theirs.
   std::atomic<bool> weight_cache_enabled_{false};
+  /// workspace_sharing_mode for delegates initialized from now on (workspace_mode_from).
+  std::atomic<int64_t> workspace_mode_{1};
 
   // What init() checks, in its order: availability, load options, the payload (every missing named-data
   // key, then the first malformed part, or every unsupported node). Builds nothing.
