@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -77,6 +78,10 @@ struct DelegateHandle {
   /// Memory the delegate holds (its copies of constants, packed weights, buffers), reported by
   /// Method::load_time_bytes().
   virtual size_t bytes() const { return 0; }
+  /// The packings it shares with other methods and programs (a process-wide weight cache, which counts them
+  /// once in packed_weight_cache_stats() and not in bytes()), each with its bytes: a method's memory limit
+  /// (ResourceLimits::max_method_bytes) counts every one it uses, once.
+  virtual std::vector<std::pair<const void*, size_t>> shared_packings() const { return {}; }
 };
 
 /// A backend's answer to "would you take this payload?": every reason it would not, each naming the node

@@ -108,6 +108,12 @@ void Method::Impl::check_memory_limit(uint64_t more, const std::string& what) co
     const auto [packing, bytes] = state ? state->shared_packing() : std::pair<const void*, size_t>{};
     if (packing != nullptr && shared.insert(packing).second) held += bytes;
   }
+  for (const auto& delegate : delegates) {
+    if (!delegate) continue;
+    for (const auto& [packing, bytes] : delegate->shared_packings()) {
+      if (shared.insert(packing).second) held += bytes;
+    }
+  }
   if (limit == 0 || (more <= limit && held <= limit - more)) return;
   const std::string bound = "more than the limit max_method_bytes = " + std::to_string(limit);
   if (more == 0) {

@@ -110,19 +110,35 @@ TEST(ResourceLimits, StorageKeptForUnplannedTensors) {
   EXPECT_NO_THROW(load_bytes(bytes, with_limit("max_method_bytes", planned + 24)).load_method("forward"));
 }
 
+LoadOptions with_weight_cache(LoadOptions options, bool on) {
+  options.backend_options["XnnpackBackend"]["weight_cache_enabled"] = on;
+  return options;
+}
+
 TEST(ResourceLimits, PackedWeightsAndDelegatesCount) {
-  // MobileNetV2 lowered to XNNPACK: the delegate packs its weights at load, memory the plan does not show.
+  // MobileNetV2 lowered to XNNPACK: the delegate packs its weights at load, memory the plan does not show. With
+  // XnnpackBackend's weight_cache_enabled off, in the method's load_time_bytes; on (the default), in the weight
+  // cache's figure instead, and held to the limit all the same.
   ETNP_REQUIRE_FIXTURES();
   const std::string path = fixtures_dir() + "/exported/mobilenet_v2_xnnpack_fp32.pte";
   uint64_t planned = 0;
   for (int64_t s : Program::load_file(path).method_meta("forward").planned_buffer_sizes) planned += static_cast<uint64_t>(s);
-  const uint64_t held = planned + Program::load_file(path).load_method("forward")->load_time_bytes();
-  ASSERT_GT(held, planned + (uint64_t{1} << 20));
-  const Error e = expect_error([&] { Program::load_file(path, with_limit("max_method_bytes", held - 1)).load_method("forward"); });
-  expect_message(e, ErrorKind::ProgramLoadError,
-                 "the method holds " + std::to_string(held) + " bytes after building its delegates, more than the "
-                 "limit max_method_bytes = " + std::to_string(held - 1));
-  EXPECT_NO_THROW(Program::load_file(path, with_limit("max_method_bytes", held)).load_method("forward"));
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "weight cache on" : "weight cache off");
+    const PackedWeightCacheStats before = packed_weight_cache_stats();
+    Program program = Program::load_file(path, with_weight_cache({}, shared));
+    auto method = program.load_method("forward");
+    const uint64_t in_cache = packed_weight_cache_stats().bytes - before.bytes;
+    EXPECT_EQ(in_cache > (uint64_t{1} << 20), shared);
+    const uint64_t held = planned + method->load_time_bytes() + in_cache;
+    ASSERT_GT(held, planned + (uint64_t{4} << 20));
+    const LoadOptions below = with_weight_cache(with_limit("max_method_bytes", held - 1), shared);
+    const Error e = expect_error([&] { Program::load_file(path, below).load_method("forward"); });
+    expect_message(e, ErrorKind::ProgramLoadError,
+                   "the method holds " + std::to_string(held) + " bytes after building its delegates, more than the "
+                   "limit max_method_bytes = " + std::to_string(held - 1));
+    EXPECT_NO_THROW(Program::load_file(path, with_weight_cache(with_limit("max_method_bytes", held), shared)).load_method("forward"));
+  }
 }
 
 TEST(ResourceLimits, PortablePackingsSharedThroughTheWeightCacheCount) {

@@ -674,7 +674,7 @@ void stress(Mix mix, double seconds, std::initializer_list<Op> must_run) {
                 subjects().size(), static_cast<unsigned long long>(stress_seed()), h.summary().c_str());
   }
   ThreadPool::global().set_num_threads(0);
-  if (auto x = find_backend("XnnpackBackend")) x->set_options({{"weight_cache_enabled", false}});
+  if (auto x = find_backend("XnnpackBackend")) x->set_options({{"weight_cache_enabled", true}});  // the default
   // Every Program and Method of the run is gone: so are the shared packed weights they used.
   EXPECT_EQ(packed_weight_cache_stats().entries, cache_entries);
 }

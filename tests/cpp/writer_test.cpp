@@ -603,12 +603,15 @@ TEST(WriterXnnpack, DepthwisePoolReshapeFullyConnected) {
 }
 
 // The delegate's own copies count in the method's load-time memory: at least the weights its kernels repacked
-// (the fully-connected layer's and the depthwise filter), then also its intermediate arena once a run sized it.
+// (the fully-connected layer's and the depthwise filter; with XnnpackBackend's weight_cache_enabled off, else
+// the weight cache counts them), then also its intermediate arena once a run sized it.
 TEST(WriterXnnpack, LoadTimeBytesCountTheDelegate) {
   if (!have_xnnpack()) GTEST_SKIP() << "XNNPACK backend not available in this build";
   const DepthwiseNet net;
   constexpr int C = DepthwiseNet::kC, H = DepthwiseNet::kH, OH = DepthwiseNet::kOH, O = DepthwiseNet::kOut;
-  Program prog = load_bytes(xnnpack_depthwise_program(net));
+  LoadOptions own_packings;
+  own_packings.backend_options["XnnpackBackend"]["weight_cache_enabled"] = false;
+  Program prog = load_bytes(xnnpack_depthwise_program(net), own_packings);
   auto method = prog.load_method("forward");
   const size_t at_load = method->load_time_bytes();
   EXPECT_GE(at_load, (O * C + 9 * C) * sizeof(float));

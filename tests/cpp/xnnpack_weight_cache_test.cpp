@@ -34,13 +34,13 @@ using testing::XNodeUnion;
 
 std::shared_ptr<Backend> xnnpack() { return find_backend("XnnpackBackend"); }
 
-// Turns the process-wide option on for a scope, and back to what it was (other tests share the process).
-class GlobalCacheOn {
+// Sets the process-wide option for a scope, and back to what it was (other tests share the process).
+class GlobalCache {
  public:
-  GlobalCacheOn() : was_(std::get<bool>(xnnpack()->get_option("weight_cache_enabled"))) {
-    xnnpack()->set_option("weight_cache_enabled", true);
+  explicit GlobalCache(bool on) : was_(std::get<bool>(xnnpack()->get_option("weight_cache_enabled"))) {
+    xnnpack()->set_option("weight_cache_enabled", on);
   }
-  ~GlobalCacheOn() { xnnpack()->set_option("weight_cache_enabled", was_); }
+  ~GlobalCache() { xnnpack()->set_option("weight_cache_enabled", was_); }
 
  private:
   bool was_;
@@ -236,7 +236,7 @@ TEST(WeightCache, ALoadMemoPacksEachSourceOnce) {
 }
 
 TEST(XnnpackWeightCache, OptionValuesAndRefusals) {
-  EXPECT_FALSE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));  // off by default
+  EXPECT_TRUE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));  // on by default
   const auto names = xnnpack()->option_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "weight_cache_enabled"), names.end());
   const TwoLayers m;
@@ -254,12 +254,12 @@ TEST(XnnpackWeightCache, OptionValuesAndRefusals) {
     EXPECT_NE(std::string(load.what()).find("'weight_cache_enabled' must be a bool"), std::string::npos);
     EXPECT_FALSE(xnnpack()->supports(ctx, m.payload(), {}).supported());
   }
-  EXPECT_FALSE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));  // a refused value changes nothing
+  EXPECT_TRUE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));  // a refused value changes nothing
   {
-    const GlobalCacheOn on;
-    EXPECT_TRUE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));
+    const GlobalCache off(false);
+    EXPECT_FALSE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));
   }
-  EXPECT_FALSE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));
+  EXPECT_TRUE(std::get<bool>(xnnpack()->get_option("weight_cache_enabled")));
 }
 
 TEST(XnnpackWeightCache, DelegatesShareByMemoryAndPointer) {
@@ -268,7 +268,7 @@ TEST(XnnpackWeightCache, DelegatesShareByMemoryAndPointer) {
   const size_t packed = two_layers_packed_bytes(m);
   const auto start = packed_weight_cache_stats();
 
-  const auto off_a = init(payload, false), off_b = init(payload, std::nullopt);  // the default is off
+  const auto off_a = init(payload, false), off_b = init(payload, false);
   ASSERT_EQ(packings(*off_a).size(), 2u);
   EXPECT_NE(packings(*off_a), packings(*off_b));  // two copies
   EXPECT_EQ(packed_weight_cache_stats().entries, start.entries);
@@ -279,7 +279,7 @@ TEST(XnnpackWeightCache, DelegatesShareByMemoryAndPointer) {
   const auto on_a = init(payload, true);
   EXPECT_EQ(packed_weight_cache_stats().entries, start.entries + 2);
   EXPECT_EQ(packed_weight_cache_stats().bytes, start.bytes + packed);  // one copy, in the cache
-  const auto on_b = init(payload, true);
+  const auto on_b = init(payload, std::nullopt);  // on by default
   EXPECT_EQ(packings(*on_a), packings(*on_b));  // literally the same buffers
   EXPECT_EQ(packed_weight_cache_stats().bytes, start.bytes + packed);  // still one copy
   // Each delegate reports only what it holds alone: the packed weights are counted once, by the cache.
@@ -375,11 +375,18 @@ TEST(XnnpackWeightCache, DifferentWeightsNeverShare) {
 TEST(XnnpackWeightCache, GlobalOptionAppliesToLaterLoads) {
   const TwoLayers m;
   const auto payload = m.payload();
-  const auto before = init(payload, std::nullopt);
-  const GlobalCacheOn on;
+  std::unique_ptr<DelegateHandle> before, off_a, off_b;
+  {
+    const GlobalCache off(false);
+    before = init(payload, std::nullopt);
+    off_a = init(payload, std::nullopt);
+    off_b = init(payload, std::nullopt);
+    EXPECT_NE(packings(*off_a)[0], packings(*off_b)[0]);  // off: each its own
+    EXPECT_EQ(packings(*init(payload, true))[0], packings(*init(payload, true))[0]);  // a load option overrides it
+  }
   const auto after_a = init(payload, std::nullopt), after_b = init(payload, std::nullopt);
   EXPECT_EQ(packings(*after_a), packings(*after_b));
-  EXPECT_NE(packings(*before)[0], packings(*after_a)[0]);  // loaded before: keeps its own
+  EXPECT_NE(packings(*before)[0], packings(*after_a)[0]);  // loaded while off: keeps its own
   EXPECT_NE(packings(*init(payload, false))[0], packings(*after_a)[0]);  // a load option overrides it
 }
 

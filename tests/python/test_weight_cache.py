@@ -25,10 +25,19 @@ def weight_cache_option(runtime):
 
 def test_weight_cache_shares_packed_weights_between_programs(runtime, fixtures, weight_cache_option):
     path = fixtures / MODEL
+    assert weight_cache_option.get_option("XnnpackBackend", {"weight_cache_enabled": False}) == {
+        "weight_cache_enabled": True}  # on by default
     empty = cache()
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    weight_cache_option.set_option("XnnpackBackend", {"weight_cache_enabled": False})
     alone = runtime.load_program(path).load_method("forward")([x])[0]
-    assert cache() == empty  # off (the default): nothing is shared
+    assert cache() == empty  # off: nothing is shared
+    switched_on_at_load = runtime.load_program(path, backend_options={"XnnpackBackend": {"weight_cache_enabled": True}})
+    switched_on_at_load.load_method("forward")
+    assert cache()["bytes"] - empty["bytes"] > 8 << 20  # the load option wins over the global one
+    del switched_on_at_load
+    gc.collect()
+    assert cache() == empty
 
     weight_cache_option.set_option("XnnpackBackend", {"weight_cache_enabled": True})
     first = runtime.load_program(path)

@@ -90,6 +90,8 @@ class Executor {
   size_t bytes() const { return constant_bytes_ + packed_.own_bytes + arena_capacity_ + staging_bytes_; }
   /// The packings its own kernels use, in build order; with shared weights, equal ones are the same pointer.
   const std::vector<const void*>& packed_weights() const { return packed_.objects; }
+  /// The weight cache's packings among them (ExecutorOptions::share_weights), with their bytes.
+  const std::vector<std::pair<const void*, size_t>>& shared_packings() const { return packed_.shared_objects; }
 
  private:
   struct AlignedDeleter {

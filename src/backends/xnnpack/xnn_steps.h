@@ -111,12 +111,14 @@ struct PackedWeights {
   bool shared = false;
   size_t own_bytes = 0;              ///< Bytes of the packings this executor holds alone (none when shared).
   std::vector<const void*> objects;  ///< Every packing its steps use, in build order (tests compare them).
+  std::vector<std::pair<const void*, size_t>> shared_objects;  ///< The cache's entries it holds, with their bytes.
 
   /// `packing` itself or, when shared, the cache's equal entry; the step keeps what this returns.
   template <typename T>
   std::shared_ptr<const T> hold(std::shared_ptr<const T> packing) {
     if (shared) {
       packing = compute::WeightCache::global().share(std::move(packing));
+      shared_objects.emplace_back(packing.get(), packing->bytes());
     } else {
       own_bytes += packing->bytes();
     }

@@ -121,6 +121,7 @@ class XnnpackHandle final : public DelegateHandle {
   void execute(std::span<EValue* const> args) { executor_->execute(args, pool_ ? *pool_ : ThreadPool::global()); }
   size_t threads() const { return (pool_ ? *pool_ : ThreadPool::global()).num_threads(); }
   size_t bytes() const override { return executor_->bytes(); }
+  std::vector<std::pair<const void*, size_t>> shared_packings() const override { return executor_->shared_packings(); }
   const std::vector<const void*>& packed_weights() const { return executor_->packed_weights(); }
 
  private:
@@ -203,7 +204,7 @@ class XnnpackBackend final : public Backend {
 
  private:
   /// Delegates initialized while it is on share their packed weights; already built ones keep theirs.
-  std::atomic<bool> weight_cache_enabled_{false};
+  std::atomic<bool> weight_cache_enabled_{true};
   /// workspace_sharing_mode for delegates initialized from now on (workspace_mode_from).
   std::atomic<int64_t> workspace_mode_{1};
 
