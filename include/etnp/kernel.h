@@ -12,6 +12,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -70,11 +72,27 @@ class KernelContext {
   KernelState* state() const { return state_; }
   /// The runtime points the context at each instruction's state before calling its kernel.
   void set_state(KernelState* state) { state_ = state; }
+  /// An object of type T that the method keeps for all its kernels, default-constructed on first use: scratch
+  /// a kernel grows and reuses from call to call (buffers sized for its shapes), which the method's kernels,
+  /// running one at a time, share instead of each instruction's state keeping its own. It lives as long as the
+  /// method; what it holds is whatever the last kernel that used it left there.
+  template <typename T>
+  T& shared_scratch() {
+    const std::type_index type(typeid(T));
+    for (auto& [t, object] : shared_scratch_) {
+      if (t == type) return *static_cast<T*>(object.get());
+    }
+    auto object = std::make_shared<T>();
+    T& ref = *object;
+    shared_scratch_.emplace_back(type, std::move(object));
+    return ref;
+  }
 
  private:
   ThreadPool* pool_;
   KernelState* state_;
   std::vector<unsigned char> scratch_;
+  std::vector<std::pair<std::type_index, std::shared_ptr<void>>> shared_scratch_;
 };
 
 using KernelFn = void (*)(KernelContext& ctx, KernelArgs args);

@@ -105,6 +105,25 @@ TEST(PublicApi, KernelLibrariesFollowTheRegisteredOperators) {
   EXPECT_EQ(kernel_libraries(), (std::vector<std::string>{"portable", "optimized", "quantized", "lstm"}));
 }
 
+// One object per type and context (a method's), kept from call to call; another context has its own.
+TEST(PublicApi, KernelContextSharedScratchIsOnePerTypeAndMethod) {
+  struct Rows {
+    std::vector<float> floats;
+  };
+  KernelContext method(nullptr, nullptr), other_method(nullptr, nullptr);
+  Rows& rows = method.shared_scratch<Rows>();
+  EXPECT_TRUE(rows.floats.empty());  // default-constructed
+  rows.floats.assign(100, 1.5f);
+  EXPECT_EQ(&method.shared_scratch<Rows>(), &rows);
+  EXPECT_EQ(method.shared_scratch<Rows>().floats.size(), 100u);  // what the last user left
+  auto& ints = method.shared_scratch<std::vector<int>>();
+  EXPECT_NE(static_cast<void*>(&ints), static_cast<void*>(&rows));
+  EXPECT_TRUE(ints.empty());
+  EXPECT_EQ(&method.shared_scratch<Rows>(), &rows);  // still the same after another type joined
+  EXPECT_NE(&other_method.shared_scratch<Rows>(), &rows);
+  EXPECT_TRUE(other_method.shared_scratch<Rows>().floats.empty());
+}
+
 TEST(PublicApi, VersionsAreNamed) {
   EXPECT_STREQ(schema_identifier(), "ET12");
   const std::string et = executorch_version();
