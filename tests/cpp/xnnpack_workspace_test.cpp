@@ -198,7 +198,15 @@ struct PageEndInput {
   }
 };
 
-TEST(XnnpackWorkspace, ArenaFollowsTheSharedScratchWhereverItMoves) {
+// Both engines: the delegate's own GEMM, and XNNPACK's fully-connected operators (set up with the arena's
+// pointers on every call).
+class XnnpackWorkspaceEngines : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { setenv("ETNP_XNNPACK_ENGINE", GetParam(), 1); }
+  void TearDown() override { unsetenv("ETNP_XNNPACK_ENGINE"); }
+};
+
+TEST_P(XnnpackWorkspaceEngines, ArenaFollowsTheSharedScratchWhereverItMoves) {
   const TwoLayerGraph graph;
   const PageEndInput input;
   auto own = init(graph.payload(), nullptr, 0);
@@ -220,6 +228,8 @@ TEST(XnnpackWorkspace, ArenaFollowsTheSharedScratchWhereverItMoves) {
   EXPECT_EQ(workspace.requests.size(), 3u) << "mode 0 asked for the shared scratch";
   EXPECT_EQ(same_without_sharing->bytes() - shared->bytes(), TwoLayerGraph::kRows * TwoLayerGraph::kMid * sizeof(float));
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, XnnpackWorkspaceEngines, ::testing::Values("own", "xnnpack"));
 
 TEST(XnnpackWorkspace, InputsTheMethodHoldsAreReadInPlace) {
   const TwoLayerGraph graph;
