@@ -264,12 +264,8 @@ void Executor::plan_memory() {
                          static_cast<int64_t>(last[v])});
   }
   const compute::MemoryPlan plan = compute::plan_memory(lifetimes, 64);
-  arena_offset_.assign(n, kUnused);
   arena_values_.clear();
-  for (size_t i = 0; i < planned.size(); ++i) {
-    arena_offset_[planned[i]] = plan.offsets[i];
-    arena_values_.emplace_back(planned[i], plan.offsets[i]);
-  }
+  for (size_t i = 0; i < planned.size(); ++i) arena_values_.emplace_back(planned[i], plan.offsets[i]);
   const size_t total = plan.total;
   arena_size_ = total;
   arena_base_ = nullptr;

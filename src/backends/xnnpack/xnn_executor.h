@@ -117,8 +117,7 @@ class Executor {
   std::vector<Shape> input_shapes_;
   bool planned_ = false;
   std::vector<uint32_t> storage_root_;  ///< Value whose storage a value shares (itself if none).
-  std::vector<size_t> arena_offset_;
-  /// Values in the arena, with their offsets (as arena_offset_), for pointing them at where the arena lies.
+  /// Values in the arena, with their offsets, for pointing them at where the arena lies.
   std::vector<std::pair<uint32_t, size_t>> arena_values_;
   MethodWorkspace* workspace_ = nullptr;  ///< ExecutorOptions::workspace
   bool shared_arena_ = false;             ///< the arena is workspace_'s shared scratch
