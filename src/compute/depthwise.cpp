@@ -159,6 +159,103 @@ __attribute__((target("avx2,fma"))) void depthwise_row_c8_avx2(const float* cons
 }
 #endif
 
+#ifdef ETNP_DEPTHWISE_AVX2
+// AVX-512: the same blocks over 16 channels a vector (a trailing 8 through the AVX2 block), the same sums in the
+// same order, so both levels give the same bits. Clamps use the zero-masked forms with a full mask: GCC 12's
+// unmasked ones read an uninitialized _mm512_undefined_ps() (-Wmaybe-uninitialized).
+__attribute__((target("avx512f"), always_inline)) inline __m512 clamp16(__m512 v, __m512 lo, __m512 hi) {
+  return _mm512_maskz_min_ps(0xffff, hi, _mm512_maskz_max_ps(0xffff, lo, v));
+}
+
+template <int P>
+__attribute__((target("avx512f"), always_inline)) inline void depthwise_block16(
+    const float* const* rows, size_t kh, size_t kw, size_t c, size_t step, size_t in_off, const float* weights,
+    __m512 bias, __m512 lo, __m512 hi, float* out) {
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * kw * c;
+    for (size_t kx = 0; kx < kw; ++kx) {
+      const __m512 w = _mm512_loadu_ps(wk + kx * c);
+      const float* src = row + kx * c;
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(src + p * step), w, acc[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) _mm512_storeu_ps(out + p * c, clamp16(acc[p], lo, hi));
+}
+
+template <int P>
+__attribute__((target("avx512f"), always_inline)) inline void depthwise_block3_16(
+    const float* const* rows, size_t kh, size_t c, size_t in_off, const float* weights, __m512 bias, __m512 lo,
+    __m512 hi, float* out) {
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  for (size_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + in_off;
+    const float* wk = weights + ky * 3 * c;
+    const __m512 w[3] = {_mm512_loadu_ps(wk), _mm512_loadu_ps(wk + c), _mm512_loadu_ps(wk + 2 * c)};
+#pragma GCC unroll 32
+    for (int i = 0; i < P + 2; ++i) {
+      const __m512 x = _mm512_loadu_ps(row + i * c);
+#pragma GCC unroll 3
+      for (int kx = 0; kx < 3; ++kx) {
+        const int d = i - kx;  // input i is tap kx of output d
+        if (d >= 0 && d < P) acc[d] = _mm512_fmadd_ps(x, w[kx], acc[d]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) _mm512_storeu_ps(out + p * c, clamp16(acc[p], lo, hi));
+}
+
+template <int P>
+__attribute__((target("avx512f,avx2,fma"), always_inline)) inline void depthwise_blocks_avx512(
+    const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride, const float* weights, const float* bias,
+    size_t out_w, float lo, float hi, float* out, size_t& x) {
+  const size_t step = stride * c;
+  const __m512 lo16 = _mm512_set1_ps(lo), hi16 = _mm512_set1_ps(hi);
+  const __m256 lo8 = _mm256_set1_ps(lo), hi8 = _mm256_set1_ps(hi);
+  for (; x + P <= out_w; x += P) {
+    size_t ch = 0;
+    for (; ch + 16 <= c; ch += 16) {
+      const __m512 b = _mm512_loadu_ps(bias + ch);
+      float* o = out + x * c + ch;
+      if (kw == 3 && stride == 1) {
+        depthwise_block3_16<P>(rows, kh, c, x * step + ch, weights + ch, b, lo16, hi16, o);
+      } else {
+        depthwise_block16<P>(rows, kh, kw, c, step, x * step + ch, weights + ch, b, lo16, hi16, o);
+      }
+    }
+    if (ch < c) {  // c % 16 == 8
+      const __m256 b = _mm256_loadu_ps(bias + ch);
+      float* o = out + x * c + ch;
+      if (kw == 3 && stride == 1) {
+        depthwise_block3_avx2<P>(rows, kh, c, x * step + ch, weights + ch, b, lo8, hi8, o);
+      } else {
+        depthwise_block_avx2<P>(rows, kh, kw, c, step, x * step + ch, weights + ch, b, lo8, hi8, o);
+      }
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx2,fma"))) void depthwise_row_c8_avx512(const float* const* rows, size_t kh,
+                                                                         size_t kw, size_t c, size_t stride,
+                                                                         const float* weights, const float* bias,
+                                                                         size_t out_w, float lo, float hi,
+                                                                         float* out) {
+  size_t x = 0;
+  depthwise_blocks_avx512<8>(rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out, x);
+  depthwise_blocks_avx512<4>(rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out, x);
+  depthwise_blocks_avx512<2>(rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out, x);
+  depthwise_blocks_avx512<1>(rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out, x);
+}
+#endif
+
 #ifdef ETNP_DEPTHWISE_NEON
 // The NEON twins of the AVX2 kernels above: the same loops and sums (each output from its bias, one fused
 // multiply-add per tap in the same order), 8 channels as two q registers.
@@ -296,7 +393,11 @@ void depthwise_row_c8_neon(const float* const* rows, size_t kh, size_t kw, size_
 #if defined(ETNP_DEPTHWISE_AVX2)
 bool vector_kernels() { return has_avx2_fma(); }
 constexpr auto depthwise_row_vec = depthwise_row_avx2;
-constexpr auto depthwise_row_c8_vec = depthwise_row_c8_avx2;
+void depthwise_row_c8_vec(const float* const* rows, size_t kh, size_t kw, size_t c, size_t stride,
+                          const float* weights, const float* bias, size_t out_w, float lo, float hi, float* out) {
+  (cpu_level() >= CpuLevel::avx512_vnni ? depthwise_row_c8_avx512 : depthwise_row_c8_avx2)(
+      rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out);
+}
 constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_avx2;
 #elif defined(ETNP_DEPTHWISE_NEON)
 bool vector_kernels() { return has_neon(); }

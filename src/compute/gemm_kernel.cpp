@@ -22,6 +22,7 @@ namespace {
 constexpr size_t kMr = kGemmTileRows;
 constexpr size_t kNr = kGemmPanel;
 constexpr size_t kMrNarrow = 8;  // rows of the tile for a last panel of 8 columns or fewer
+constexpr size_t kMrAvx512 = 12;  // rows of the AVX-512 tile (one register a row)
 
 // c[MR x nr] = clamp(a[MR x k] * panel[k x 16] + bias, lo, hi), c rows ldc apart. Direct: `a` is a matrix,
 // rows a_stride floats apart (segs == 1). Indirect: `a` holds row pointers, row i in `segs` segments of seg_k
@@ -227,6 +228,62 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
 }
 #endif
 
+#ifdef ETNP_GEMM_AVX2
+// AVX-512 (Zen 4 and 5, Intel since Ice Lake): a panel row is one 512-bit vector, so a tile of up to 12 rows
+// keeps 12 independent sums per k step in 12 of the 32 registers, twice the multiply-adds of the AVX2 tile per
+// instruction. The sums, their order and their fusion are the AVX2 tile's: both levels give the same bits.
+// min(hi, max(lo, v)) as the AVX2 tile (NaN stays); zero-masked forms with a full mask, because GCC 12's
+// _mm512_max_ps/_mm512_min_ps read an uninitialized _mm512_undefined_ps() (a -Wmaybe-uninitialized warning).
+__attribute__((target("avx512f"), always_inline)) inline __m512 clamp_avx512(__m512 v, __m512 lo, __m512 hi) {
+  return _mm512_maskz_min_ps(0xffff, hi, _mm512_maskz_max_ps(0xffff, lo, v));
+}
+
+__attribute__((target("avx512f"), always_inline)) inline __m512 row_epilogue_avx512(__m512 v, int r,
+                                                                                    const GemmRowEpilogue& ep) {
+  if (ep.scale != nullptr) v = _mm512_mul_ps(v, _mm512_set1_ps(ep.scale[r]));
+  if (ep.bias != nullptr) v = _mm512_add_ps(v, _mm512_set1_ps(ep.bias[r]));
+  if (ep.clamp) v = clamp_avx512(v, _mm512_set1_ps(ep.lo), _mm512_set1_ps(ep.hi));
+  return v;
+}
+
+template <bool Indirect, int MR>
+__attribute__((target("avx512f"))) void kernel_avx512(size_t segs, const void* a, size_t a_stride, size_t seg_k,
+                                                       const float* panel, const float* bias, float lo, float hi,
+                                                       float* c, size_t ldc, size_t nr, bool accumulate, bool clamp,
+                                                       const GemmRowEpilogue* rows, const float* next_panel) {
+  // The last panel's columns past n are padding: only the first nr are loaded and stored.
+  const __mmask16 mask = static_cast<__mmask16>(nr >= kNr ? 0xffffu : (1u << nr) - 1u);
+  const __m512 b = _mm512_loadu_ps(bias);
+  __m512 acc[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) acc[i] = accumulate ? _mm512_maskz_loadu_ps(mask, c + i * ldc) : b;
+  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
+    const float* a_rows[MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) a_rows[i] = row_segment<Indirect, MR>(a, a_stride, i, s);
+    for (size_t p = 0; p < seg_k; ++p) {
+      // As the AVX2 tile: the next call's block (direct), or 1 KiB on in this panel (indirect).
+      if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + p * kNr), _MM_HINT_T0);
+      if constexpr (Indirect) {
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel) + 1024), _MM_HINT_T0);
+      }
+      const __m512 w = _mm512_loadu_ps(panel);
+      panel += kNr;
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a_rows[i][p]), w, acc[i]);
+    }
+  }
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    __m512 v = acc[i];
+    if (rows != nullptr) v = row_epilogue_avx512(v, i, *rows);  // in registers, before the store (as AVX2)
+    if (clamp) v = clamp_avx512(v, vlo, vhi);
+    _mm512_mask_storeu_ps(c + i * ldc, mask, v);
+  }
+}
+#endif
+
 #ifdef ETNP_GEMM_NEON
 // The NEON twins: the same tiles, sums and order as the AVX2 kernels (one fused multiply-add per k from the
 // bias or the stored sums), so both vector levels give the same bits. A row of 16 columns is four q registers.
@@ -368,8 +425,9 @@ Kernel kernel_for(size_t mr) {
   return kGeneric[mr];
 }
 
-// One panel's tiles over `rows` rows: 6x16 tiles, or 8x8 ones for a last panel of 8 columns or fewer. `a` is
-// the matrix (direct) or the row pointers (indirect); row r's tile starts at a + r * a_stride either way.
+// One panel's tiles over `rows` rows: 6x16 tiles (12x16 with AVX-512), or 8x8 ones for a last panel of 8
+// columns or fewer. `a` is the matrix (direct) or the row pointers (indirect); row r's tile starts at
+// a + r * a_stride either way.
 template <bool Indirect, typename A>
 void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k, const float* panel,
                const GemmPanelOut& out, const float* next_panel) {
@@ -418,6 +476,26 @@ void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg
     }
     return;
   }
+#ifdef ETNP_GEMM_AVX2
+  if (cpu_level() >= CpuLevel::avx512_vnni) {
+    static constexpr Kernel kAvx512[] = {
+        nullptr,
+        kernel_avx512<Indirect, 1>,  kernel_avx512<Indirect, 2>,  kernel_avx512<Indirect, 3>,
+        kernel_avx512<Indirect, 4>,  kernel_avx512<Indirect, 5>,  kernel_avx512<Indirect, 6>,
+        kernel_avx512<Indirect, 7>,  kernel_avx512<Indirect, 8>,  kernel_avx512<Indirect, 9>,
+        kernel_avx512<Indirect, 10>, kernel_avx512<Indirect, 11>, kernel_avx512<Indirect, 12>};
+    // The rows in tiles as even as can be (49: 9, 10, 10, 10, 10, not 4 x 12 + 1): a tile of few rows has too few
+    // independent sums to hide the multiply-add latency, and costs nearly as much as a full one.
+    const size_t tiles = (rows + kMrAvx512 - 1) / kMrAvx512;
+    for (size_t t = 0, r = 0; t < tiles; ++t) {
+      const size_t mr = (rows - r) / (tiles - t);
+      kAvx512[mr](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi, out.c + r * out.ldc, out.ldc,
+                  nr, out.accumulate, out.clamp, rows_from(r), r == 0 ? next_panel : nullptr);
+      r += mr;
+    }
+    return;
+  }
+#endif
   for (size_t r = 0; r < rows; r += kMr) {
     kernel_for<Indirect>(std::min(kMr, rows - r))(segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo,
                                                   out.hi, out.c + r * out.ldc, out.ldc, nr, out.accumulate, out.clamp,

@@ -1,6 +1,7 @@
 // The fp32 GEMM micro-kernels, shared by the blocked GEMM for operands that change per call (gemm.h) and the
 // one with weights packed at load (packed_gemm.h): rows of A times one panel of 16 columns of B, in 6x16 tiles
-// of twelve AVX2/FMA accumulators on x86-64 or twenty-four NEON ones on aarch64 (8x8 tiles for a last panel of 8
+// of twelve AVX2/FMA accumulators on x86-64 (12x16 tiles of one AVX-512 register a row where the CPU has the
+// avx512_vnni level, with the same bits) or twenty-four NEON ones on aarch64 (8x8 tiles for a last panel of 8
 // columns or fewer), or portable loops at the portable level (core/cpu_features.h).
 #pragma once
 
@@ -10,7 +11,7 @@ namespace etnp::compute {
 
 /// Columns of a panel of B, stored [k][16] (row p of the panel is 16 consecutive floats).
 inline constexpr size_t kGemmPanel = 16;
-/// Rows of A in one register tile: the unit callers split rows in.
+/// Rows of A in one AVX2 or NEON register tile: the unit callers split rows in (the AVX-512 tile takes two).
 inline constexpr size_t kGemmTileRows = 6;
 
 /// Where a panel's results go: c[r * ldc + j] for j < cols (at most 16; the panel's columns past them are

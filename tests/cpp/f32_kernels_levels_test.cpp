@@ -45,7 +45,7 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// GEMM micro-kernels (gemm_kernel.h), called directly: rows around the 6- and 8-row tiles, every column count
+// GEMM micro-kernels (gemm_kernel.h), called directly: rows around the 6-, 8- and 12-row tiles, every column count
 // of a last panel (the narrow 8-column kernels up to 8), K of 0 and odd lengths, bias or none, an earlier
 // K block's sums (accumulate), clamp, output rows wider than the panel.
 
@@ -56,7 +56,7 @@ struct PanelCase {
 
 TEST(GemmKernel, PanelMatchesTheDefinitionAtEveryCpuLevel) {
   std::vector<PanelCase> cases;
-  for (size_t rows : {1, 2, 5, 6, 7, 8, 9, 13}) {
+  for (size_t rows : {1, 2, 5, 6, 7, 8, 9, 11, 12, 13, 24, 25}) {
     for (size_t cols : {1, 3, 7, 8, 9, 15, 16}) {
       for (size_t k : {0, 1, 5, 33}) {
         for (int flags = 0; flags < 8; ++flags) {
@@ -138,6 +138,51 @@ TEST(GemmKernel, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
         ASSERT_NEAR(c[i], portable[i], 1e-4) << cpu_level_name(level) << " at " << i;
       }
     });
+  }
+}
+
+TEST(GemmKernel, EveryVectorLevelGivesTheSameBits) {
+  // The AVX2 and AVX-512 tiles (x86-64; the NEON levels share one tile) make the same fused multiply-adds in the same order from the same start, so a
+  // program's outputs do not depend on which of the two this CPU has. Random floats, so that any difference in
+  // fusion or order shows; 25 rows cross the 12-row tile twice, 9 the 6-row one.
+  std::vector<CpuLevel> vector_levels;
+  at_each_cpu_level([&](CpuLevel level) {
+    if (level != CpuLevel::portable) vector_levels.push_back(level);
+  });
+  if (vector_levels.size() < 2) {
+    GTEST_SKIP() << "this CPU has one vector level (" << cpu_level_name(cpu_level()) << ")";
+  }
+  const size_t k = 301;
+  const auto panel = random_floats(k * kGemmPanel, 22), bias = random_floats(kGemmPanel, 23);
+  for (size_t rows : {9, 25}) {
+    const auto a = random_floats(rows * k, 21);
+    for (size_t cols : {13, 16}) {
+      for (int accumulate = 0; accumulate < 2; ++accumulate) {
+        const auto before = random_floats(rows * cols, 24);
+        std::vector<float> first;
+        at_each_cpu_level([&](CpuLevel level) {
+          if (level == CpuLevel::portable) return;
+          std::vector<float> c = before;
+          GemmPanelOut out;
+          out.c = c.data();
+          out.ldc = cols;
+          out.cols = cols;
+          out.bias = bias.data();
+          out.accumulate = accumulate != 0;
+          out.clamp = true;
+          out.lo = -3.0f;
+          out.hi = 3.0f;
+          gemm_panel_f32(a.data(), k, rows, k, panel.data(), out);
+          if (first.empty()) {
+            first = c;
+            return;
+          }
+          ASSERT_EQ(std::memcmp(c.data(), first.data(), c.size() * sizeof(float)), 0)
+              << cpu_level_name(level) << " vs " << cpu_level_name(vector_levels.front()) << ", " << rows << " rows, " << cols
+              << " columns, accumulate " << accumulate;
+        });
+      }
+    }
   }
 }
 
