@@ -115,6 +115,54 @@ def wall_times(cmd, repeats, env=None):
     return statistics.median(times), None
 
 
+# A fresh Python's import, load and first run of the demo program, timed from inside: the parts the import
+# target adds to `import numpy` (the process's own start and exit are common to both).
+_COLD_PROBE = """
+import json, sys, time
+sys.path.insert(0, %r)
+t0 = time.perf_counter()
+import numpy as np
+t1 = time.perf_counter()
+import {pkg} as etnp
+t2 = time.perf_counter()
+method = etnp.Runtime.get().load_program(%r).load_method("forward")
+t3 = time.perf_counter()
+x = np.random.rand(1, 3, 224, 224).astype(np.float32)
+t4 = time.perf_counter()
+method.execute([x])
+t5 = time.perf_counter()
+print(json.dumps({{"numpy": t1 - t0, "import": t2 - t1, "load": t3 - t2, "first run": t5 - t4}}))
+"""
+
+
+def python_cold_start(pkg_dir, pkg_name, pte, rounds):
+    """Interleaved rounds of fresh processes: `import numpy`, `import <pkg>`, and import + load + first run.
+    Returns the table rows (median wall ms) and the in-process medians of the last command's parts."""
+    probe = _COLD_PROBE.format(pkg=pkg_name) % (pkg_dir, pte)
+    cmds = {"numpy": "import numpy",
+            "import": "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name),
+            "full": probe}
+    walls = {k: [] for k in cmds}
+    parts = []
+    for _ in range(rounds):
+        for key, code in cmds.items():
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            elapsed = (time.perf_counter() - t0) * 1e3
+            if proc.returncode != 0:
+                return {"rows": [("etnp Python cold start", None, first_error_line(proc))], "parts": None}
+            walls[key].append(elapsed)
+            if key == "full":
+                parts.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    rows = [("Python: `import numpy` (the baseline of the two etnp Python rows)", med["numpy"], None),
+            ("etnp Python: `import %s`" % pkg_name, med["import"], None),
+            ("etnp Python: import, load, first run (demo XNNPACK)", med["full"], None)]
+    part_med = {k: statistics.median(p[k] for p in parts) * 1e3 for k in parts[0]}
+    return {"rows": rows, "parts": part_med, "rounds": rounds,
+            "min": {k: min(v) for k, v in walls.items()}}
+
+
 def fmt(ms, digits=3):
     if ms is None:
         return "n/a"
@@ -617,21 +665,15 @@ def main():
     cold.append(("`etnp version` (process start only)", med, err))
     med, err = wall_times([etnp, "run", xnn_pte, "--fill", "random", "--print", "none"], repeats)
     cold.append(("`etnp run` demo XNNPACK (process start, load, first run)", med, err))
+    python_cold = None
     if pkg is not None:
-        # The baseline of the import target (issue: import, load and first run within `import numpy` + 20 ms).
-        med, err = wall_times([sys.executable, "-c", "import numpy"], repeats)
-        cold.append(("Python: `import numpy` (the baseline of the two etnp Python rows)", med, err))
         pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
         # Bytecode for the package's modules, as pip writes at install (numpy's and the venv's packages have
-        # theirs): under PYTHONDONTWRITEBYTECODE every import of the build tree's copy compiled them (5 ms).
+        # theirs): under PYTHONDONTWRITEBYTECODE every import of the build tree's copy compiled them (4 ms).
         compileall.compile_dir(os.path.dirname(os.path.abspath(pkg.__file__)), quiet=1)
-        code = "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name)
-        med, err = wall_times([sys.executable, "-c", code], repeats)
-        cold.append(("etnp Python: `import %s`" % pkg_name, med, err))
-        code += ("; import numpy as np; m = %s.Runtime.get().load_program(%r).load_method('forward'); "
-                 "m.execute([np.random.rand(1, 3, 224, 224).astype(np.float32)])" % (pkg_name, xnn_pte))
-        med, err = wall_times([sys.executable, "-c", code], repeats)
-        cold.append(("etnp Python: import, load, first run (demo XNNPACK)", med, err))
+        python_cold = python_cold_start(pkg_dir, pkg_name, xnn_pte, 3 if args.quick else 21)
+        for name, med, err in python_cold["rows"]:
+            cold.append((name, med, err))
     if python is not None:
         code = "from executorch.runtime import Runtime"
         med, err = wall_times([python, "-c", code], repeats)
@@ -668,7 +710,8 @@ def main():
     uptime_after = run(["uptime"]).stdout.strip()
     elapsed_min = (time.time() - t_start) / 60
     write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
-                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root, peak, flops)
+                  pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root, peak, flops,
+                  python_cold=python_cold)
     shutil.rmtree(scratch, ignore_errors=True)
     log("wrote", args.output)
 
@@ -761,7 +804,7 @@ def efficiency_section(rows, cells, peak, flops):
 
 def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles, notes, official_about, versions,
                   pkg, started, uptime_before, uptime_after, round_loads, elapsed_min, repeats, live_root, peak=None,
-                  flops=None):
+                  flops=None, python_cold=None):
     cpu, isa = cpu_description()
     md = []
     md.append("# etnp benchmark results\n")
@@ -920,10 +963,25 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
     md.append("")
 
     md.append("## 5. Cold start (wall time of a fresh process, median of %d; files in the page cache)\n" % repeats)
+    if python_cold and python_cold.get("parts"):
+        md.append("The three Python rows of etnp and numpy: median of %d interleaved rounds (the others: %d rounds, "
+                  "one command after the other).\n" % (python_cold["rounds"], repeats))
     md.append("| what | ms |\n|---|---|")
     for name, med, err in cold:
         md.append("| %s | %s |" % (name, fmt(med) if med is not None else "error: %s" % err))
     md.append("")
+    if python_cold and python_cold.get("parts"):
+        parts = python_cold["parts"]
+        added = parts["import"] + parts["load"] + parts["first run"]
+        wall = [med for _, med, _ in python_cold["rows"]]
+        md.append("Inside the last Python row's process (`time.perf_counter` around each step, median of the "
+                  "rounds): `import numpy` %.1f ms; then `import %s` %.2f, `load_program` + `load_method` %.2f, "
+                  "the first `execute` %.2f: **%.1f ms added to `import numpy`** (target: at most 20). Between "
+                  "whole processes the medians differ by %.1f ms (minimums: %.1f), which also holds the "
+                  "interpreter's exit and this shared machine's noise.\n"
+                  % (parts["numpy"], pkg.__name__, parts["import"], parts["load"], parts["first run"], added,
+                     wall[2] - wall[0],
+                     python_cold["min"]["full"] - python_cold["min"]["numpy"]))
 
     if profiles:
         md.append("## 6. Where the time goes (delegated fixture programs, 1 thread, `etnp bench --profile`)\n")

@@ -94,7 +94,7 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   # long), with the kernels that split one product across a pool's threads (the 4-bit GEMM's test checks the
   # bits) and a tokenizer shared by threads.
   TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests \
-    --gtest_filter='Concurrency*:Int4Gemm.SplitAcrossThreads*:TokenizerTest.SharedAcrossThreads' || status=1
+    --gtest_filter='Concurrency*:ThreadPool.*:Int4Gemm.SplitAcrossThreads*:TokenizerTest.SharedAcrossThreads:*XnnpackWorkspace*:XnnpackWeightCache.*' || status=1
   step "Python thread tests (TSan)"
   # The extension is instrumented, the interpreter and numpy are not: TSan's runtime is preloaded so that it
   # sees every thread and the locks (the GIL is a pthread mutex and condition variable).
