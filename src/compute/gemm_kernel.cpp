@@ -257,20 +257,37 @@ __attribute__((target("avx512f"))) void kernel_avx512(size_t segs, const void* a
   __m512 acc[MR];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) acc[i] = accumulate ? _mm512_maskz_loadu_ps(mask, c + i * ldc) : b;
-  for (size_t s = 0; s < (Indirect ? segs : 1); ++s) {  // direct: one segment, no loop
-    const float* a_rows[MR];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) a_rows[i] = row_segment<Indirect, MR>(a, a_stride, i, s);
+  if constexpr (!Indirect) {
+    // Rows a_stride apart, read through one pointer per three rows (row i at base[i / 3] + (i % 3) * a_stride:
+    // x86 addressing scales the stride by 4 and 8): twelve row pointers with the loop's own would not fit the
+    // general registers, and GCC spilled three of them inside the loop.
+    const float* base[(MR + 2) / 3];
+#pragma GCC unroll 4
+    for (int j = 0; j < (MR + 2) / 3; ++j) base[j] = static_cast<const float*>(a) + 3 * j * a_stride;
     for (size_t p = 0; p < seg_k; ++p) {
-      // As the AVX2 tile: the next call's block (direct), or 1 KiB on in this panel (indirect).
       if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + p * kNr), _MM_HINT_T0);
-      if constexpr (Indirect) {
-        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel) + 1024), _MM_HINT_T0);
-      }
       const __m512 w = _mm512_loadu_ps(panel);
       panel += kNr;
 #pragma GCC unroll 12
-      for (int i = 0; i < MR; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a_rows[i][p]), w, acc[i]);
+      for (int i = 0; i < MR; ++i) {
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(base[i / 3][(i % 3) * a_stride]), w, acc[i]);
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < (MR + 2) / 3; ++j) ++base[j];
+    }
+  } else {
+    for (size_t s = 0; s < segs; ++s) {
+      const float* a_rows[MR];
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) a_rows[i] = row_segment<Indirect, MR>(a, a_stride, i, s);
+      for (size_t p = 0; p < seg_k; ++p) {
+        // As the AVX2 tile: 1 KiB on in this panel (no next panel here).
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(panel) + 1024), _MM_HINT_T0);
+        const __m512 w = _mm512_loadu_ps(panel);
+        panel += kNr;
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a_rows[i][p]), w, acc[i]);
+      }
     }
   }
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
