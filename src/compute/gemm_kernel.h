@@ -50,6 +50,13 @@ struct GemmPanelOut {
 void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
                     const GemmPanelOut& out, const float* next_panel = nullptr);
 
+/// Two neighbouring panels at once where this CPU has a tile for them (AVX-512): C[rows x out.cols] (+)= A *
+/// [panel | panel + panel_stride], out.cols from 17 to 32, out.bias 32 floats (or null), no row epilogue. The
+/// same results as gemm_panel_f32 on each panel, in less time (each value of A is loaded once for both). Returns
+/// false, having done nothing, where there is no such tile; the caller then runs the panels one by one.
+bool gemm_panel_pair_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
+                         size_t panel_stride, const GemmPanelOut& out, const float* next_panel = nullptr);
+
 /// The same with indirect rows: row r of A is `segs` runs of seg_k floats, run s starting at a[r * a_stride + s]
 /// (a convolution points them into its input); the panel holds the runs' weights one after another.
 void gemm_panel_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,

@@ -298,23 +298,31 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
     const bool first = k0 == 0, last = k0 + kc >= k_;
     for (size_t r0 = 0; r0 < rows; r0 += block) {
       const size_t r1 = std::min(rows, r0 + block);
-      for (size_t p = p_begin; p < p_end; ++p) {
+      for (size_t p = p_begin; p < p_end;) {
+        // Two panels at once where the CPU has a tile for them (gemm_panel_pair_f32), else one.
+        const size_t width = p + 1 < p_end ? 2 : 1;
         const float* panel = packed + (p * k_ + k0) * kNr;
         const float* bias = packed_bias + p * kNr;
-        const size_t nr = std::min(kNr, n_ - p * kNr);
+        const size_t nr = std::min(width * kNr, n_ - p * kNr);
         const GemmPanelOut panel_out{out + r0 * n_ + p * kNr, n_, nr, bias, !first, last, out_min, out_max};
         // The block the next call reads: the next panel's, or after the last panel the first one's, for the
         // next row block or else the next K block. (The weights come from memory once per call: every tile of
         // the rows reads a block after the first.)
-        const float* next = nullptr;
-        if (p + 1 < p_end) {
-          next = panel + k_ * kNr;
-        } else if (r1 < rows) {
-          next = packed + (p_begin * k_ + k0) * kNr;
-        } else if (!last) {
-          next = packed + (p_begin * k_ + k0 + kc) * kNr;
+        auto next_after = [&](size_t q) -> const float* {
+          if (q < p_end) return packed + (q * k_ + k0) * kNr;
+          if (r1 < rows) return packed + (p_begin * k_ + k0) * kNr;
+          if (!last) return packed + (p_begin * k_ + k0 + kc) * kNr;
+          return nullptr;
+        };
+        const float* a = in + r0 * in_stride + k0;
+        if (width == 2 && gemm_panel_pair_f32(a, in_stride, r1 - r0, kc, panel, k_ * kNr, panel_out, next_after(p + 2))) {
+          p += 2;
+          continue;
         }
-        gemm_panel_f32(in + r0 * in_stride + k0, in_stride, r1 - r0, kc, panel, panel_out, next);
+        GemmPanelOut one = panel_out;
+        one.cols = std::min(kNr, nr);
+        gemm_panel_f32(a, in_stride, r1 - r0, kc, panel, one, next_after(p + 1));
+        ++p;
       }
     }
     if (k_ == 0) break;
