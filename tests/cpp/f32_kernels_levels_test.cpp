@@ -141,6 +141,54 @@ TEST(GemmKernel, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
   }
 }
 
+TEST(GemmKernel, PanelPairGivesThePanelsBitsWhereTheCpuHasIt) {
+  // gemm_panel_pair_f32 against gemm_panel_f32 on each of the two panels: random floats, so that a difference in
+  // the order or fusion of the sums shows; rows across its 12-row tiles, a second panel of 1 to 16 columns, the
+  // accumulate, bias and clamp forms. Where no level has the pair tile it must refuse and write nothing.
+  bool ran = false;
+  for (size_t rows : {1, 5, 12, 13, 25}) {
+    for (size_t cols : {17, 24, 31, 32}) {
+      for (size_t k : {1, 33, 300}) {
+        for (int flags = 0; flags < 8; ++flags) {
+          const size_t ldc = cols + 5, a_stride = k + 3, panel_stride = k * kGemmPanel + 16;
+          const auto a = random_floats(rows * a_stride, 31);
+          const auto panels = random_floats(panel_stride + k * kGemmPanel, 32);
+          const auto bias = random_floats(2 * kGemmPanel, 33);
+          const auto before = random_floats(rows * ldc, 34);
+          GemmPanelOut out;
+          out.ldc = ldc;
+          out.cols = cols;
+          out.bias = (flags & 1) != 0 ? bias.data() : nullptr;
+          out.accumulate = (flags & 2) != 0;
+          out.clamp = (flags & 4) != 0;
+          out.lo = -1.5f;
+          out.hi = 2.0f;
+          at_each_cpu_level([&](CpuLevel level) {
+            std::vector<float> pair = before, single = before;
+            out.c = pair.data();
+            if (!gemm_panel_pair_f32(a.data(), a_stride, rows, k, panels.data(), panel_stride, out)) {
+              ASSERT_EQ(pair, before) << cpu_level_name(level) << ": refused, yet wrote";
+              return;
+            }
+            ran = true;
+            GemmPanelOut first = out, second = out;
+            first.c = single.data();
+            first.cols = kGemmPanel;
+            second.c = single.data() + kGemmPanel;
+            second.cols = cols - kGemmPanel;
+            if (out.bias != nullptr) second.bias = out.bias + kGemmPanel;
+            gemm_panel_f32(a.data(), a_stride, rows, k, panels.data(), first);
+            gemm_panel_f32(a.data(), a_stride, rows, k, panels.data() + panel_stride, second);
+            ASSERT_EQ(std::memcmp(pair.data(), single.data(), pair.size() * sizeof(float)), 0)
+                << cpu_level_name(level) << " " << rows << "x" << cols << "x" << k << " flags " << flags;
+          });
+        }
+      }
+    }
+  }
+  if (!ran) GTEST_SKIP() << "no pair tile at this CPU's levels (" << cpu_level_name(cpu_level()) << "): refusals checked";
+}
+
 TEST(GemmKernel, EveryVectorLevelGivesTheSameBits) {
   // The AVX2 and AVX-512 tiles (x86-64; the NEON levels share one tile) make the same fused multiply-adds in the same order from the same start, so a
   // program's outputs do not depend on which of the two this CPU has. Random floats, so that any difference in
