@@ -300,11 +300,13 @@ __attribute__((target("avx512f"))) void kernel_avx512(size_t segs, const void* a
   }
 }
 
-// Two neighbouring panels (32 columns) of direct rows: each row's value of a k step is loaded once for both, and
-// 24 independent sums hide the multiply-add latency at any tile height. The per-element sums are the one-panel
-// tile's. `nr` counts the pair's columns (17 to 32); the second panel is panel_stride floats after the first.
-template <int MR>
-__attribute__((target("avx512f"))) void kernel_pair_avx512(const float* a, size_t a_stride, size_t k,
+// Two neighbouring panels (32 columns): each row's value of a k step is loaded once for both, and 24 independent
+// sums hide the multiply-add latency at any tile height. The per-element sums are the one-panel tile's. `nr`
+// counts the pair's columns (17 to 32); the second panel is panel_stride floats after the first. Rows as
+// kernel_avx512's: direct (a matrix, segs == 1) or indirect (segs runs of seg_k floats per row); indirect tiles
+// have at most 8 rows, so that their row pointers stay in the general registers.
+template <bool Indirect, int MR>
+__attribute__((target("avx512f"))) void kernel_pair_avx512(const void* a, size_t a_stride, size_t segs, size_t seg_k,
                                                             const float* panel, size_t panel_stride,
                                                             const float* bias, const float* lo_hi, float* c,
                                                             size_t ldc, size_t nr, bool accumulate, bool clamp,
@@ -319,21 +321,39 @@ __attribute__((target("avx512f"))) void kernel_pair_avx512(const float* a, size_
     acc0[i] = accumulate ? _mm512_loadu_ps(c + i * ldc) : b0;
     acc1[i] = accumulate ? _mm512_maskz_loadu_ps(mask1, c + i * ldc + kNr) : b1;
   }
-  const float* base[(MR + 2) / 3];  // as kernel_avx512's direct rows
+  if constexpr (!Indirect) {
+    const float* base[(MR + 2) / 3];  // as kernel_avx512's direct rows
 #pragma GCC unroll 4
-  for (int j = 0; j < (MR + 2) / 3; ++j) base[j] = a + 3 * j * a_stride;
-  for (size_t p = 0; p < k; ++p) {
-    if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + p * kNr), _MM_HINT_T0);
-    const __m512 w0 = _mm512_loadu_ps(panel), w1 = _mm512_loadu_ps(panel + panel_stride);
-    panel += kNr;
+    for (int j = 0; j < (MR + 2) / 3; ++j) base[j] = static_cast<const float*>(a) + 3 * j * a_stride;
+    for (size_t p = 0; p < seg_k; ++p) {
+      if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + p * kNr), _MM_HINT_T0);
+      const __m512 w0 = _mm512_loadu_ps(panel), w1 = _mm512_loadu_ps(panel + panel_stride);
+      panel += kNr;
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) {
-      const __m512 x = _mm512_set1_ps(base[i / 3][(i % 3) * a_stride]);
-      acc0[i] = _mm512_fmadd_ps(x, w0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(x, w1, acc1[i]);
-    }
+      for (int i = 0; i < MR; ++i) {
+        const __m512 x = _mm512_set1_ps(base[i / 3][(i % 3) * a_stride]);
+        acc0[i] = _mm512_fmadd_ps(x, w0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(x, w1, acc1[i]);
+      }
 #pragma GCC unroll 4
-    for (int j = 0; j < (MR + 2) / 3; ++j) ++base[j];
+      for (int j = 0; j < (MR + 2) / 3; ++j) ++base[j];
+    }
+  } else {
+    for (size_t s = 0; s < segs; ++s) {
+      const float* a_rows[MR];
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) a_rows[i] = row_segment<true, MR>(a, a_stride, i, s);
+      for (size_t p = 0; p < seg_k; ++p) {
+        const __m512 w0 = _mm512_loadu_ps(panel), w1 = _mm512_loadu_ps(panel + panel_stride);
+        panel += kNr;
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; ++i) {
+          const __m512 x = _mm512_set1_ps(a_rows[i][p]);
+          acc0[i] = _mm512_fmadd_ps(x, w0, acc0[i]);
+          acc1[i] = _mm512_fmadd_ps(x, w1, acc1[i]);
+        }
+      }
+    }
   }
   const __m512 vlo = _mm512_set1_ps(lo_hi[0]), vhi = _mm512_set1_ps(lo_hi[1]);
 #pragma GCC unroll 12
@@ -588,31 +608,59 @@ void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, cons
   run_panel<false>(a, a_stride, rows, 1, k, panel, out, next_panel);
 }
 
-bool gemm_panel_pair_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
-                         size_t panel_stride, const GemmPanelOut& out, const float* next_panel) {
+namespace {
+
+// The pair tiles over `rows` rows in even tiles of at most `max_rows` (as run_panel); false where the CPU has none.
+template <bool Indirect>
+bool run_pair(const void* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k, const float* panel,
+              size_t panel_stride, const GemmPanelOut& out, const float* next_panel) {
 #ifdef ETNP_GEMM_AVX2
   if (cpu_level() < CpuLevel::avx512_vnni || out.rows != nullptr || out.cols <= kNr) return false;
-  static constexpr void (*kPair[])(const float*, size_t, size_t, const float*, size_t, const float*, const float*,
-                                   float*, size_t, size_t, bool, bool, const float*) = {
+  using PairKernel = void (*)(const void*, size_t, size_t, size_t, const float*, size_t, const float*, const float*,
+                              float*, size_t, size_t, bool, bool, const float*);
+  static constexpr PairKernel kIndirect[] = {
       nullptr,
-      kernel_pair_avx512<1>,  kernel_pair_avx512<2>,  kernel_pair_avx512<3>,  kernel_pair_avx512<4>,
-      kernel_pair_avx512<5>,  kernel_pair_avx512<6>,  kernel_pair_avx512<7>,  kernel_pair_avx512<8>,
-      kernel_pair_avx512<9>,  kernel_pair_avx512<10>, kernel_pair_avx512<11>, kernel_pair_avx512<12>};
+      kernel_pair_avx512<true, 1>, kernel_pair_avx512<true, 2>, kernel_pair_avx512<true, 3>,
+      kernel_pair_avx512<true, 4>, kernel_pair_avx512<true, 5>, kernel_pair_avx512<true, 6>,
+      kernel_pair_avx512<true, 7>, kernel_pair_avx512<true, 8>};
+  static constexpr PairKernel kDirect[] = {
+      nullptr,
+      kernel_pair_avx512<false, 1>,  kernel_pair_avx512<false, 2>,  kernel_pair_avx512<false, 3>,
+      kernel_pair_avx512<false, 4>,  kernel_pair_avx512<false, 5>,  kernel_pair_avx512<false, 6>,
+      kernel_pair_avx512<false, 7>,  kernel_pair_avx512<false, 8>,  kernel_pair_avx512<false, 9>,
+      kernel_pair_avx512<false, 10>, kernel_pair_avx512<false, 11>, kernel_pair_avx512<false, 12>};
+  const PairKernel* kPair = Indirect ? kIndirect : kDirect;
+  constexpr size_t max_rows = Indirect ? 8 : kMrAvx512;
   alignas(64) static constexpr float kZero[2 * kNr] = {};
   const float* bias = out.bias != nullptr ? out.bias : kZero;
   const float lo_hi[2] = {out.lo, out.hi};
-  const size_t tiles = (rows + kMrAvx512 - 1) / kMrAvx512;  // even tiles, as run_panel
+  const size_t tiles = (rows + max_rows - 1) / max_rows;
   for (size_t t = 0, r = 0; t < tiles; ++t) {
     const size_t mr = (rows - r) / (tiles - t);
-    kPair[mr](a + r * a_stride, a_stride, k, panel, panel_stride, bias, lo_hi, out.c + r * out.ldc, out.ldc,
-              out.cols, out.accumulate, out.clamp, r == 0 ? next_panel : nullptr);
+    const void* tile_a = Indirect ? static_cast<const void*>(static_cast<const float* const*>(a) + r * a_stride)
+                                  : static_cast<const void*>(static_cast<const float*>(a) + r * a_stride);
+    kPair[mr](tile_a, a_stride, segs, seg_k, panel, panel_stride, bias, lo_hi, out.c + r * out.ldc, out.ldc, out.cols,
+              out.accumulate, out.clamp, r == 0 ? next_panel : nullptr);
     r += mr;
   }
   return true;
 #else
-  (void)a, (void)a_stride, (void)rows, (void)k, (void)panel, (void)panel_stride, (void)out, (void)next_panel;
+  (void)a, (void)a_stride, (void)rows, (void)segs, (void)seg_k, (void)panel, (void)panel_stride, (void)out;
+  (void)next_panel;
   return false;
 #endif
+}
+
+}  // namespace
+
+bool gemm_panel_pair_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
+                         size_t panel_stride, const GemmPanelOut& out, const float* next_panel) {
+  return run_pair<false>(a, a_stride, rows, 1, k, panel, panel_stride, out, next_panel);
+}
+
+bool gemm_panel_pair_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,
+                                  const float* panel, size_t panel_stride, const GemmPanelOut& out) {
+  return run_pair<true>(a, a_stride, rows, segs, seg_k, panel, panel_stride, out, nullptr);
 }
 
 void gemm_panel_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,

@@ -57,6 +57,10 @@ void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, cons
 bool gemm_panel_pair_f32(const float* a, size_t a_stride, size_t rows, size_t k, const float* panel,
                          size_t panel_stride, const GemmPanelOut& out, const float* next_panel = nullptr);
 
+/// gemm_panel_pair_f32 over indirect rows (as gemm_panel_f32_indirect), the same terms.
+bool gemm_panel_pair_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,
+                                  const float* panel, size_t panel_stride, const GemmPanelOut& out);
+
 /// The same with indirect rows: row r of A is `segs` runs of seg_k floats, run s starting at a[r * a_stride + s]
 /// (a convolution points them into its input); the panel holds the runs' weights one after another.
 void gemm_panel_f32_indirect(const float* const* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k,

@@ -315,7 +315,8 @@ void PackedGemm::run_rows(const float* in, size_t rows, size_t in_stride, size_t
           return nullptr;
         };
         const float* a = in + r0 * in_stride + k0;
-        if (width == 2 && gemm_panel_pair_f32(a, in_stride, r1 - r0, kc, panel, k_ * kNr, panel_out, next_after(p + 2))) {
+        if (width == 2 &&
+            gemm_panel_pair_f32(a, in_stride, r1 - r0, kc, panel, k_ * kNr, panel_out, next_after(p + 2))) {
           p += 2;
           continue;
         }
@@ -377,12 +378,20 @@ void PackedGemm::run_indirect(const float* const* a, size_t rows, size_t segs, s
   for (size_t s0 = 0; s0 < segs || s0 == 0; s0 += group) {
     const size_t gs = std::min(group, segs - s0);
     const bool first = s0 == 0, last = s0 + gs >= segs;
-    for (size_t p = p_begin; p < p_end; ++p) {
+    for (size_t p = p_begin; p < p_end;) {
+      // Two panels at once where the CPU has a tile for them (as run_rows), else one.
+      const size_t width = p + 1 < p_end ? 2 : 1;
       const float* panel = packed + (p * k_ + k_begin + s0 * seg_k) * kNr;
       const float* bias = packed_bias + p * kNr;
-      const size_t nr = std::min(kNr, n_ - p * kNr);
-      const GemmPanelOut panel_out{out + p * kNr, n_, nr, bias, !first, last, out_min, out_max};
+      const size_t nr = std::min(width * kNr, n_ - p * kNr);
+      GemmPanelOut panel_out{out + p * kNr, n_, nr, bias, !first, last, out_min, out_max};
+      if (width == 2 && gemm_panel_pair_f32_indirect(a + s0, segs, rows, gs, seg_k, panel, k_ * kNr, panel_out)) {
+        p += 2;
+        continue;
+      }
+      panel_out.cols = std::min(kNr, nr);
       gemm_panel_f32_indirect(a + s0, segs, rows, gs, seg_k, panel, panel_out);
+      ++p;
     }
     if (segs == 0) break;
   }

@@ -142,13 +142,14 @@ TEST(GemmKernel, RandomFloatsAgreeWithThePortableTwinAtEveryCpuLevel) {
 }
 
 TEST(GemmKernel, PanelPairGivesThePanelsBitsWhereTheCpuHasIt) {
-  // gemm_panel_pair_f32 against gemm_panel_f32 on each of the two panels: random floats, so that a difference in
-  // the order or fusion of the sums shows; rows across its 12-row tiles, a second panel of 1 to 16 columns, the
-  // accumulate, bias and clamp forms. Where no level has the pair tile it must refuse and write nothing.
+  // gemm_panel_pair_f32 (and its indirect form) against gemm_panel_f32 on each of the two panels: random floats,
+  // so that a difference in the order or fusion of the sums shows; rows across the 12- and 8-row tiles, a second
+  // panel of 1 to 16 columns, the accumulate, bias and clamp forms. Where no level has the pair tile it must
+  // refuse and write nothing.
   bool ran = false;
   for (size_t rows : {1, 5, 12, 13, 25}) {
     for (size_t cols : {17, 24, 31, 32}) {
-      for (size_t k : {1, 33, 300}) {
+      for (size_t k : {1, 34, 300}) {
         for (int flags = 0; flags < 8; ++flags) {
           const size_t ldc = cols + 5, a_stride = k + 3, panel_stride = k * kGemmPanel + 16;
           const auto a = random_floats(rows * a_stride, 31);
@@ -181,18 +182,38 @@ TEST(GemmKernel, PanelPairGivesThePanelsBitsWhereTheCpuHasIt) {
             gemm_panel_f32(a.data(), a_stride, rows, k, panels.data() + panel_stride, second);
             ASSERT_EQ(std::memcmp(pair.data(), single.data(), pair.size() * sizeof(float)), 0)
                 << cpu_level_name(level) << " " << rows << "x" << cols << "x" << k << " flags " << flags;
+            // The same rows through pointers, in two segments (a convolution's kernel rows).
+            if (k % 2 != 0) return;
+            std::vector<const float*> ptrs;
+            for (size_t r = 0; r < rows; ++r) {
+              ptrs.push_back(a.data() + r * a_stride);
+              ptrs.push_back(a.data() + r * a_stride + k / 2);
+            }
+            std::vector<float> pair_indirect = before, single_indirect = before;
+            out.c = pair_indirect.data();
+            ASSERT_TRUE(gemm_panel_pair_f32_indirect(ptrs.data(), 2, rows, 2, k / 2, panels.data(), panel_stride, out))
+                << cpu_level_name(level) << ": the direct pair ran, the indirect one refused";
+            first.c = single_indirect.data();
+            second.c = single_indirect.data() + kGemmPanel;
+            gemm_panel_f32_indirect(ptrs.data(), 2, rows, 2, k / 2, panels.data(), first);
+            gemm_panel_f32_indirect(ptrs.data(), 2, rows, 2, k / 2, panels.data() + panel_stride, second);
+            ASSERT_EQ(std::memcmp(pair_indirect.data(), single_indirect.data(), pair.size() * sizeof(float)), 0)
+                << cpu_level_name(level) << " indirect " << rows << "x" << cols << "x" << k << " flags " << flags;
+            ASSERT_EQ(pair_indirect, pair) << cpu_level_name(level) << " indirect vs direct";
           });
         }
       }
     }
   }
-  if (!ran) GTEST_SKIP() << "no pair tile at this CPU's levels (" << cpu_level_name(cpu_level()) << "): refusals checked";
+  if (!ran) {
+    GTEST_SKIP() << "no pair tile at this CPU's levels (" << cpu_level_name(cpu_level()) << "): refusals checked";
+  }
 }
 
 TEST(GemmKernel, EveryVectorLevelGivesTheSameBits) {
-  // The AVX2 and AVX-512 tiles (x86-64; the NEON levels share one tile) make the same fused multiply-adds in the same order from the same start, so a
-  // program's outputs do not depend on which of the two this CPU has. Random floats, so that any difference in
-  // fusion or order shows; 25 rows cross the 12-row tile twice, 9 the 6-row one.
+  // The AVX2 and AVX-512 tiles (x86-64; the NEON levels share one tile) make the same fused multiply-adds in the
+  // same order from the same start, so a program's outputs do not depend on which of the two this CPU has. Random
+  // floats, so that any difference in fusion or order shows; 25 rows cross the 12-row tile twice, 9 the 6-row one.
   std::vector<CpuLevel> vector_levels;
   at_each_cpu_level([&](CpuLevel level) {
     if (level != CpuLevel::portable) vector_levels.push_back(level);
@@ -226,8 +247,8 @@ TEST(GemmKernel, EveryVectorLevelGivesTheSameBits) {
             return;
           }
           ASSERT_EQ(std::memcmp(c.data(), first.data(), c.size() * sizeof(float)), 0)
-              << cpu_level_name(level) << " vs " << cpu_level_name(vector_levels.front()) << ", " << rows << " rows, " << cols
-              << " columns, accumulate " << accumulate;
+              << cpu_level_name(level) << " vs " << cpu_level_name(vector_levels.front()) << ", " << rows
+              << " rows, " << cols << " columns, accumulate " << accumulate;
         });
       }
     }
