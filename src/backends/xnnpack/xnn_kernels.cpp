@@ -936,22 +936,40 @@ void qd8_quad_tile_scalar(const uint8_t* rows, size_t stride, size_t kq, const i
 ETNP_TARGET_BEGIN("avx2,avx512f,avx512bw,avx512vl,avx512vnni")
 template <int MR>
 void qd8_quad_tile_vnni(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
-  __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
+  // Four partial sums per row over interleaved quads, added at the end: one chain of vpdpbusd per row waited on
+  // its latency at every step (a 4-row tile: 4 in flight), and integer sums do not depend on their order.
+  constexpr int kSplit = 4;
+  __m512i c[MR][kSplit];
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kSplit; ++j) c[r][j] = _mm512_setzero_si512();
+  }
   auto row = [&](int r, size_t q) {
     uint32_t quad;
     std::memcpy(&quad, rows + r * stride + q * 4, 4);
     return _mm512_set1_epi32(static_cast<int32_t>(quad));
   };
-  for (size_t q = 0; q < kq; ++q) {
+  size_t q = 0;
+  for (; q + kSplit <= kq; q += kSplit) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kSplit; ++j) {
+      const __m512i v = _mm512_loadu_si512(w + (q + j) * 64);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) c[r][j] = _mm512_dpbusd_epi32(c[r][j], row(r, q + j), v);
+    }
+  }
+  for (; q < kq; ++q) {
     const __m512i v = _mm512_loadu_si512(w + q * 64);
-    c0 = _mm512_dpbusd_epi32(c0, row(0, q), v);
-    if constexpr (MR > 1) c1 = _mm512_dpbusd_epi32(c1, row(1, q), v);
-    if constexpr (MR > 2) c2 = _mm512_dpbusd_epi32(c2, row(2, q), v);
-    if constexpr (MR > 3) c3 = _mm512_dpbusd_epi32(c3, row(3, q), v);
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) c[r][0] = _mm512_dpbusd_epi32(c[r][0], row(r, q), v);
   }
   const auto mask = static_cast<__mmask16>((1u << cols) - 1u);
-  const __m512i sums[4] = {c0, c1, c2, c3};
-  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_epi32(acc + r * cols, mask, sums[r]);
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) {
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(c[r][0], c[r][1]), _mm512_add_epi32(c[r][2], c[r][3]));
+    _mm512_mask_storeu_epi32(acc + r * cols, mask, sum);
+  }
 }
 ETNP_TARGET_END
 #endif
@@ -982,6 +1000,37 @@ void qd8_tile_rows(int mr, const int32_t* pairs, size_t stride, size_t kp, const
     case 3: qd8_tile<3, NB>(pairs, stride, kp, w, acc); break;
     default: qd8_tile<4, NB>(pairs, stride, kp, w, acc); break;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// to[c] += float(a[c] - zp * sums[c * stride]) * scales[c * stride], c < cols: a product's integer sums less the
+// activation zero point's share, in the weights' scale. Per-channel weights (stride 1) 8 columns at a time; a
+// multiply, then an add, never fused, as the scalar loop (so the same bits at every level).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void qd8_dequantize_add_avx2(const int32_t* a, int32_t zp, const int32_t* sums,
+                                                             const float* scales, int cols, float* to) {
+  const __m256i vzp = _mm256_set1_epi32(zp);
+  int c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    const __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + c));
+    const __m256i q = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c)),
+                                       _mm256_mullo_epi32(vzp, sum));
+    const __m256 x = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(scales + c));
+    _mm256_storeu_ps(to + c, _mm256_add_ps(_mm256_loadu_ps(to + c), x));
+  }
+  for (; c < cols; ++c) to[c] += static_cast<float>(a[c] - zp * sums[c]) * scales[c];
+}
+#endif
+
+void qd8_dequantize_add(const int32_t* a, int32_t zp, const int32_t* sums, const float* scales, size_t stride,
+                        int cols, float* to) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (stride == 1 && has_avx2_fma()) return qd8_dequantize_add_avx2(a, zp, sums, scales, cols, to);
+#endif
+  for (int c = 0; c < cols; ++c) to[c] += static_cast<float>(a[c] - zp * sums[c * stride]) * scales[c * stride];
 }
 
 }  // namespace
@@ -1045,12 +1094,8 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
           const int32_t* sums = w.row_sums() + b * 8 * groups + g;
           const float* scales = w.scales() + b * 8 * groups + g;
           for (int i = 0; i < mr; ++i) {
-            const int32_t zp = params[r + i].zero_point + zp_offset;
-            const int32_t* a = acc + i * nb * 8;
-            float* to = sum + i * nb * 8;
-            for (int c = 0; c < cols; ++c) {
-              to[c] += static_cast<float>(a[c] - zp * sums[c * groups]) * scales[c * groups];
-            }
+            qd8_dequantize_add(acc + i * nb * 8, params[r + i].zero_point + zp_offset, sums, scales, groups, cols,
+                               sum + i * nb * 8);
           }
         }
         const float* bias = w.bias() != nullptr ? w.bias() + b * 8 : nullptr;
