@@ -145,8 +145,9 @@ struct RequantVnni {
 };
 
 // Rows [0, MR) x blocks [0, NB) of 16 outputs: acc = bias + sum over the quads of vpdpbusd(row bytes, weights),
-// then the requantization; the last block stores the lanes of `last_mask`.
-template <int MR, int NB>
+// then the requantization; the last block stores the lanes of `last_mask`. `Flip`: the rows are the signed input
+// itself (a pointwise convolution reads its pixels where they lie), made unsigned here, a quad at a time.
+template <int MR, int NB, bool Flip = false>
 void vnni_tile(const uint8_t* rows, size_t row_bytes, size_t quads, const int8_t* w, size_t block_bytes,
                const int32_t* bias, const float* scales, const RequantVnni& q, int8_t* out,
                size_t out_stride, __mmask16 last_mask) {
@@ -165,6 +166,7 @@ void vnni_tile(const uint8_t* rows, size_t row_bytes, size_t quads, const int8_t
     for (int r = 0; r < MR; ++r) {
       uint32_t quad;
       std::memcpy(&quad, rows + r * row_bytes + k * 4, 4);
+      if constexpr (Flip) quad ^= 0x80808080u;  // q + 128, as gather_rows codes it
       const __m512i x = _mm512_set1_epi32(static_cast<int32_t>(quad));
 #pragma GCC unroll 2
       for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbusd_epi32(acc[r][b], x, wv[b]);
@@ -185,7 +187,9 @@ void vnni_tile(const uint8_t* rows, size_t row_bytes, size_t quads, const int8_t
   }
 }
 
-// The products of `pixels` gathered rows with blocks [b0, b1), into out's rows (n outputs apart).
+// The products of `pixels` gathered rows (Flip: the input's own signed pixels) with blocks [b0, b1), into out's
+// rows (n outputs apart).
+template <bool Flip>
 void vnni_multiply(const uint8_t* rows, size_t pixels, size_t row_bytes, size_t quads, const int8_t* packed,
                    const int32_t* bias, const float* scales, size_t n, size_t b0, size_t b1, int8_t zp, int8_t lo,
                    int8_t hi, int8_t* out) {
@@ -206,7 +210,7 @@ void vnni_multiply(const uint8_t* rows, size_t pixels, size_t row_bytes, size_t 
       switch (mr * 2 + nb - 1) {
 #define ETNP_QS8_TILE(M, NB) \
   case M * 2 + NB - 1:       \
-    vnni_tile<M, NB>(x, row_bytes, quads, w, block_bytes, bb, s, q, o, n, mask); \
+    vnni_tile<M, NB, Flip>(x, row_bytes, quads, w, block_bytes, bb, s, q, o, n, mask); \
     break;
 #define ETNP_QS8_ROWS(M) ETNP_QS8_TILE(M, 1) ETNP_QS8_TILE(M, 2)
         ETNP_QS8_ROWS(1) ETNP_QS8_ROWS(2) ETNP_QS8_ROWS(3) ETNP_QS8_ROWS(4)
@@ -336,6 +340,9 @@ void ConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out
   // A small image (a classifier's last 7x7 maps) gives each thread a share of the outputs, not of the pixels.
   const bool split_outputs = chunks > 1 && pixels < chunks * kPassPixels && blocks_ >= 2 * chunks;
   const size_t row_bytes = row_elems_ * (vnni_ ? sizeof(uint8_t) : sizeof(int16_t));
+  // A pointwise convolution whose channels fill whole quads: each pixel's patch is the pixel, row_elems_ bytes.
+  const bool pointwise = p_.kernel_h == 1 && p_.kernel_w == 1 && p_.stride_h == 1 && p_.stride_w == 1 &&
+                         p_.pad_top == 0 && p_.pad_left == 0 && row_elems_ == p_.in_channels;
   const size_t slot = kPassPixels * row_bytes;
   if (scratch.size() < chunks * slot) scratch.resize(chunks * slot);
   auto run_chunk = [&](size_t i) {
@@ -351,11 +358,16 @@ void ConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out
     void* slot_rows = scratch.data() + i * slot;
     for (size_t p = p0; p < p1; p += kPassPixels) {
       const size_t end = std::min(p1, p + kPassPixels);
-      if (vnni_) {
+      if (vnni_ && pointwise) {
+        // The pixels are the rows: read where they lie, made unsigned in the tile (no copy).
+        vnni_multiply<true>(reinterpret_cast<const uint8_t*>(in + p * row_elems_), end - p, row_bytes, groups_,
+                            packed_.data(), bias_.data(), scales_.data(), n, b0, b1, p_.out_zero_point, p_.out_min,
+                            p_.out_max, out + p * n);
+      } else if (vnni_) {
         auto* rows = static_cast<uint8_t*>(slot_rows);
         gather_rows(p_, row_elems_, in, h, w, out_h, out_w, p, end, rows);
-        vnni_multiply(rows, end - p, row_bytes, groups_, packed_.data(), bias_.data(), scales_.data(), n, b0, b1,
-                      p_.out_zero_point, p_.out_min, p_.out_max, out + p * n);
+        vnni_multiply<false>(rows, end - p, row_bytes, groups_, packed_.data(), bias_.data(), scales_.data(), n, b0,
+                             b1, p_.out_zero_point, p_.out_min, p_.out_max, out + p * n);
       } else {
         auto* rows = static_cast<int16_t*>(slot_rows);
         gather_rows(p_, row_elems_, in, h, w, out_h, out_w, p, end, rows);
