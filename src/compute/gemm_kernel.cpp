@@ -229,9 +229,6 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
 #endif
 
 #ifdef ETNP_GEMM_AVX2
-// AVX-512 (Zen 4 and 5, Intel since Ice Lake): a panel row is one 512-bit vector, so a tile of up to 12 rows
-// keeps 12 independent sums per k step in 12 of the 32 registers, twice the multiply-adds of the AVX2 tile per
-// instruction. The sums, their order and their fusion are the AVX2 tile's: both levels give the same bits.
 // min(hi, max(lo, v)) as the AVX2 tile (NaN stays); zero-masked forms with a full mask, because GCC 12's
 // _mm512_max_ps/_mm512_min_ps read an uninitialized _mm512_undefined_ps() (a -Wmaybe-uninitialized warning).
 __attribute__((target("avx512f"), always_inline)) inline __m512 clamp_avx512(__m512 v, __m512 lo, __m512 hi) {
@@ -246,6 +243,9 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 row_epilogue_avx
   return v;
 }
 
+// AVX-512 (Zen 4 and 5, Intel since Ice Lake): a panel row is one 512-bit vector, so a tile of up to 12 rows
+// keeps 12 independent sums per k step in 12 of the 32 registers, twice the multiply-adds of the AVX2 tile per
+// instruction. The sums, their order and their fusion are the AVX2 tile's: both levels give the same bits.
 template <bool Indirect, int MR>
 __attribute__((target("avx512f"))) void kernel_avx512(size_t segs, const void* a, size_t a_stride, size_t seg_k,
                                                        const float* panel, const float* bias, float lo, float hi,
