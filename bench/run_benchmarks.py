@@ -119,13 +119,13 @@ def wall_times(cmd, repeats, env=None):
 # target adds to `import numpy` (the process's own start and exit are common to both).
 _COLD_PROBE = """
 import json, sys, time
-sys.path.insert(0, %r)
+sys.path.insert(0, {path!r})
 t0 = time.perf_counter()
 import numpy as np
 t1 = time.perf_counter()
 import {pkg} as etnp
 t2 = time.perf_counter()
-method = etnp.Runtime.get().load_program(%r).load_method("forward")
+method = etnp.Runtime.get().load_program({pte!r}).load_method("forward")
 t3 = time.perf_counter()
 x = np.random.rand(1, 3, 224, 224).astype(np.float32)
 t4 = time.perf_counter()
@@ -138,7 +138,7 @@ print(json.dumps({{"numpy": t1 - t0, "import": t2 - t1, "load": t3 - t2, "first 
 def python_cold_start(pkg_dir, pkg_name, pte, rounds):
     """Interleaved rounds of fresh processes: `import numpy`, `import <pkg>`, and import + load + first run.
     Returns the table rows (median wall ms) and the in-process medians of the last command's parts."""
-    probe = _COLD_PROBE.format(pkg=pkg_name) % (pkg_dir, pte)
+    probe = _COLD_PROBE.format(pkg=pkg_name, path=pkg_dir, pte=pte)
     cmds = {"numpy": "import numpy",
             "import": "import sys; sys.path.insert(0, %r); import %s" % (pkg_dir, pkg_name),
             "full": probe}

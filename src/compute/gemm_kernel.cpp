@@ -228,6 +228,19 @@ __attribute__((target("avx2,fma"))) void kernel_narrow_avx2(size_t segs, const v
 }
 #endif
 
+// fn(first row, rows) over `rows` rows in tiles of at most max_rows, as even as can be (49 rows by 12: 9, 10, 10,
+// 10, 10, not 4 x 12 + 1): a tile of few rows has too few independent sums to hide the multiply-add latency, and
+// costs nearly as much as a full one.
+template <typename Fn>
+inline void for_even_tiles(size_t rows, size_t max_rows, Fn fn) {
+  const size_t tiles = (rows + max_rows - 1) / max_rows;
+  for (size_t t = 0, r = 0; t < tiles; ++t) {
+    const size_t mr = (rows - r) / (tiles - t);
+    fn(r, mr);
+    r += mr;
+  }
+}
+
 #ifdef ETNP_GEMM_AVX2
 // min(hi, max(lo, v)) as the AVX2 tile (NaN stays); zero-masked forms with a full mask, because GCC 12's
 // _mm512_max_ps/_mm512_min_ps read an uninitialized _mm512_undefined_ps() (a -Wmaybe-uninitialized warning).
@@ -564,15 +577,10 @@ void run_panel(const A* a, size_t a_stride, size_t rows, size_t segs, size_t seg
         kernel_avx512<Indirect, 4>,  kernel_avx512<Indirect, 5>,  kernel_avx512<Indirect, 6>,
         kernel_avx512<Indirect, 7>,  kernel_avx512<Indirect, 8>,  kernel_avx512<Indirect, 9>,
         kernel_avx512<Indirect, 10>, kernel_avx512<Indirect, 11>, kernel_avx512<Indirect, 12>};
-    // The rows in tiles as even as can be (49: 9, 10, 10, 10, 10, not 4 x 12 + 1): a tile of few rows has too few
-    // independent sums to hide the multiply-add latency, and costs nearly as much as a full one.
-    const size_t tiles = (rows + kMrAvx512 - 1) / kMrAvx512;
-    for (size_t t = 0, r = 0; t < tiles; ++t) {
-      const size_t mr = (rows - r) / (tiles - t);
+    for_even_tiles(rows, kMrAvx512, [&](size_t r, size_t mr) {
       kAvx512[mr](segs, a + r * a_stride, a_stride, seg_k, panel, bias, out.lo, out.hi, out.c + r * out.ldc, out.ldc,
                   nr, out.accumulate, out.clamp, rows_from(r), r == 0 ? next_panel : nullptr);
-      r += mr;
-    }
+    });
     return;
   }
 #endif
@@ -610,7 +618,7 @@ void gemm_panel_f32(const float* a, size_t a_stride, size_t rows, size_t k, cons
 
 namespace {
 
-// The pair tiles over `rows` rows in even tiles of at most `max_rows` (as run_panel); false where the CPU has none.
+// The pair tiles over `rows` rows (for_even_tiles of at most 12 rows, 8 indirect); false where the CPU has none.
 template <bool Indirect>
 bool run_pair(const void* a, size_t a_stride, size_t rows, size_t segs, size_t seg_k, const float* panel,
               size_t panel_stride, const GemmPanelOut& out, const float* next_panel) {
@@ -634,15 +642,12 @@ bool run_pair(const void* a, size_t a_stride, size_t rows, size_t segs, size_t s
   alignas(64) static constexpr float kZero[2 * kNr] = {};
   const float* bias = out.bias != nullptr ? out.bias : kZero;
   const float lo_hi[2] = {out.lo, out.hi};
-  const size_t tiles = (rows + max_rows - 1) / max_rows;
-  for (size_t t = 0, r = 0; t < tiles; ++t) {
-    const size_t mr = (rows - r) / (tiles - t);
+  for_even_tiles(rows, max_rows, [&](size_t r, size_t mr) {
     const void* tile_a = Indirect ? static_cast<const void*>(static_cast<const float* const*>(a) + r * a_stride)
                                   : static_cast<const void*>(static_cast<const float*>(a) + r * a_stride);
     kPair[mr](tile_a, a_stride, segs, seg_k, panel, panel_stride, bias, lo_hi, out.c + r * out.ldc, out.ldc, out.cols,
               out.accumulate, out.clamp, r == 0 ? next_panel : nullptr);
-    r += mr;
-  }
+  });
   return true;
 #else
   (void)a, (void)a_stride, (void)rows, (void)segs, (void)seg_k, (void)panel, (void)panel_stride, (void)out;

@@ -670,6 +670,8 @@ TEST(XnnpackKernels, ConvQS8MatchesXnnpackExactly) {
         {24, 40, 1, 2, 1, 0, 15, 15, 3, 2, -128, 3, -100, 100, true},  // strided pointwise, batch 3, two threads
         {7, 13, 3, 1, 1, 0, 8, 9, 1, 1, 0, -1, -128, 127, false},       // odd patch; two blocks of 8, the second of 5
         {15, 32, 1, 1, 1, 0, 5, 5, 1, 1, -60, 9, -128, 127, false},     // pointwise with an odd channel count
+        {32, 48, 1, 1, 1, 0, 20, 21, 1, 2, 9, -4, -128, 127, false},    // pointwise in place, two threads by pixels
+        {64, 96, 1, 1, 1, 0, 7, 7, 1, 2, -128, 6, -50, 127, true},      // pointwise in place, two threads by outputs
     };
     std::mt19937 rng(11);
     std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);

@@ -46,13 +46,17 @@ void code_copy(const int8_t* src, T* dst, size_t n) {
 // Gathers the patches of output pixels [p0, p1) (numbered over batch x out_h x out_w) into rows of `row_elems`
 // elements; taps outside the image read the input zero point, and the last group's tail reads 0 (its weights
 // are 0 too).
+// A pointwise convolution whose channels fill whole rows: each output pixel's patch is its input pixel, as it lies.
+bool patches_are_pixels(const ConvQS8::Params& p, size_t row_elems) {
+  return p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
+         p.pad_left == 0 && row_elems == p.in_channels;
+}
+
 template <typename T>
 void gather_rows(const ConvQS8::Params& p, size_t row_elems, const int8_t* in, size_t h, size_t w, size_t out_h,
                  size_t out_w, size_t p0, size_t p1, T* rows) {
   const size_t c = p.in_channels, patch = p.kernel_h * p.kernel_w * c;
-  const bool pointwise = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
-                         p.pad_top == 0 && p.pad_left == 0;
-  if (pointwise && row_elems == c) {
+  if (patches_are_pixels(p, row_elems)) {
     // Each pixel's patch is itself and the rows are the input's pixels as they lie: one copy.
     code_copy(in + p0 * c, rows, (p1 - p0) * c);
     return;
@@ -340,10 +344,9 @@ void ConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out
   // A small image (a classifier's last 7x7 maps) gives each thread a share of the outputs, not of the pixels.
   const bool split_outputs = chunks > 1 && pixels < chunks * kPassPixels && blocks_ >= 2 * chunks;
   const size_t row_bytes = row_elems_ * (vnni_ ? sizeof(uint8_t) : sizeof(int16_t));
-  // A pointwise convolution whose channels fill whole quads: each pixel's patch is the pixel, row_elems_ bytes.
-  const bool pointwise = p_.kernel_h == 1 && p_.kernel_w == 1 && p_.stride_h == 1 && p_.stride_w == 1 &&
-                         p_.pad_top == 0 && p_.pad_left == 0 && row_elems_ == p_.in_channels;
-  const size_t slot = kPassPixels * row_bytes;
+  // With VNNI the tile reads such pixels in place (made unsigned in registers): no gathered rows, no scratch.
+  const bool in_place = vnni_ && patches_are_pixels(p_, row_elems_);
+  const size_t slot = in_place ? 0 : kPassPixels * row_bytes;
   if (scratch.size() < chunks * slot) scratch.resize(chunks * slot);
   auto run_chunk = [&](size_t i) {
     size_t p0 = 0, p1 = pixels, b0 = 0, b1 = blocks_;
@@ -358,8 +361,7 @@ void ConvQS8::run(const int8_t* in, size_t batch, size_t h, size_t w, size_t out
     void* slot_rows = scratch.data() + i * slot;
     for (size_t p = p0; p < p1; p += kPassPixels) {
       const size_t end = std::min(p1, p + kPassPixels);
-      if (vnni_ && pointwise) {
-        // The pixels are the rows: read where they lie, made unsigned in the tile (no copy).
+      if (in_place) {
         vnni_multiply<true>(reinterpret_cast<const uint8_t*>(in + p * row_elems_), end - p, row_bytes, groups_,
                             packed_.data(), bias_.data(), scales_.data(), n, b0, b1, p_.out_zero_point, p_.out_min,
                             p_.out_max, out + p * n);
