@@ -15,10 +15,6 @@
 namespace etnp::compute {
 namespace {
 constexpr size_t kLargePage = size_t{2} << 20;
-// A ZeroedBuffer from here up is a mapping of its own even under 2 MiB: calloc memset a block that glibc's heap
-// reused (its mmap threshold rises to the largest block freed), touching at load every page of the arenas that
-// the first run writes (a sixth of a small MLP's first load, with the page faults it took).
-constexpr size_t kOwnMappingBytes = size_t{64} << 10;
 
 template <typename T>
 T round_up(T value, size_t multiple) {
@@ -35,6 +31,13 @@ T round_up(T value, size_t multiple) {
 #endif
 #if defined(__linux__) && !defined(ETNP_ASAN)
 #define ETNP_POOLED_CHUNKS 1
+#endif
+
+#if defined(ETNP_POOLED_CHUNKS)
+// A ZeroedBuffer from here up is a mapping of its own even under 2 MiB: calloc memset a block that glibc's heap
+// reused (its mmap threshold rises to the largest block freed), touching at load every page of the arenas that
+// the first run writes (a sixth of a small MLP's first load, with the page faults it took).
+constexpr size_t kOwnMappingBytes = size_t{64} << 10;
 #endif
 
 #if defined(__linux__)
