@@ -919,14 +919,17 @@ void qd8_tile(const int32_t* pairs, size_t stride, size_t kp, const int8_t* cons
   qd8_tile_scalar<MR, NB>(pairs, stride, kp, w, acc);
 }
 
-// The quads layout: acc[r][c] (MR rows, `cols` of the 16 units) = sum over kq quads of the products of the row's
-// bytes (activation + 128) with the unit's four weights; rows are `stride` bytes apart.
+// The quads layout: acc[r][c] (MR rows, `cols` columns of one or two units of 16, the second `unit_stride` bytes
+// after the first) = sum over kq quads of the products of the row's bytes (activation + 128) with the column's
+// four weights; rows are `stride` bytes apart.
 template <int MR>
-void qd8_quad_tile_scalar(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
+void qd8_quad_tile_scalar(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, size_t unit_stride,
+                          int cols, int32_t* acc) {
   for (int r = 0; r < MR; ++r) {
     for (int c = 0; c < cols; ++c) {
+      const int8_t* unit = w + (c / 16) * unit_stride + (c % 16) * 4;
       int32_t sum = 0;
-      for (size_t q = 0; q < kq * 4; ++q) sum += int32_t{rows[r * stride + q]} * w[(q / 4) * 64 + c * 4 + q % 4];
+      for (size_t q = 0; q < kq * 4; ++q) sum += int32_t{rows[r * stride + q]} * unit[(q / 4) * 64 + q % 4];
       acc[r * cols + c] = sum;
     }
   }
@@ -934,61 +937,80 @@ void qd8_quad_tile_scalar(const uint8_t* rows, size_t stride, size_t kq, const i
 
 #if defined(__x86_64__) && defined(__GNUC__)
 ETNP_TARGET_BEGIN("avx2,avx512f,avx512bw,avx512vl,avx512vnni")
-template <int MR>
-void qd8_quad_tile_vnni(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
-  // Four partial sums per row over interleaved quads, added at the end: one chain of vpdpbusd per row waited on
-  // its latency at every step (a 4-row tile: 4 in flight), and integer sums do not depend on their order.
-  constexpr int kSplit = 4;
-  __m512i c[MR][kSplit];
+template <int MR, int NU>
+void qd8_quad_tile_vnni(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, size_t unit_stride,
+                        int cols, int32_t* acc) {
+  // NU units of 16 columns: two read each row's broadcast quad for 32 columns, so that loads (one a vpdpbusd
+  // with one unit) no longer outnumber the vpdpbusd. Partial sums per row over interleaved quads, added at the
+  // end, so that MR * NU * kSplit chains of vpdpbusd are in flight (one per row waited on its latency at every
+  // step); integer sums do not depend on their order.
+  constexpr int kSplit = NU == 1 ? 4 : 2;
+  __m512i c[MR][NU][kSplit];
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+    for (int u = 0; u < NU; ++u) {
 #pragma GCC unroll 4
-    for (int j = 0; j < kSplit; ++j) c[r][j] = _mm512_setzero_si512();
+      for (int j = 0; j < kSplit; ++j) c[r][u][j] = _mm512_setzero_si512();
+    }
   }
   auto row = [&](int r, size_t q) {
     uint32_t quad;
     std::memcpy(&quad, rows + r * stride + q * 4, 4);
     return _mm512_set1_epi32(static_cast<int32_t>(quad));
   };
+  auto step = [&](size_t q, int j) {
+    __m512i v[NU];
+#pragma GCC unroll 2
+    for (int u = 0; u < NU; ++u) v[u] = _mm512_loadu_si512(w + u * unit_stride + q * 64);
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const __m512i x = row(r, q);
+#pragma GCC unroll 2
+      for (int u = 0; u < NU; ++u) c[r][u][j] = _mm512_dpbusd_epi32(c[r][u][j], x, v[u]);
+    }
+  };
   size_t q = 0;
   for (; q + kSplit <= kq; q += kSplit) {
 #pragma GCC unroll 4
-    for (int j = 0; j < kSplit; ++j) {
-      const __m512i v = _mm512_loadu_si512(w + (q + j) * 64);
-#pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) c[r][j] = _mm512_dpbusd_epi32(c[r][j], row(r, q + j), v);
-    }
+    for (int j = 0; j < kSplit; ++j) step(q + j, j);
   }
-  for (; q < kq; ++q) {
-    const __m512i v = _mm512_loadu_si512(w + q * 64);
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) c[r][0] = _mm512_dpbusd_epi32(c[r][0], row(r, q), v);
-  }
-  const auto mask = static_cast<__mmask16>((1u << cols) - 1u);
+  for (; q < kq; ++q) step(q, 0);
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) {
-    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(c[r][0], c[r][1]), _mm512_add_epi32(c[r][2], c[r][3]));
-    _mm512_mask_storeu_epi32(acc + r * cols, mask, sum);
+#pragma GCC unroll 2
+    for (int u = 0; u < NU; ++u) {
+      __m512i sum = c[r][u][0];
+#pragma GCC unroll 3
+      for (int j = 1; j < kSplit; ++j) sum = _mm512_add_epi32(sum, c[r][u][j]);
+      const int left = cols - u * 16;
+      const auto mask = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1u);
+      _mm512_mask_storeu_epi32(acc + r * cols + u * 16, mask, sum);
+    }
   }
 }
 ETNP_TARGET_END
 #endif
 
 template <int MR>
-void qd8_quad_tile(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols, int32_t* acc) {
+void qd8_quad_tile(const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, size_t unit_stride, int cols,
+                   int32_t* acc) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu_level() >= CpuLevel::avx512_vnni) return qd8_quad_tile_vnni<MR>(rows, stride, kq, w, cols, acc);
+  if (cpu_level() >= CpuLevel::avx512_vnni) {
+    return cols > 16 ? qd8_quad_tile_vnni<MR, 2>(rows, stride, kq, w, unit_stride, cols, acc)
+                     : qd8_quad_tile_vnni<MR, 1>(rows, stride, kq, w, unit_stride, cols, acc);
+  }
 #endif
-  qd8_quad_tile_scalar<MR>(rows, stride, kq, w, cols, acc);
+  qd8_quad_tile_scalar<MR>(rows, stride, kq, w, unit_stride, cols, acc);
 }
 
-void qd8_quad_tile_rows(int mr, const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, int cols,
-                        int32_t* acc) {
+void qd8_quad_tile_rows(int mr, const uint8_t* rows, size_t stride, size_t kq, const int8_t* w, size_t unit_stride,
+                        int cols, int32_t* acc) {
   switch (mr) {
-    case 1: qd8_quad_tile<1>(rows, stride, kq, w, cols, acc); break;
-    case 2: qd8_quad_tile<2>(rows, stride, kq, w, cols, acc); break;
-    case 3: qd8_quad_tile<3>(rows, stride, kq, w, cols, acc); break;
-    default: qd8_quad_tile<4>(rows, stride, kq, w, cols, acc); break;
+    case 1: qd8_quad_tile<1>(rows, stride, kq, w, unit_stride, cols, acc); break;
+    case 2: qd8_quad_tile<2>(rows, stride, kq, w, unit_stride, cols, acc); break;
+    case 3: qd8_quad_tile<3>(rows, stride, kq, w, unit_stride, cols, acc); break;
+    default: qd8_quad_tile<4>(rows, stride, kq, w, unit_stride, cols, acc); break;
   }
 }
 
@@ -1033,6 +1055,43 @@ void qd8_dequantize_add(const int32_t* a, int32_t zp, const int32_t* sums, const
   for (int c = 0; c < cols; ++c) to[c] += static_cast<float>(a[c] - zp * sums[c * stride]) * scales[c * stride];
 }
 
+// Per-channel weights (one group): out[c] = clamp(float(a[c] - zp * sums[c]) * scales[c] * s + bias[c]), c < cols,
+// straight from the integer sums. The operations and their order are those of the per-group path (dequantize,
+// then the row's scale, then the bias; multiplies and adds never fused), so that both give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void qd8_output_avx2(const int32_t* a, int32_t zp, const int32_t* sums,
+                                                     const float* scales, float s, const float* bias, float out_min,
+                                                     float out_max, int cols, float* out) {
+  const __m256i vzp = _mm256_set1_epi32(zp);
+  const __m256 vs = _mm256_set1_ps(s), lo = _mm256_set1_ps(out_min), hi = _mm256_set1_ps(out_max);
+  int c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    const __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + c));
+    const __m256i q = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c)),
+                                       _mm256_mullo_epi32(vzp, sum));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(scales + c)), vs);
+    if (bias != nullptr) y = _mm256_add_ps(y, _mm256_loadu_ps(bias + c));
+    // max(lo, y) and min(hi, y) return y where it is NaN, as std::max(y, lo) and std::min(y, hi) do.
+    _mm256_storeu_ps(out + c, _mm256_min_ps(hi, _mm256_max_ps(lo, y)));
+  }
+  for (; c < cols; ++c) {
+    const float y = static_cast<float>(a[c] - zp * sums[c]) * scales[c] * s;
+    out[c] = std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
+  }
+}
+#endif
+
+void qd8_output(const int32_t* a, int32_t zp, const int32_t* sums, const float* scales, float s, const float* bias,
+                float out_min, float out_max, int cols, float* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx2_fma()) return qd8_output_avx2(a, zp, sums, scales, s, bias, out_min, out_max, cols, out);
+#endif
+  for (int c = 0; c < cols; ++c) {
+    const float y = static_cast<float>(a[c] - zp * sums[c]) * scales[c] * s;
+    out[c] = std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
+  }
+}
+
 }  // namespace
 
 void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params, size_t rows, const QD8Weights& w,
@@ -1066,20 +1125,25 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
   const size_t groups = w.groups(), group_pairs = w.group_size() == 0 ? kp : w.group_size() / 2;
   const size_t group_quads = w.group_size() == 0 ? kq : w.group_size() / 4;
   const int32_t zp_offset = quads ? 128 : 0;
+  // A tile is up to 4 rows by two units of 16 columns in the quads layout (its second unit may be partial), by
+  // two blocks of 8 in the pairs layout.
+  const size_t tile_blocks = quads ? 4 : 2;
   auto run_blocks = [&](size_t b0, size_t b1) {
-    int32_t acc[4 * 16];
-    float sum[4 * 16];
-    for (size_t b = b0; b < b1; b += 2) {
-      const int nb = b + 1 < b1 ? 2 : 1;
-      const int cols = static_cast<int>(std::min<size_t>(static_cast<size_t>(nb) * 8, n - b * 8));
+    int32_t acc[4 * 32];
+    float sum[4 * 32];
+    for (size_t b = b0; b < b1; b += tile_blocks) {
+      const size_t nb = std::min(tile_blocks, b1 - b);
+      const int cols = static_cast<int>(std::min(nb * 8, n - b * 8));
+      const int acc_stride = quads ? cols : static_cast<int>(nb) * 8;  // the pairs tile writes whole blocks
+      const float* bias = w.bias() != nullptr ? w.bias() + b * 8 : nullptr;
       for (size_t r = 0; r < rows; r += 4) {
         const int mr = static_cast<int>(std::min<size_t>(4, rows - r));
-        std::fill(sum, sum + 4 * 16, 0.0f);
+        if (groups > 1) std::fill(sum, sum + mr * cols, 0.0f);
         for (size_t g = 0; g < groups; ++g) {
           if (quads) {
             const size_t q0 = g * group_quads;
             qd8_quad_tile_rows(mr, row_bytes + r * kq * 4 + q0 * 4, kq * 4, group_quads, w.block(b) + q0 * 64,
-                               nb * 8, acc);
+                               kq * 64, cols, acc);
           } else {
             const size_t p0 = g * group_pairs;
             const int8_t* wb[2] = {w.block(b) + p0 * 16, nb == 2 ? w.block(b + 1) + p0 * 16 : nullptr};
@@ -1090,18 +1154,22 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
               qd8_tile_rows<1>(mr, x, kp, group_pairs, wb, acc);
             }
           }
-          // Loops without an early exit over the columns this block has, so that they vectorize.
           const int32_t* sums = w.row_sums() + b * 8 * groups + g;
           const float* scales = w.scales() + b * 8 * groups + g;
           for (int i = 0; i < mr; ++i) {
-            qd8_dequantize_add(acc + i * nb * 8, params[r + i].zero_point + zp_offset, sums, scales, groups, cols,
-                               sum + i * nb * 8);
+            const int32_t zp = params[r + i].zero_point + zp_offset;
+            if (groups == 1) {  // straight to the output
+              qd8_output(acc + i * acc_stride, zp, sums, scales, params[r + i].scale, bias, out_min, out_max, cols,
+                         out + (r + i) * n + b * 8);
+            } else {
+              qd8_dequantize_add(acc + i * acc_stride, zp, sums, scales, groups, cols, sum + i * cols);
+            }
           }
         }
-        const float* bias = w.bias() != nullptr ? w.bias() + b * 8 : nullptr;
+        if (groups == 1) continue;
         for (int i = 0; i < mr; ++i) {
           const float s = params[r + i].scale;
-          const float* from = sum + i * nb * 8;
+          const float* from = sum + i * cols;
           float* o = out + (r + i) * n + b * 8;
           if (bias != nullptr) {
             for (int c = 0; c < cols; ++c) o[c] = std::min(std::max(from[c] * s + bias[c], out_min), out_max);
@@ -1113,10 +1181,10 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
     }
   };
   if (rows * n * k >= (size_t{1} << 20) && blocks >= 8) {
-    // Whole pairs of blocks per chunk so every chunk but the last uses the two-block tile.
-    const size_t pairs_of_blocks = (blocks + 1) / 2;
-    ThreadPool::current().parallel_for(pairs_of_blocks, 2, [&](size_t p0, size_t p1) {
-      run_blocks(p0 * 2, std::min(blocks, p1 * 2));
+    // Whole tiles per chunk, at least 4 blocks, so that every chunk but the last uses the widest tile.
+    const size_t tiles = (blocks + tile_blocks - 1) / tile_blocks;
+    ThreadPool::current().parallel_for(tiles, 4 / tile_blocks, [&](size_t t0, size_t t1) {
+      run_blocks(t0 * tile_blocks, std::min(blocks, t1 * tile_blocks));
     });
   } else {
     run_blocks(0, blocks);
