@@ -43,6 +43,22 @@ void code_copy(const int8_t* src, T* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = row_code(src[i], dst);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// Bytes are gathered for the VNNI tiles alone, so on a CPU with AVX-512 BW: 64 at a time, the tail masked (a
+// 3x3 patch of 64 channels is three runs of 192 bytes; the baseline loop took 16 at a time, then one by one).
+ETNP_TARGET_BEGIN("avx512f,avx512bw")
+void code_copy(const int8_t* src, uint8_t* dst, size_t n) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(dst + i, _mm512_xor_si512(_mm512_loadu_si512(src + i), flip));
+  if (i < n) {
+    const __mmask64 tail = (uint64_t{1} << (n - i)) - 1;  // n - i < 64
+    _mm512_mask_storeu_epi8(dst + i, tail, _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, src + i), flip));
+  }
+}
+ETNP_TARGET_END
+#endif
+
 // Gathers the patches of output pixels [p0, p1) (numbered over batch x out_h x out_w) into rows of `row_elems`
 // elements; taps outside the image read the input zero point, and the last group's tail reads 0 (its weights
 // are 0 too).
