@@ -68,10 +68,26 @@ int run_bench(Args& args) {
   Progress bar(iters, want_progress && !json && iters >= 20);
   std::vector<double> times;
   times.reserve(static_cast<size_t>(iters));
+  // Per-operator time, from the profile events of the timed iterations; separately, the parts of the delegate
+  // calls that their backends reported (their time is already in the DELEGATE_CALL lines). Summed after each
+  // iteration, outside its time, and cleared: kept whole, the events of a long run grew by megabytes a second.
+  std::map<std::string, std::pair<double, int>> totals, part_totals;
+  auto absorb_profile_events = [&] {
+    std::string backend;  // of the last DELEGATE_CALL: the parts that follow it are its own
+    for (const auto& ev : method->profile_events()) {
+      if (!ev.delegate_part && ev.name.rfind("DELEGATE_CALL ", 0) == 0) backend = ev.name.substr(14);
+      auto& t = ev.delegate_part ? part_totals[backend + ": " + ev.name]
+                                 : totals[ev.folded ? ev.name + " (folded at load)" : ev.name];
+      t.first += static_cast<double>(ev.end_ns - ev.start_ns) / 1e6 / iters;
+      t.second += 1;
+    }
+    method->clear_profile_events();
+  };
   for (int i = 0; i < iters; ++i) {
     const auto start = Clock::now();
     method->execute(inputs.values);
     times.push_back(ms_since(start));
+    if (profile) absorb_profile_events();
     if (i % std::max(1, iters / 50) == 0 || i + 1 == iters) bar.update(i + 1);
   }
   bar.finish();
@@ -86,20 +102,9 @@ int run_bench(Args& args) {
   const PackedWeightCacheStats shared = packed_weight_cache_stats();
   const double shared_mb = static_cast<double>(shared.bytes) / (1 << 20);
 
-  // Per-operator time, from the profile events of the timed iterations; separately, the parts of the delegate
-  // calls that their backends reported (their time is already in the DELEGATE_CALL lines).
   using Totals = std::vector<std::pair<std::string, std::pair<double, int>>>;
   Totals per_op, per_part;
   if (profile) {
-    std::map<std::string, std::pair<double, int>> totals, part_totals;
-    std::string backend;  // of the last DELEGATE_CALL: the parts that follow it are its own
-    for (const auto& ev : method->profile_events()) {
-      if (!ev.delegate_part && ev.name.rfind("DELEGATE_CALL ", 0) == 0) backend = ev.name.substr(14);
-      auto& t = ev.delegate_part ? part_totals[backend + ": " + ev.name]
-                                 : totals[ev.folded ? ev.name + " (folded at load)" : ev.name];
-      t.first += static_cast<double>(ev.end_ns - ev.start_ns) / 1e6 / iters;
-      t.second += 1;
-    }
     auto sorted_totals = [&](std::map<std::string, std::pair<double, int>>& m) {
       for (auto& [name, t] : m) t.second = (t.second + iters - 1) / iters;  // calls per run
       Totals v(m.begin(), m.end());
