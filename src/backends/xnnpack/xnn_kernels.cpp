@@ -1058,6 +1058,12 @@ void qd8_dequantize_add(const int32_t* a, int32_t zp, const int32_t* sums, const
 // Per-channel weights (one group): out[c] = clamp(float(a[c] - zp * sums[c]) * scales[c] * s + bias[c]), c < cols,
 // straight from the integer sums. The operations and their order are those of the per-group path (dequantize,
 // then the row's scale, then the bias; multiplies and adds never fused), so that both give the same bits.
+inline float qd8_output_one(int32_t a, int32_t zp, int32_t sum, float scale, float s, const float* bias, int c,
+                            float out_min, float out_max) {
+  const float y = static_cast<float>(a - zp * sum) * scale * s;
+  return std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) void qd8_output_avx2(const int32_t* a, int32_t zp, const int32_t* sums,
                                                      const float* scales, float s, const float* bias, float out_min,
@@ -1074,10 +1080,7 @@ __attribute__((target("avx2"))) void qd8_output_avx2(const int32_t* a, int32_t z
     // max(lo, y) and min(hi, y) return y where it is NaN, as std::max(y, lo) and std::min(y, hi) do.
     _mm256_storeu_ps(out + c, _mm256_min_ps(hi, _mm256_max_ps(lo, y)));
   }
-  for (; c < cols; ++c) {
-    const float y = static_cast<float>(a[c] - zp * sums[c]) * scales[c] * s;
-    out[c] = std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
-  }
+  for (; c < cols; ++c) out[c] = qd8_output_one(a[c], zp, sums[c], scales[c], s, bias, c, out_min, out_max);
 }
 #endif
 
@@ -1086,10 +1089,7 @@ void qd8_output(const int32_t* a, int32_t zp, const int32_t* sums, const float* 
 #if defined(__x86_64__) && defined(__GNUC__)
   if (has_avx2_fma()) return qd8_output_avx2(a, zp, sums, scales, s, bias, out_min, out_max, cols, out);
 #endif
-  for (int c = 0; c < cols; ++c) {
-    const float y = static_cast<float>(a[c] - zp * sums[c]) * scales[c] * s;
-    out[c] = std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
-  }
+  for (int c = 0; c < cols; ++c) out[c] = qd8_output_one(a[c], zp, sums[c], scales[c], s, bias, c, out_min, out_max);
 }
 
 }  // namespace
