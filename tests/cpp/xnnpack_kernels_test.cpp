@@ -217,6 +217,48 @@ TEST(XnnpackKernels, BatchMatmulBroadcastAndTranspose) {
   EXPECT_EQ(out_t, out);
 }
 
+TEST(XnnpackKernels, BatchMatmulSplitsItsProductsAcrossThreadsWithTheSameBits) {
+  // [2, 3] products of 40 x 48 by 48 x 40 (B broadcast over the first batch dim), enough work to split by
+  // product: each product is the one-thread result, bit for bit, and matches a double-precision reference.
+  const size_t m = 40, k = 48, n = 40;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(6 * m * k), b(3 * k * n);
+  for (auto& v : a) v = dist(rng);
+  for (auto& v : b) v = dist(rng);
+  for (bool transpose_b : {false, true}) {
+    const Shape b_shape = transpose_b ? shape({3, int64_t(n), int64_t(k)}) : shape({3, int64_t(k), int64_t(n)});
+    const Shape out_shape = shape({2, 3, int64_t(m), int64_t(n)});
+    std::vector<float> one(6 * m * n), two(6 * m * n);
+    ThreadPool one_thread(1), pool(2);
+    {
+      ThreadPool::Use use(one_thread);
+      batch_matmul_f32(a.data(), shape({2, 3, int64_t(m), int64_t(k)}), b.data(), b_shape, transpose_b, one.data(),
+                       out_shape);
+    }
+    {
+      ThreadPool::Use use(pool);
+      batch_matmul_f32(a.data(), shape({2, 3, int64_t(m), int64_t(k)}), b.data(), b_shape, transpose_b, two.data(),
+                       out_shape);
+    }
+    for (size_t i = 0; i < one.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(two[i]), std::bit_cast<uint32_t>(one[i])) << i;
+    }
+    for (size_t p = 0; p < 6; ++p) {
+      const float* bp = b.data() + (p % 3) * k * n;
+      for (size_t i = 0; i < m; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (size_t q = 0; q < k; ++q) {
+            want += double(a[(p * m + i) * k + q]) * (transpose_b ? bp[j * k + q] : bp[q * n + j]);
+          }
+          ASSERT_NEAR(two[(p * m + i) * n + j], want, 1e-4) << "product " << p << " (" << i << ", " << j << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST(XnnpackKernels, LinearMatchesNaive) {
   const size_t rows = 7, k = 300, n = 33;
   std::vector<float> x(rows * k), w(n * k), bias(n);

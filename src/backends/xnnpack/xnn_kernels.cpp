@@ -397,15 +397,24 @@ void clamp_in_place(float* p, size_t n, float lo, float hi) {
 
 }  // namespace
 
-void linear_f32(const float* in, size_t rows, size_t k, const float* w, bool w_is_nk, size_t n, const float* bias,
-                float out_min, float out_max, float* out) {
+namespace {
+
+void linear_f32_on(ThreadPool* pool, const float* in, size_t rows, size_t k, const float* w, bool w_is_nk, size_t n,
+                   const float* bias, float out_min, float out_max, float* out) {
   if (rows == 0 || n == 0) return;
   const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
   compute::GemmEpilogue epilogue;
   if (bias != nullptr) epilogue.bias = {bias, 0, 1};
   const compute::GemmMatrix b = w_is_nk ? compute::GemmMatrix{w, 1, kk} : compute::GemmMatrix{w, nn, 1};
-  compute::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, &ThreadPool::current());
+  compute::gemm_f32(static_cast<int64_t>(rows), nn, kk, {in, kk, 1}, b, out, nn, 1, epilogue, pool);
   clamp_in_place(out, rows * n, out_min, out_max);
+}
+
+}  // namespace
+
+void linear_f32(const float* in, size_t rows, size_t k, const float* w, bool w_is_nk, size_t n, const float* bias,
+                float out_min, float out_max, float* out) {
+  linear_f32_on(&ThreadPool::current(), in, rows, k, w, w_is_nk, n, bias, out_min, out_max, out);
 }
 
 void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, bool transpose_b,
@@ -421,19 +430,25 @@ void batch_matmul_f32(const float* a, const Shape& a_shape, const float* b, cons
   broadcast_strides(b_batch, batch, b_str);
   const size_t batches = batch.numel();
   const size_t a_mat = m * k, b_mat = k * n, o_mat = m * n;
-  size_t index[kMaxDims] = {};
-  size_t a_off = 0, b_off = 0;
   const float inf = std::numeric_limits<float>::infinity();
-  for (size_t bi = 0; bi < batches; ++bi) {
-    linear_f32(a + a_off * a_mat, m, k, b + b_off * b_mat, transpose_b, n, nullptr, -inf, inf, out + bi * o_mat);
-    for (int i = batch.rank; i-- > 0;) {
-      a_off += a_str[i];
-      b_off += b_str[i];
-      if (++index[i] < batch[i]) break;
-      a_off -= a_str[i] * batch[i];
-      b_off -= b_str[i] * batch[i];
-      index[i] = 0;
+  // Products [i0, i1), each on one thread: an attention's heads (64 x 64 x 64 each) are too small for the GEMM
+  // to split, and ran one after the other on one thread.
+  auto run = [&](size_t i0, size_t i1, ThreadPool* pool) {
+    for (size_t bi = i0; bi < i1; ++bi) {
+      size_t a_off = 0, b_off = 0;
+      for (size_t i = batch.rank, rest = bi; i-- > 0; rest /= batch[i]) {
+        a_off += rest % batch[i] * a_str[i];
+        b_off += rest % batch[i] * b_str[i];
+      }
+      linear_f32_on(pool, a + a_off * a_mat, m, k, b + b_off * b_mat, transpose_b, n, nullptr, -inf, inf,
+                    out + bi * o_mat);
     }
+  };
+  ThreadPool& pool = ThreadPool::current();
+  if (batches >= 2 && pool.num_threads() > 1 && batches * m * n * k >= compute::kParallelWork) {
+    pool.parallel_for(batches, 1, [&](size_t i0, size_t i1) { run(i0, i1, nullptr); });
+  } else {
+    run(0, batches, &pool);
   }
 }
 
