@@ -9,10 +9,19 @@
 namespace etnp::compute {
 
 #if defined(ETNP_HAVE_SLEEF) && defined(__x86_64__)
-// vector_math_avx2.cpp, compiled for AVX2/FMA: called only once the CPU is known to have them.
+// vector_math_avx2.cpp and vector_math_avx512.cpp, compiled for those: called only once the CPU is known to
+// have them.
 VectorF32Fn vector_f32_avx2(VectorOp op);
+VectorF32Fn vector_f32_avx512(VectorOp op);
 
-VectorF32Fn vector_f32(VectorOp op) { return has_avx2_fma() ? vector_f32_avx2(op) : nullptr; }
+VectorF32Fn vector_f32(VectorOp op) {
+  switch (cpu_level()) {
+    case CpuLevel::avx512_vnni: return vector_f32_avx512(op);
+    case CpuLevel::avx2_fma: return vector_f32_avx2(op);
+    case CpuLevel::portable: break;
+  }
+  return nullptr;
+}
 #elif defined(ETNP_HAVE_SLEEF) && defined(__aarch64__)
 // vector_math_neon.cpp: every AArch64 CPU has NEON, but the portable level (a test's cap) keeps the libm loops.
 VectorF32Fn vector_f32_neon(VectorOp op);

@@ -657,6 +657,9 @@ TEST(VectorMath, RoutinesMatchTheScalarFunctionsAtEveryCpuLevel) {
       {VectorOp::Atan, [](double x) { return std::atan(x); }, -1e4f, 1e4f},
       {VectorOp::Erf, [](double x) { return std::erf(x); }, -5.0f, 5.0f},
       {VectorOp::Sigmoid, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -90.0f, 90.0f},
+      {VectorOp::Silu, [](double x) { return x / (1.0 + std::exp(-x)); }, -20.0f, 20.0f},
+      {VectorOp::Hardswish, [](double x) { return x * std::clamp(x + 3.0, 0.0, 6.0) / 6.0; }, -8.0f, 8.0f},
+      {VectorOp::Hardsigmoid, [](double x) { return std::clamp(x + 3.0, 0.0, 6.0) / 6.0; }, -8.0f, 8.0f},
   };
   at_each_cpu_level([&](CpuLevel level) {
     std::mt19937 rng(7);
