@@ -8,6 +8,7 @@
 // GEMM + col2im. etnp::convolution_affine_clamp.out is the float32 path with a per-channel scale and a clamp
 // in its output pass: what the runtime makes of a convolution, batch norm and activation at load.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -85,13 +86,13 @@ Strides4 strides4(const Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }
 
-/// Reads an int[] argument with `spatial` entries (a single entry is repeated, as ATen does).
-std::vector<int64_t> spatial_list(const EValue& v, size_t spatial, const char* name) {
-  std::vector<int64_t> vals = v.to_int_list().to_vector();
-  if (vals.size() == 1 && spatial > 1) vals.assign(spatial, vals[0]);
-  ETNP_KERNEL_CHECK(vals.size() == spatial, kConvOp << ": " << name << " must have " << spatial
-                                                    << " entries, got " << vals.size());
-  return vals;
+/// Reads an int[] argument with `spatial` (1 or 2) entries (a single entry is repeated, as ATen does); a fixed
+/// pair, not a vector: four of these a call were a heap allocation each.
+std::array<int64_t, 2> spatial_list(const EValue& v, size_t spatial, const char* name) {
+  const IntListRef list = v.to_int_list();
+  ETNP_KERNEL_CHECK(list.size() == spatial || list.size() == 1, kConvOp << ": " << name << " must have " << spatial
+                                                                        << " entries, got " << list.size());
+  return {list[0], list[list.size() == 1 ? 0 : spatial - 1]};
 }
 
 ConvShape conv_shape(const Tensor& input, const Tensor& weight, const Tensor* bias, KernelArgs args) {

@@ -612,6 +612,29 @@ TEST(NnKernelsConv, DoubleDtypeAndErrors) {
   EXPECT_THROW(Call().t(*x3).t(*w5).none().ints({1, 1}).ints({0, 0}).ints({1, 1}).b(false).ints({0, 0}).i(1).t(*o).run(
                    "aten::convolution.out"),
                Error);
+  // A 2-D convolution's stride, padding and dilation: one entry (repeated) or two, nothing else.
+  auto w3 = f32({4, 3, 3, 3}, random_values(108, 4));
+  try {
+    Call().t(*x3).t(*w3).none().ints({1, 1, 1}).ints({0, 0}).ints({1, 1}).b(false).ints({0, 0}).i(1).t(*o).run(
+        "aten::convolution.out");
+    FAIL() << "a stride of three entries was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stride must have 2 entries, got 3"), std::string::npos) << e.what();
+  }
+  try {
+    Call().t(*x3).t(*w3).none().ints({1, 1}).ints({}).ints({1, 1}).b(false).ints({0, 0}).i(1).t(*o).run(
+        "aten::convolution.out");
+    FAIL() << "an empty padding was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("padding must have 2 entries, got 0"), std::string::npos) << e.what();
+  }
+  // One entry stands for both dims: stride 2 of a 3x3 kernel over 4x4, padding 1, is a 2x2 output.
+  Call().t(*x3).t(*w3).none().ints({2}).ints({1}).ints({1}).b(false).ints({0}).i(1).t(*o).run(
+      "aten::convolution.out");
+  auto o2 = out_tensor(ScalarType::Float, {1, 4, 2, 2});
+  Call().t(*x3).t(*w3).none().ints({2, 2}).ints({1, 1}).ints({1, 1}).b(false).ints({0, 0}).i(1).t(*o2).run(
+      "aten::convolution.out");
+  EXPECT_EQ(logical<float>(*o), logical<float>(*o2));
 }
 
 // The parallel splits (GEMM tiles, GEMV chunks, batched heads, depthwise channels, im2col rows, col2im
