@@ -33,9 +33,12 @@ def test_a_load_and_run_are_measured(fixtures):
     out = measure({"program": str(program), "data": [], "method": "forward", "inputs": inputs})
     assert "error" not in out, out
     assert out["load_ms"] > 0
-    # The delegate packs 13.4 MiB of weights at load: they are resident after it, and the peak covers the run.
+    # The delegate packs 13.4 MiB of weights at load: they are resident after it, and the peak covers the run
+    # (read with it, in one read of /proc/self/status) and the load (an earlier read: the kernel's resident
+    # counters are approximate between reads, by a fraction of a MiB).
     assert 13 <= out["load_mib"] < 64
-    assert out["peak_mib"] >= max(out["load_mib"], out["run_mib"]) - 0.1
+    assert out["peak_mib"] >= out["run_mib"]
+    assert out["peak_mib"] >= out["load_mib"] - 1
 
 
 def test_a_refused_program_is_an_error_not_a_crash(tmp_path):
