@@ -157,4 +157,4 @@ log "running the Python suite under $qemu -cpu max with Debian's arm64 Python $p
 # ETNP_TORCH_PYTHON is the host's Python: unset (test_numpy_abi.py looks for an arm64 Python with numpy 2).
 env -u ETNP_TORCH_PYTHON -u PYTHONPATH ETNP_PYTHON_DIR="$site" ETNP_BUILD_DIR="$out/emu" \
   ETNP_FIXTURES="${ETNP_FIXTURES:-$PWD/../shared/fixtures}" \
-  "$out/emu/python3" -m pytest tests/python -q -rs -p no:cacheprovider ${ETNP_ARM64_PYTEST_ARGS:-}
+  "$out/emu/python3" -m pytest tests/python -q -rfEs -p no:cacheprovider ${ETNP_ARM64_PYTEST_ARGS:-}

@@ -137,7 +137,7 @@ if [ $status -ne 0 ]; then
   echo; echo "=== FAILED: ${#failed_steps[@]} step(s)"
   printf '  %s\n' "${failed_steps[@]}"
   # The failing tests' lines of pytest (-q prints "FAILED id - reason") and GoogleTest, and sanitizer reports.
-  grep -E '^(FAILED |ERROR |\[  FAILED  \] [A-Za-z]|SUMMARY: |WARNING: ThreadSanitizer|==[0-9]+==ERROR|fuzz: .* FAILED)' "$run_log" | sort -u | head -40 || true
+  grep -E '^(FAILED |ERROR |[0-9]+ failed|\[  FAILED  \] [A-Za-z]|SUMMARY: |WARNING: ThreadSanitizer|==[0-9]+==ERROR|fuzz: .* FAILED)' "$run_log" | sort -u | head -40 || true
 else
   echo; echo "=== every step passed"
 fi
