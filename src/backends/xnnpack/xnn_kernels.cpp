@@ -1043,43 +1043,41 @@ void qd8_tile_rows(int mr, const int32_t* pairs, size_t stride, size_t kp, const
 
 namespace {
 
-// to[c] += float(a[c] - zp * sums[c * stride]) * scales[c * stride], c < cols: a product's integer sums less the
-// activation zero point's share, in the weights' scale. Per-channel weights (stride 1) 8 columns at a time; a
-// multiply, then an add, never fused, as the scalar loop (so the same bits at every level).
+// A product's integer sums less the activation zero point's share, in the weights' scale: one element, and (the
+// row's activation scale `s` applied) the output, biased and clamped. Every path below computes these, in this
+// order, multiplies and adds never fused: the same bits at every level and for both the per-group and the
+// per-channel paths.
+inline float qd8_dequantize(int32_t a, int32_t zp, int32_t sum, float scale) {
+  return static_cast<float>(a - zp * sum) * scale;
+}
+
+inline float qd8_finish(float y, const float* bias, int c, float out_min, float out_max) {
+  return std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
+// qd8_dequantize of columns [c, c + 8).
+__attribute__((target("avx2"), always_inline)) inline __m256 qd8_dequantize8(const int32_t* a, __m256i vzp,
+                                                                              const int32_t* sums,
+                                                                              const float* scales, int c) {
+  const __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + c));
+  const __m256i q = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c)),
+                                     _mm256_mullo_epi32(vzp, sum));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(scales + c));
+}
+
+// to[c] += qd8_dequantize(...), per-channel weights (stride 1), 8 columns at a time.
 __attribute__((target("avx2"))) void qd8_dequantize_add_avx2(const int32_t* a, int32_t zp, const int32_t* sums,
                                                              const float* scales, int cols, float* to) {
   const __m256i vzp = _mm256_set1_epi32(zp);
   int c = 0;
   for (; c + 8 <= cols; c += 8) {
-    const __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + c));
-    const __m256i q = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c)),
-                                       _mm256_mullo_epi32(vzp, sum));
-    const __m256 x = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(scales + c));
-    _mm256_storeu_ps(to + c, _mm256_add_ps(_mm256_loadu_ps(to + c), x));
+    _mm256_storeu_ps(to + c, _mm256_add_ps(_mm256_loadu_ps(to + c), qd8_dequantize8(a, vzp, sums, scales, c)));
   }
-  for (; c < cols; ++c) to[c] += static_cast<float>(a[c] - zp * sums[c]) * scales[c];
-}
-#endif
-
-void qd8_dequantize_add(const int32_t* a, int32_t zp, const int32_t* sums, const float* scales, size_t stride,
-                        int cols, float* to) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (stride == 1 && has_avx2_fma()) return qd8_dequantize_add_avx2(a, zp, sums, scales, cols, to);
-#endif
-  for (int c = 0; c < cols; ++c) to[c] += static_cast<float>(a[c] - zp * sums[c * stride]) * scales[c * stride];
+  for (; c < cols; ++c) to[c] += qd8_dequantize(a[c], zp, sums[c], scales[c]);
 }
 
-// Per-channel weights (one group): out[c] = clamp(float(a[c] - zp * sums[c]) * scales[c] * s + bias[c]), c < cols,
-// straight from the integer sums. The operations and their order are those of the per-group path (dequantize,
-// then the row's scale, then the bias; multiplies and adds never fused), so that both give the same bits.
-inline float qd8_output_one(int32_t a, int32_t zp, int32_t sum, float scale, float s, const float* bias, int c,
-                            float out_min, float out_max) {
-  const float y = static_cast<float>(a - zp * sum) * scale * s;
-  return std::min(std::max(bias != nullptr ? y + bias[c] : y, out_min), out_max);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
+// out[c] = qd8_finish(qd8_dequantize(...) * s), per-channel weights, 8 columns at a time.
 __attribute__((target("avx2"))) void qd8_output_avx2(const int32_t* a, int32_t zp, const int32_t* sums,
                                                      const float* scales, float s, const float* bias, float out_min,
                                                      float out_max, int cols, float* out) {
@@ -1087,24 +1085,36 @@ __attribute__((target("avx2"))) void qd8_output_avx2(const int32_t* a, int32_t z
   const __m256 vs = _mm256_set1_ps(s), lo = _mm256_set1_ps(out_min), hi = _mm256_set1_ps(out_max);
   int c = 0;
   for (; c + 8 <= cols; c += 8) {
-    const __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + c));
-    const __m256i q = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c)),
-                                       _mm256_mullo_epi32(vzp, sum));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(scales + c)), vs);
+    __m256 y = _mm256_mul_ps(qd8_dequantize8(a, vzp, sums, scales, c), vs);
     if (bias != nullptr) y = _mm256_add_ps(y, _mm256_loadu_ps(bias + c));
     // max(lo, y) and min(hi, y) return y where it is NaN, as std::max(y, lo) and std::min(y, hi) do.
     _mm256_storeu_ps(out + c, _mm256_min_ps(hi, _mm256_max_ps(lo, y)));
   }
-  for (; c < cols; ++c) out[c] = qd8_output_one(a[c], zp, sums[c], scales[c], s, bias, c, out_min, out_max);
+  for (; c < cols; ++c) {
+    out[c] = qd8_finish(qd8_dequantize(a[c], zp, sums[c], scales[c]) * s, bias, c, out_min, out_max);
+  }
 }
 #endif
 
+// to[c] += qd8_dequantize(a[c], zp, sums[c * stride], scales[c * stride]), c < cols.
+void qd8_dequantize_add(const int32_t* a, int32_t zp, const int32_t* sums, const float* scales, size_t stride,
+                        int cols, float* to) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (stride == 1 && has_avx2_fma()) return qd8_dequantize_add_avx2(a, zp, sums, scales, cols, to);
+#endif
+  for (int c = 0; c < cols; ++c) to[c] += qd8_dequantize(a[c], zp, sums[c * stride], scales[c * stride]);
+}
+
+// Per-channel weights (one group): the output straight from the integer sums, as the per-group path makes it
+// from its summed groups.
 void qd8_output(const int32_t* a, int32_t zp, const int32_t* sums, const float* scales, float s, const float* bias,
                 float out_min, float out_max, int cols, float* out) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (has_avx2_fma()) return qd8_output_avx2(a, zp, sums, scales, s, bias, out_min, out_max, cols, out);
 #endif
-  for (int c = 0; c < cols; ++c) out[c] = qd8_output_one(a[c], zp, sums[c], scales[c], s, bias, c, out_min, out_max);
+  for (int c = 0; c < cols; ++c) {
+    out[c] = qd8_finish(qd8_dequantize(a[c], zp, sums[c], scales[c]) * s, bias, c, out_min, out_max);
+  }
 }
 
 }  // namespace
@@ -1186,11 +1196,7 @@ void fully_connected_qd8_f32(const int8_t* in, const DynamicQuantParams* params,
           const float s = params[r + i].scale;
           const float* from = sum + i * cols;
           float* o = out + (r + i) * n + b * 8;
-          if (bias != nullptr) {
-            for (int c = 0; c < cols; ++c) o[c] = std::min(std::max(from[c] * s + bias[c], out_min), out_max);
-          } else {
-            for (int c = 0; c < cols; ++c) o[c] = std::min(std::max(from[c] * s, out_min), out_max);
-          }
+          for (int c = 0; c < cols; ++c) o[c] = qd8_finish(from[c] * s, bias, c, out_min, out_max);
         }
       }
     }
