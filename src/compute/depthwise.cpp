@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "compute/conv_rows.h"
+#include "compute/packed_gemm.h"
 #include "core/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -243,6 +244,97 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void depthwise
   }
 }
 
+// 3x3 kernels at stride S (1 or 2): P output pixels of one block of 16 channels (`m`: the lanes in use, 8 for the
+// tail of a channel count that is 8 more than a multiple of 16), the nine weight vectors in registers. Each input
+// vector is loaded once and feeds the (up to three) outputs whose taps it is: the same multiply-adds in the same
+// order per output as the other blocks (bias, then taps in (ky, kx) order).
+template <int P, int S>
+__attribute__((target("avx512f"), always_inline)) inline void depthwise3x3_block16(
+    const float* r0, const float* r1, const float* r2, size_t c, const __m512 (&w)[9], __m512 bias, __m512 lo,
+    __m512 hi, __mmask16 m, float* out) {
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = bias;
+  const float* rows[3] = {r0, r1, r2};
+#pragma GCC unroll 3
+  for (int ky = 0; ky < 3; ++ky) {
+#pragma GCC unroll 32
+    for (int i = 0; i < (P - 1) * S + 3; ++i) {
+      __m512 x = _mm512_maskz_loadu_ps(m, rows[ky] + i * c);
+      asm("" : "+v"(x));  // one load for its three uses (GCC would fold a load into each multiply-add)
+#pragma GCC unroll 3
+      for (int kx = 0; kx < 3; ++kx) {
+        const int d = (i - kx) / S;  // input i is tap kx of output d when i - kx == d * S
+        if (i - kx >= 0 && (i - kx) % S == 0 && d < P) acc[d] = _mm512_fmadd_ps(x, w[ky * 3 + kx], acc[d]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + p * c, m, clamp16(acc[p], lo, hi));
+}
+
+// Output pixel x of a 3x3 kernel at `stride` that has taps outside the image: channels [ch, ch + 16) (m), the
+// taps inside alone.
+__attribute__((target("avx512f"), always_inline)) inline void depthwise3x3_edge16(
+    const float* const* src, size_t w, size_t c, size_t ch, size_t x, size_t stride, size_t pad_left,
+    const float* weights, __m512 bias, __m512 lo, __m512 hi, __mmask16 m, float* out) {
+  const size_t col = x * stride;  // padded input column of its first tap
+  __m512 acc = bias;
+  for (size_t ky = 0; ky < 3; ++ky) {
+    if (src[ky] == nullptr) continue;
+    for (size_t kx = 0; kx < 3; ++kx) {
+      const size_t ix = col + kx - pad_left;  // unsigned wrap-around: left of the image
+      if (ix >= w) continue;
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, src[ky] + ix * c + ch),
+                            _mm512_maskz_loadu_ps(m, weights + (ky * 3 + kx) * c + ch), acc);
+    }
+  }
+  _mm512_mask_storeu_ps(out + x * c + ch, m, clamp16(acc, lo, hi));
+}
+
+// One output row of a 3x3 kernel, channels a multiple of 8, one block of 16 channels at a time along the whole
+// row, so that its weights stay in registers (blocks of pixels over every channel reloaded them, and reached a
+// quarter of the FMA rate). `src[ky]`: the input row of tap row ky, null above or below the image; outputs
+// [left, right) have every tap inside the row and read `zero` for a null row, as the blocks of other kernels do;
+// the others sum only their taps inside the image, as depthwise_edge_pixel_c8 does: the same bits.
+template <int S>
+__attribute__((target("avx512f"))) void depthwise3x3_row_avx512(const float* const* src, const float* zero,
+                                                               size_t w, size_t c, size_t pad_left, size_t left,
+                                                               size_t right, size_t out_w, const float* weights,
+                                                               const float* bias, float lo, float hi, float* out) {
+  const __m512 lo16 = _mm512_set1_ps(lo), hi16 = _mm512_set1_ps(hi);
+  const size_t step = S * c;
+  const size_t first_col = left * S - pad_left;  // input column of output `left`'s first tap
+  const float* inside[3];
+  for (int ky = 0; ky < 3; ++ky) inside[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c;
+  for (size_t ch = 0; ch < c; ch += 16) {
+    const __mmask16 m = ch + 16 <= c ? __mmask16(0xffff) : __mmask16(0x00ff);
+    __m512 wv[9];
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) wv[t] = _mm512_maskz_loadu_ps(m, weights + t * c + ch);
+    const __m512 b = _mm512_maskz_loadu_ps(m, bias + ch);
+    for (size_t x = 0; x < left; ++x) {
+      depthwise3x3_edge16(src, w, c, ch, x, S, pad_left, weights, b, lo16, hi16, m, out);
+    }
+    const float *r0 = inside[0] + ch, *r1 = inside[1] + ch, *r2 = inside[2] + ch;
+    float* o = out + left * c + ch;
+    const size_t count = right - left;
+    size_t x = 0;
+    for (; x + 8 <= count; x += 8) {
+      depthwise3x3_block16<8, S>(r0 + x * step, r1 + x * step, r2 + x * step, c, wv, b, lo16, hi16, m, o + x * c);
+    }
+    for (; x + 4 <= count; x += 4) {
+      depthwise3x3_block16<4, S>(r0 + x * step, r1 + x * step, r2 + x * step, c, wv, b, lo16, hi16, m, o + x * c);
+    }
+    for (; x < count; ++x) {
+      depthwise3x3_block16<1, S>(r0 + x * step, r1 + x * step, r2 + x * step, c, wv, b, lo16, hi16, m, o + x * c);
+    }
+    for (size_t x = right; x < out_w; ++x) {
+      depthwise3x3_edge16(src, w, c, ch, x, S, pad_left, weights, b, lo16, hi16, m, out);
+    }
+  }
+}
+
 __attribute__((target("avx512f,avx2,fma"))) void depthwise_row_c8_avx512(const float* const* rows, size_t kh,
                                                                          size_t kw, size_t c, size_t stride,
                                                                          const float* weights, const float* bias,
@@ -390,6 +482,10 @@ void depthwise_row_c8_neon(const float* const* rows, size_t kh, size_t kw, size_
 #endif
 
 // This architecture's vector kernels (AVX2 or NEON), and whether the CPU level allows them.
+// A whole output row of a 3x3 kernel (depthwise3x3_row_avx512's arguments).
+using DepthwiseRow3x3 = void (*)(const float* const* src, const float* zero, size_t w, size_t c, size_t pad_left,
+                                 size_t left, size_t right, size_t out_w, const float* weights, const float* bias,
+                                 float lo, float hi, float* out);
 #if defined(ETNP_DEPTHWISE_AVX2)
 bool vector_kernels() { return has_avx2_fma(); }
 constexpr auto depthwise_row_vec = depthwise_row_avx2;
@@ -399,11 +495,17 @@ void depthwise_row_c8_vec(const float* const* rows, size_t kh, size_t kw, size_t
       rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out);
 }
 constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_avx2;
+// Whole rows of 3x3 kernels at stride 1 or 2 where the CPU has AVX-512 (depthwise3x3_row_avx512); else null.
+DepthwiseRow3x3 depthwise3x3_row_vec(size_t stride) {
+  if (cpu_level() < CpuLevel::avx512_vnni || stride > 2) return nullptr;
+  return stride == 1 ? depthwise3x3_row_avx512<1> : depthwise3x3_row_avx512<2>;
+}
 #elif defined(ETNP_DEPTHWISE_NEON)
 bool vector_kernels() { return has_neon(); }
 constexpr auto depthwise_row_vec = depthwise_row_neon;
 constexpr auto depthwise_row_c8_vec = depthwise_row_c8_neon;
 constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_neon;
+DepthwiseRow3x3 depthwise3x3_row_vec(size_t /*stride*/) { return nullptr; }
 #endif
 #if defined(ETNP_DEPTHWISE_AVX2) || defined(ETNP_DEPTHWISE_NEON)
 #define ETNP_DEPTHWISE_VEC 1
@@ -484,7 +586,6 @@ size_t DepthwiseConv::scratch_floats(size_t w, size_t out_w) const {
   return kh_ * (((out_w - 1) * sw_ + kw_) * c_ + 8);  // the ring of padded rows
 }
 
-// Output rows [y0, y1) of one image; `rows` is scratch_floats(w, out_w) floats.
 void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1,
                              float out_min, float out_max, float* out, float* rows) const {
   const float* taps[kMaxKernel];
@@ -495,16 +596,23 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
     // outputs at each edge sum only their taps inside (a full padded copy of every input row cost ~7% of
     // MobileNetV2, and padded copies of the edge columns as much as the edge outputs themselves).
     const Edges e = edges(w, out_w);
+    // The row of zeros, only where a tap of these rows falls above or below the image.
     float* zero = rows;
-    std::fill(zero, zero + w * c_, 0.0f);
+    if (y0 * sh_ < pad_top_ || (y1 - 1) * sh_ + kh_ > h + pad_top_) std::fill(zero, zero + w * c_, 0.0f);
     const size_t first_col = e.left * sw_ - pad_left_;  // input column of the first inside output's first tap
+    const DepthwiseRow3x3 row3x3 = kh_ == 3 && kw_ == 3 ? depthwise3x3_row_vec(sw_) : nullptr;
     for (size_t y = y0; y < y1; ++y) {
       const float* src[kMaxKernel];
       for (size_t ky = 0; ky < kh_; ++ky) {
         const size_t iy = y * sh_ + ky - pad_top_;  // unsigned wrap-around: a padding row
         src[ky] = iy < h ? in + iy * w * c_ : nullptr;
       }
-      float* out_row = out + y * out_w * c_;
+      float* out_row = out + (y - y0) * out_w * c_;
+      if (row3x3 != nullptr) {
+        row3x3(src, zero, w, c_, pad_left_, e.left, e.right, out_w, weights_.data(), bias_.data(), out_min, out_max,
+               out_row);
+        continue;
+      }
       for (size_t ky = 0; ky < kh_; ++ky) taps[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c_;
       depthwise_row_c8_vec(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), e.right - e.left, out_min,
                            out_max, out_row + e.left * c_);
@@ -548,7 +656,7 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
       }
       taps[ky] = buf;
     }
-    float* out_row = out + y * n;
+    float* out_row = out + (y - y0) * n;
 #ifdef ETNP_DEPTHWISE_VEC
     if (vector_kernels() && c_ % 8 == 0) {
       depthwise_row_c8_vec(taps, kh_, kw_, c_, sw_, weights_.data(), bias_.data(), out_w, out_min, out_max, out_row);
@@ -577,8 +685,43 @@ void DepthwiseConv::run(const float* in, size_t batch, size_t h, size_t w, size_
   for_each_conv_row_chunk(batch, out_h, chunks, batch * out_h * out_w * c_ * kh_ * kw_ * kDepthwiseCost,
                           [&](size_t chunk, size_t b, size_t y0, size_t y1) {
                             run_rows(in + b * h * w * c_, h, w, out_w, y0, y1, out_min, out_max,
-                                     out + b * out_h * out_w * c_, scratch.data() + chunk * per_chunk);
+                                     out + (b * out_h + y0) * out_w * c_, scratch.data() + chunk * per_chunk);
                           });
+}
+
+namespace {
+/// Depthwise output rows per band: about this many bytes, which stay in L2 (with the band's input rows and the
+/// pointwise panels) until the GEMM has read them.
+constexpr size_t kBandBytes = 96 * 1024;
+}  // namespace
+
+bool depthwise_then_pointwise_pays(size_t out_h, size_t out_w, size_t channels) {
+  // At least two pixels a band: a one-row product takes the GEMV path, whose sums run in another order.
+  return out_w >= 2 && out_h >= 2 && out_h * out_w * channels * sizeof(float) >= 4 * kBandBytes;
+}
+
+void depthwise_then_pointwise(const DepthwiseConv& depthwise, float dw_min, float dw_max, const PackedGemm& pointwise,
+                              float pw_min, float pw_max, const float* in, size_t batch, size_t h, size_t w,
+                              size_t out_h, size_t out_w, float* out, std::vector<float>& scratch) {
+  if (batch == 0 || out_h == 0 || out_w == 0) return;
+  const size_t c = depthwise.channels(), n = pointwise.n();
+  const size_t row_floats = out_w * c;
+  const size_t band = std::clamp<size_t>(kBandBytes / (row_floats * sizeof(float)), 1, out_h);
+  const size_t dw_floats = depthwise.scratch_floats(w, out_w);
+  const size_t per_chunk = dw_floats + band * row_floats;
+  const size_t chunks = conv_row_chunks(batch, out_h);
+  scratch.resize(chunks * per_chunk);
+  const size_t outputs = batch * out_h * out_w;
+  const size_t work = outputs * c * (depthwise.taps() * kDepthwiseCost + n);
+  for_each_conv_row_chunk(batch, out_h, chunks, work, [&](size_t chunk, size_t b, size_t y0, size_t y1) {
+    float* dw_scratch = scratch.data() + chunk * per_chunk;
+    float* rows = dw_scratch + dw_floats;
+    for (size_t y = y0; y < y1; y += band) {
+      const size_t y_end = std::min(y1, y + band);
+      depthwise.run_rows(in + b * h * w * c, h, w, out_w, y, y_end, dw_min, dw_max, rows, dw_scratch);
+      pointwise.run_on_caller(rows, (y_end - y) * out_w, c, pw_min, pw_max, out + (b * out_h + y) * out_w * n);
+    }
+  });
 }
 
 }  // namespace etnp::compute

@@ -26,6 +26,13 @@ class DepthwiseConv {
   /// caller's shape propagation, as are out_h and the pads implied by it). `scratch` keeps padded rows between calls.
   void run(const float* in, size_t batch, size_t h, size_t w, size_t out_h, size_t out_w, float out_min,
            float out_max, float* out, std::vector<float>& scratch) const;
+  /// Output rows [y0, y1) of one image `in` ([h, w, C]) into `out` (row y0 first), on the calling thread;
+  /// `scratch` holds scratch_floats(w, out_w) floats.
+  void run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, float out_min,
+                float out_max, float* out, float* scratch) const;
+  size_t scratch_floats(size_t w, size_t out_w) const;
+  size_t channels() const { return c_; }
+  size_t taps() const { return kh_ * kw_; }
   /// Bytes of the repacked weights and bias.
   size_t bytes() const { return (weights_.size() + bias_.size()) * sizeof(float); }
   /// Everything run() reads (geometry, weights, bias), for compute::WeightCache.
@@ -43,13 +50,25 @@ class DepthwiseConv {
   /// The vector (AVX2 or NEON) pixel-block kernel reads the input rows in place (channels a multiple of 8, some
   /// output with every tap inside the image); otherwise rows are copied padded into a ring.
   bool reads_in_place(size_t w, size_t out_w) const;
-  size_t scratch_floats(size_t w, size_t out_w) const;
-  void run_rows(const float* in, size_t h, size_t w, size_t out_w, size_t y0, size_t y1, float out_min,
-                float out_max, float* out, float* rows) const;
 
   size_t c_, kh_, kw_, sh_, sw_, pad_top_, pad_left_, period_;
   std::vector<float> weights_;  ///< [kh][kw][period]: tap weights repeated along the flattened row.
   std::vector<float> bias_;     ///< [period]
 };
+
+class PackedGemm;
+
+/// A depthwise convolution and the 1x1 convolution (`pointwise`, k = C) that alone reads its output, run a band of
+/// output rows at a time: each thread writes a few depthwise rows to a buffer that stays in its L2 cache and
+/// multiplies them by the pointwise weights at once, so the depthwise output (megabytes in MobileNetV2's first
+/// blocks) never goes out to memory and back. The same operations as running the two one after the other: the same
+/// bits. `out`: [batch, out_h, out_w, pointwise.n()].
+void depthwise_then_pointwise(const DepthwiseConv& depthwise, float dw_min, float dw_max, const PackedGemm& pointwise,
+                              float pw_min, float pw_max, const float* in, size_t batch, size_t h, size_t w,
+                              size_t out_h, size_t out_w, float* out, std::vector<float>& scratch);
+/// Whether depthwise_then_pointwise is worth it for a depthwise output of out_h x out_w x `channels` (an image):
+/// where it does not fit in a core's L2 cache. Below, the two run one after the other and each splits across the
+/// threads its own way.
+bool depthwise_then_pointwise_pays(size_t out_h, size_t out_w, size_t channels);
 
 }  // namespace etnp::compute

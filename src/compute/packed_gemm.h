@@ -43,6 +43,10 @@ class PackedGemm {
   /// out[r, j] = clamp(sum_i in[r * in_stride + i] * W(i, j) + bias[j], min, max) for r < rows, j < n;
   /// out rows are n floats apart. Splits the rows across the shared thread pool when worth it.
   void run(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const;
+  /// run() on the calling thread alone.
+  void run_on_caller(const float* in, size_t rows, size_t in_stride, float out_min, float out_max, float* out) const {
+    if (rows != 0 && n_ != 0) run_rows(in, rows, in_stride, 0, panels(), out_min, out_max, out);
+  }
   /// Indirect rows, on the calling thread: row r of the input is `segs` runs of `seg_k` floats, run s starting at
   /// a[r * segs + s], multiplied by the weights' rows [k_begin, k_begin + segs * seg_k) (the rows outside that
   /// range count as zero inputs), for the output columns of panels [p_begin, p_end) (16 columns a panel). A

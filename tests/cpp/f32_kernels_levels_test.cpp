@@ -544,6 +544,65 @@ TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
   });
 }
 
+// Random floats: every vector level gives the first one's bits (AVX2, NEON) (the same fused multiply-adds in the same order
+// per output: bias, then the taps in (ky, kx) order, padding rows as zeros for the outputs whose columns are all
+// inside and skipped for the others). Covers AVX-512's whole-row 3x3 kernel: strides 1 and 2, channel counts with
+// an 8-channel tail, rows narrower than a block and wider than several, one or two edge outputs a side.
+TEST(DepthwiseConv, GivesTheSameBitsAtEveryVectorLevel) {
+  struct Case {
+    size_t c, h, w, kh, kw, s, pad;
+  };
+  const Case cases[] = {{16, 5, 14, 3, 3, 1, 1},  {144, 4, 56, 3, 3, 1, 1}, {24, 6, 7, 3, 3, 2, 1},
+                        {40, 7, 13, 3, 3, 2, 1},  {8, 3, 3, 3, 3, 1, 1},    {96, 5, 21, 3, 3, 2, 0},
+                        {32, 4, 12, 3, 3, 1, 0},  {72, 9, 9, 5, 5, 1, 2},   {16, 5, 30, 3, 3, 1, 2}};
+  for (const Case& t : cases) {
+    const size_t out_h = (t.h + 2 * t.pad - t.kh) / t.s + 1, out_w = (t.w + 2 * t.pad - t.kw) / t.s + 1;
+    const auto x = random_floats(2 * t.h * t.w * t.c, 71), f = random_floats(t.kh * t.kw * t.c, 72);
+    const auto bias = random_floats(t.c, 73);
+    const DepthwiseConv conv(f.data(), bias.data(), t.c, t.kh, t.kw, t.s, t.s, t.pad, t.pad);
+    std::vector<float> first;  // the first vector level's
+    at_each_cpu_level([&](CpuLevel level) {
+      if (level == CpuLevel::portable) return;
+      std::vector<float> out(2 * out_h * out_w * t.c), scratch;
+      conv.run(x.data(), 2, t.h, t.w, out_h, out_w, -0.9f, 0.8f, out.data(), scratch);
+      if (first.empty()) {
+        first = out;
+        return;
+      }
+      ASSERT_EQ(std::memcmp(out.data(), first.data(), out.size() * sizeof(float)), 0)
+          << cpu_level_name(level) << " case " << (&t - cases);
+    });
+  }
+}
+
+// depthwise_then_pointwise: bands of depthwise rows straight into the 1x1 convolution's GEMM give the bits of the
+// two run one after the other, at 1 and 2 threads, for bands that divide the rows and bands that do not.
+TEST(DepthwiseConv, ThenPointwiseGivesTheBitsOfTheTwoInTurn) {
+  struct Case {
+    size_t c, h, w, s, n;
+  };
+  const Case cases[] = {{96, 112, 112, 2, 24}, {144, 30, 30, 1, 40}, {24, 121, 65, 1, 17}};
+  for (const Case& t : cases) {
+    const size_t out_h = (t.h + 2 - 3) / t.s + 1, out_w = (t.w + 2 - 3) / t.s + 1;
+    ASSERT_TRUE(depthwise_then_pointwise_pays(out_h, out_w, t.c)) << (&t - cases);
+    const auto x = random_floats(t.h * t.w * t.c, 81), f = random_floats(9 * t.c, 82);
+    const auto bias = random_floats(t.c, 83), pw = random_floats(t.n * t.c, 84), pw_bias = random_floats(t.n, 85);
+    const DepthwiseConv dw(f.data(), bias.data(), t.c, 3, 3, t.s, t.s, 1, 1);
+    const PackedGemm gemm(pw.data(), true, t.c, t.n, pw_bias.data());
+    for (size_t threads : {1, 2}) {
+      ThreadPool pool(threads);
+      const ThreadPool::Use use(pool);
+      std::vector<float> mid(out_h * out_w * t.c), apart(out_h * out_w * t.n), fused(apart.size()), scratch;
+      dw.run(x.data(), 1, t.h, t.w, out_h, out_w, 0.0f, 6.0f, mid.data(), scratch);
+      gemm.run(mid.data(), out_h * out_w, t.c, -2.0f, 2.5f, apart.data());
+      depthwise_then_pointwise(dw, 0.0f, 6.0f, gemm, -2.0f, 2.5f, x.data(), 1, t.h, t.w, out_h, out_w, fused.data(),
+                               scratch);
+      ASSERT_EQ(std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)), 0)
+          << "case " << (&t - cases) << " threads " << threads;
+    }
+  }
+}
+
 // dot_rows_f32 (dot_rows.h): rows of a by weight rows read in place, every block shape (1-4 rows, 1-3 weight
 // rows; one row by eight at once, with the columns past the last eight), k around the 8- and 16-float steps, the
 // output pass; integer values, so exact against the definition; a NaN

@@ -13,6 +13,7 @@
 #include "backends/xnnpack/xnn_executor.h"
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_kernels.h"
+#include "compute/depthwise.h"
 #include "etnp/backend.h"
 #include "etnp/threadpool.h"
 #include "kernel_test_util.h"
@@ -234,6 +235,97 @@ TEST(XnnpackBackend, DepthwiseConvolutions) {
         }
       }
     }
+  }
+}
+
+// An inverted residual's three convolutions (1x1 expand, 3x3 depthwise, 1x1 project) and one more 1x1: the depthwise
+// and the project run as one step (compute::depthwise_then_pointwise) where the depthwise output is large, and the
+// memory plan keeps the expand's output (the step's input) from sharing storage with the project's output, which
+// the step writes while it still reads its input. Against the definition, at 1 and 2 threads, for a size that
+// fuses and one that does not; strides 1 and 2.
+TEST(XnnpackBackend, DepthwiseThenPointwiseRunsAsOneStep) {
+  struct Case {
+    uint32_t h, w, s;
+    bool fused;
+  };
+  const uint32_t cin = 8, hidden = 48, cout = 16;
+  for (const Case cs : {Case{56, 48, 1, true}, Case{112, 96, 2, true}, Case{8, 8, 1, false}}) {
+    const uint32_t oh = (cs.h - 1) / cs.s + 1, ow = (cs.w - 1) / cs.s + 1;
+    auto values = [](size_t n, int seed) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7 + size_t(seed) * 13) % 11) * 0.125f - 0.6f;
+      return v;
+    };
+    const auto expand_w = values(hidden * cin, 1), dw_w = values(9 * hidden, 2), project_w = values(cout * hidden, 3);
+    const auto last_w = values(cout * cout, 4), dw_b = values(hidden, 5), project_b = values(cout, 6);
+    GraphBuilder g;
+    const uint32_t x = g.input({1, cs.h, cs.w, cin}, 0);
+    const uint32_t a = g.internal({1, cs.h, cs.w, hidden}), mid = g.internal({1, oh, ow, hidden});
+    const uint32_t b = g.internal({1, oh, ow, cout}), out = g.output({1, oh, ow, cout}, 1);
+    g.conv(XNodeUnion::XNNConv2d, 1, 1, 0, 1, cin, hidden, x, g.f32_constant({hidden, 1, 1, cin}, expand_w),
+           kNoExtForTest, a, 0.0f, 6.0f);
+    g.conv(XNodeUnion::XNNDepthwiseConv2d, 3, cs.s, 1, hidden, 1, 1, a, g.f32_constant({1, 3, 3, hidden}, dw_w),
+           g.f32_constant({hidden}, dw_b), mid, 0.0f, 6.0f);
+    g.conv(XNodeUnion::XNNConv2d, 1, 1, 0, 1, hidden, cout, mid, g.f32_constant({cout, 1, 1, hidden}, project_w),
+           g.f32_constant({cout}, project_b), b);
+    g.conv(XNodeUnion::XNNConv2d, 1, 1, 0, 1, cout, cout, b, g.f32_constant({cout, 1, 1, cout}, last_w),
+           kNoExtForTest, out);
+    const std::vector<float> input = values(cs.h * cs.w * cin, 7);
+    // The definition, in double.
+    std::vector<double> ea(size_t(cs.h) * cs.w * hidden), em(size_t(oh) * ow * hidden), eb(size_t(oh) * ow * cout);
+    for (size_t p = 0; p < size_t(cs.h) * cs.w; ++p) {
+      for (size_t j = 0; j < hidden; ++j) {
+        double acc = 0;
+        for (size_t i = 0; i < cin; ++i) acc += double(input[p * cin + i]) * expand_w[j * cin + i];
+        ea[p * hidden + j] = std::clamp(acc, 0.0, 6.0);
+      }
+    }
+    for (size_t y = 0; y < oh; ++y) {
+      for (size_t xx = 0; xx < ow; ++xx) {
+        for (size_t ch = 0; ch < hidden; ++ch) {
+          double acc = dw_b[ch];
+          for (size_t ky = 0; ky < 3; ++ky) {
+            for (size_t kx = 0; kx < 3; ++kx) {
+              const long iy = long(y * cs.s + ky) - 1, ix = long(xx * cs.s + kx) - 1;
+              if (iy < 0 || ix < 0 || iy >= long(cs.h) || ix >= long(cs.w)) continue;
+              acc += double(dw_w[(ky * 3 + kx) * hidden + ch]) * ea[(size_t(iy) * cs.w + size_t(ix)) * hidden + ch];
+            }
+          }
+          em[(y * ow + xx) * hidden + ch] = std::clamp(acc, 0.0, 6.0);
+        }
+      }
+    }
+    std::vector<double> expected(size_t(oh) * ow * cout);
+    for (size_t p = 0; p < size_t(oh) * ow; ++p) {
+      for (size_t j = 0; j < cout; ++j) {
+        double acc = project_b[j];
+        for (size_t i = 0; i < hidden; ++i) acc += em[p * hidden + i] * project_w[j * hidden + i];
+        eb[p * cout + j] = acc;
+      }
+      for (size_t j = 0; j < cout; ++j) {
+        double acc = 0;
+        for (size_t i = 0; i < cout; ++i) acc += eb[p * cout + i] * last_w[j * cout + i];
+        expected[p * cout + j] = acc;
+      }
+    }
+    for (size_t threads : {1, 2}) {
+      ThreadPool pool(threads);
+      const ThreadPool::Use use(pool);
+      Executor ex(parse_graph(g.payload(), nullptr));
+      EXPECT_EQ(ex.stats().fused_pairs, 1u);
+      EXPECT_EQ(ex.stats().own_kernels, 4u);
+      std::vector<std::unique_ptr<OwnedTensor>> t;
+      t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, cs.h, cs.w, cin}, input));
+      t.push_back(OwnedTensor::make<float>(ScalarType::Float, {1, oh, ow, cout}, {}));
+      std::vector<EValue> args = {EValue::from_tensor(&t[0]->tensor), EValue::from_tensor(&t[1]->tensor)};
+      ex.execute(arg_ptrs(args), pool);
+      const std::vector<float> got = t[1]->values<float>();
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], 1e-3 * (1 + std::abs(expected[i])))
+            << cs.h << "x" << cs.w << " stride " << cs.s << ", " << threads << " threads, at " << i;
+      }
+    }
+    EXPECT_EQ(compute::depthwise_then_pointwise_pays(oh, ow, hidden), cs.fused);
   }
 }
 

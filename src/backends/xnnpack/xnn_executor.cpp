@@ -212,17 +212,36 @@ void Executor::build_steps(const std::function<void(std::span<const uint8_t>)>& 
       if (in != kInvalidId && is_constant_[in]) last_reader[in] = i;
     }
   }
+  runs_with_next_.assign(graph_.nodes.size(), 0);
+  std::vector<uint32_t> readers(graph_.values.size(), 0);
+  for (const Node& node : graph_.nodes) {
+    for (uint32_t in : node.inputs) {
+      if (in != kInvalidId) ++readers[in];
+    }
+  }
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     const Node& node = graph_.nodes[i];
     const NodeView view{node, graph_.values, shapes_.data()};
     StepBuilder builder{view, steps_, stats_.xnnpack_operators, stats_.own_kernels, packed_, keep, engines_};
-    build_node(builder);
-    if (!release_constant) continue;
-    for (uint32_t in : node.inputs) {
-      if (in == kInvalidId || !is_constant_[in] || last_reader[in] != i) continue;
-      const Value& v = graph_.values[in];
-      if (v.data != nullptr && v.data_bytes > 0) release_constant({v.data, v.data_bytes});
+    // A node whose output only the next node reads may run with it as one step.
+    size_t last = i;
+    if (i + 1 < graph_.nodes.size() && node.outputs.size() == 1 && readers[node.outputs[0]] == 1) {
+      const NodeView next{graph_.nodes[i + 1], graph_.values, shapes_.data()};
+      if (build_depthwise_pointwise(builder, next)) {
+        runs_with_next_[i] = 1;
+        last = i + 1;
+        ++stats_.fused_pairs;
+      }
     }
+    if (last == i) build_node(builder);
+    for (size_t j = i; release_constant && j <= last; ++j) {
+      for (uint32_t in : graph_.nodes[j].inputs) {
+        if (in == kInvalidId || !is_constant_[in] || last_reader[in] != j) continue;
+        const Value& v = graph_.values[in];
+        if (v.data != nullptr && v.data_bytes > 0) release_constant({v.data, v.data_bytes});
+      }
+    }
+    i = last;
   }
 }
 
@@ -252,7 +271,7 @@ void Executor::plan_memory() {
     for (uint32_t in : node.inputs) {
       if (in == kInvalidId) continue;
       const uint32_t r = storage_root_[in];
-      last[r] = std::max(last[r], i);
+      last[r] = std::max(last[r], i + runs_with_next_[i]);
     }
   }
   std::vector<uint32_t> planned;

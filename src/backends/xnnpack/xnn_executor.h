@@ -29,6 +29,7 @@ struct ExecutorStats {
   size_t xnnpack_operators = 0;  ///< Nodes run by XNNPACK operators.
   size_t own_kernels = 0;        ///< Nodes run by the delegate's kernels.
   size_t fused_clamps = 0;       ///< Clamp nodes folded into their producer.
+  size_t fused_pairs = 0;        ///< Node pairs run as one step (a depthwise convolution and its 1x1 reader).
 };
 
 /// A parsed graph after the checks an executor makes at load: shapes propagated from the serialized input
@@ -117,6 +118,9 @@ class Executor {
   std::vector<Shape> input_shapes_;
   bool planned_ = false;
   std::vector<uint32_t> storage_root_;  ///< Value whose storage a value shares (itself if none).
+  /// Per node: it runs in one step with the next node, so what it reads must outlive the next node's outputs'
+  /// first write (the memory plan keeps its inputs live through the next node).
+  std::vector<uint8_t> runs_with_next_;
   /// Values in the arena, with their offsets, for pointing them at where the arena lies.
   std::vector<std::pair<uint32_t, size_t>> arena_values_;
   MethodWorkspace* workspace_ = nullptr;  ///< ExecutorOptions::workspace

@@ -66,7 +66,8 @@ struct StepBuilder {
   }
 
   void add_xnn(const char* what, XnnStep::Create create, XnnStep::Setup setup, XnnStep::Key key = nullptr);
-  void add_own(OwnStep::Run run, OwnStep::Reshape reshape = nullptr);
+  /// `runner`: what the step's profile label says ran it.
+  void add_own(OwnStep::Run run, OwnStep::Reshape reshape = nullptr, const char* runner = "own kernel");
 };
 
 #define XNN_NODE_KIND(kind, name, member, layout, shape, rule, traits) \
@@ -74,6 +75,10 @@ struct StepBuilder {
   void build_##rule(StepBuilder& b);
 #include "backends/xnnpack/xnn_node_kinds.inc"
 #undef XNN_NODE_KIND
+
+/// A depthwise fp32 convolution (the builder's node) whose output only `next`, a 1x1 convolution, reads: both as one
+/// step (compute::depthwise_then_pointwise), and true; false, with nothing built, for any other pair.
+bool build_depthwise_pointwise(StepBuilder& b, const NodeView& next);
 
 /// Every node's common check, then its rule's.
 Refusal check_node(const NodeView& v);

@@ -136,21 +136,46 @@ compute::Conv2dGeometry conv_geometry(const WindowParams& w, size_t cin, const S
   return g;
 }
 
+/// A 1x1 convolution over NHWC: a GEMM [N*H*W, Cin] x [Cout, Cin]^T (fp32: compute::PackedGemm).
+bool is_pointwise(const Conv& cv) {
+  const WindowParams& w = cv.w;
+  return !cv.depthwise && !cv.deconv && w.groups == 1 && w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 &&
+         w.stride_w == 1 && w.pad_top == 0 && w.pad_right == 0 && w.pad_bottom == 0 && w.pad_left == 0;
+}
+
+/// fp32 depthwise convolutions compute::DepthwiseConv runs.
+bool own_depthwise_f32(const Conv& cv) {
+  const WindowParams& w = cv.w;
+  return cv.depthwise && w.dilation_h == 1 && w.dilation_w == 1 && cv.gout == 1 &&
+         compute::DepthwiseConv::supported(cv.cin, w.kernel_h, w.stride_h, w.stride_w);
+}
+
+const float* filter_of(const NodeView& v) { return reinterpret_cast<const float*>(v.in(1).data); }
+const float* bias_of(const NodeView& v) {
+  const Value* bv = v.optional_in(2);
+  return bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data);
+}
+
+std::shared_ptr<const compute::PackedGemm> pack_pointwise(StepBuilder& b, const NodeView& v, const Conv& cv) {
+  return b.packed.hold(std::make_shared<const compute::PackedGemm>(filter_of(v), true, cv.cin, cv.cout, bias_of(v)));
+}
+
+std::shared_ptr<const compute::DepthwiseConv> pack_depthwise(StepBuilder& b, const NodeView& v, const Conv& cv) {
+  const WindowParams& w = cv.w;
+  return b.packed.hold(std::make_shared<const compute::DepthwiseConv>(
+      filter_of(v), bias_of(v), cv.cin, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_left));
+}
+
 void build_conv_f32(StepBuilder& b, const Conv& cv) {
   const NodeView& v = b.view;
   const uint32_t in0 = v.in_id(0), out0 = v.out_id();
   const float out_min = v.node.output_min, out_max = v.node.output_max;
   const WindowParams w = cv.w;
   const size_t cin = cv.cin, cout = cv.cout;
-  const auto* kernel = reinterpret_cast<const float*>(v.in(1).data);
-  const Value* bv = v.optional_in(2);
-  const auto* bias_data = bv == nullptr ? nullptr : reinterpret_cast<const float*>(bv->data);
-  const bool pointwise = !cv.depthwise && !cv.deconv && w.groups == 1 && w.kernel_h == 1 && w.kernel_w == 1 &&
-                         w.stride_h == 1 && w.stride_w == 1 && w.pad_top == 0 && w.pad_right == 0 &&
-                         w.pad_bottom == 0 && w.pad_left == 0;
-  if (pointwise) {
-    // A 1x1 convolution over NHWC is a GEMM [N*H*W, Cin] x [Cout, Cin]^T.
-    auto gemm = b.packed.hold(std::make_shared<const compute::PackedGemm>(kernel, true, cin, cout, bias_data));
+  const float* kernel = filter_of(v);
+  const float* bias_data = bias_of(v);
+  if (is_pointwise(cv)) {
+    auto gemm = pack_pointwise(b, v, cv);
     b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       gemm->run(static_cast<const float*>(c.data[in0]), s[0] * s[1] * s[2], cin, out_min, out_max,
@@ -158,10 +183,8 @@ void build_conv_f32(StepBuilder& b, const Conv& cv) {
     });
     return;
   }
-  if (cv.depthwise && w.dilation_h == 1 && w.dilation_w == 1 && cv.gout == 1 &&
-      compute::DepthwiseConv::supported(cin, w.kernel_h, w.stride_h, w.stride_w)) {
-    auto conv = b.packed.hold(std::make_shared<const compute::DepthwiseConv>(
-        kernel, bias_data, cin, w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.pad_top, w.pad_left));
+  if (own_depthwise_f32(cv)) {
+    auto conv = pack_depthwise(b, v, cv);
     b.add_own([=](const RunContext& c) {
       const Shape& s = c.shapes[in0];
       const Shape& o = c.shapes[out0];
@@ -413,6 +436,38 @@ void build_conv(StepBuilder& b) {
   const Conv c = conv_of(b.view.node);
   if (conv_is_f32(b.view)) return build_conv_f32(b, c);
   build_conv_qs8(b, c);
+}
+
+bool build_depthwise_pointwise(StepBuilder& b, const NodeView& next) {
+  const NodeView& v = b.view;
+  if (v.node.kind != NodeKind::DepthwiseConv2d || next.node.kind != NodeKind::Conv2d) return false;
+  if (next.in_id(0) != v.out_id() || v.out().is_external() || !conv_is_f32(v) || !conv_is_f32(next)) return false;
+  const Conv dw = conv_of(v.node), pw = conv_of(next.node);
+  if (!own_depthwise_f32(dw) || !is_pointwise(pw) || pw.cin != dw.cout) return false;
+  auto depthwise = pack_depthwise(b, v, dw);
+  auto pointwise = pack_pointwise(b, next, pw);
+  const uint32_t in0 = v.in_id(0), mid = v.out_id(), out0 = next.out_id();
+  const float dw_min = v.node.output_min, dw_max = v.node.output_max;
+  const float pw_min = next.node.output_min, pw_max = next.node.output_max;
+  const size_t channels = dw.cout;
+  b.add_own(
+      [=](const RunContext& c) {
+        const Shape& s = c.shapes[in0];
+        const Shape& m = c.shapes[mid];
+        const auto* x = static_cast<const float*>(c.data[in0]);
+        auto* y = static_cast<float*>(c.data[out0]);
+        if (compute::depthwise_then_pointwise_pays(m[1], m[2], channels)) {
+          compute::depthwise_then_pointwise(*depthwise, dw_min, dw_max, *pointwise, pw_min, pw_max, x, s[0], s[1],
+                                            s[2], m[1], m[2], y, c.scratch->floats);
+          return;
+        }
+        auto* between = static_cast<float*>(c.data[mid]);
+        depthwise->run(x, s[0], s[1], s[2], m[1], m[2], dw_min, dw_max, between, c.scratch->floats);
+        pointwise->run(between, m[0] * m[1] * m[2], channels, pw_min, pw_max, y);
+      },
+      nullptr, "own kernels, with the next XNNConv2d");
+  ++b.own_kernels;  // the second node
+  return true;
 }
 
 // ---- global average pooling: XNNPACK on fp32, the own kernel on int8 -----------------------------------

@@ -109,8 +109,8 @@ void StepBuilder::add_xnn(const char* what, XnnStep::Create create, XnnStep::Set
   ++xnnpack_operators;
 }
 
-void StepBuilder::add_own(OwnStep::Run run, OwnStep::Reshape reshape) {
-  steps.push_back(std::make_unique<OwnStep>(view.node, std::move(run), std::move(reshape)));
+void StepBuilder::add_own(OwnStep::Run run, OwnStep::Reshape reshape, const char* runner) {
+  steps.push_back(std::make_unique<OwnStep>(view.node, std::move(run), std::move(reshape), runner));
   ++own_kernels;
 }
 

@@ -92,8 +92,8 @@ class OwnStep final : public Step {
  public:
   using Run = std::function<void(const RunContext& ctx)>;
   using Reshape = std::function<void(const Shape* shapes)>;
-  OwnStep(const Node& node, Run run, Reshape reshape = nullptr)
-      : Step(node, "own kernel"), run_(std::move(run)), reshape_(std::move(reshape)) {}
+  OwnStep(const Node& node, Run run, Reshape reshape = nullptr, const char* runner = "own kernel")
+      : Step(node, runner), run_(std::move(run)), reshape_(std::move(reshape)) {}
   void reshape(const Shape* shapes) override {
     if (reshape_) reshape_(shapes);
   }
