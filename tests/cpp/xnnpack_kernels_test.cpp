@@ -596,8 +596,9 @@ TEST(XnnpackKernels, QuantizeDynamicRowsGivesThePortableResultAtEveryCpuLevel) {
 
 // The int8 depthwise convolution against the XNNPACK per-channel int8 operator it replaces: byte for byte, over
 // strides, paddings, kernel sizes (odd and even tap counts), zero points, output ranges, extreme codes and
-// widths that leave every pixel-block remainder; at each vector level (AVX2 and AVX-512 run the AVX2 kernel,
-// every aarch64 level the NEON one; the portable level has none, and supported() says so).
+// widths that leave every pixel-block remainder, channel counts past blocks of 64; at each vector level (AVX2 runs
+// the pair kernel, AVX-512 its 16-channel form or, up to 7 quads of taps, the VNNI quad kernel; every aarch64 level
+// the NEON one; the portable level has none, and supported() says so).
 TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
   ASSERT_EQ(ops::initialize(), xnn_status_success);
   bool ran = false;
@@ -617,7 +618,11 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
                           {48, 3, 2, 0, 6, 30, 0, -100, -128, 50}, {8, 1, 1, 0, 3, 4, 7, 7, -128, 127},
                           {64, 3, 1, 1, 4, 23, 100, -5, 0, 6},     {16, 2, 1, 0, 5, 12, -1, 2, -128, 127},
                           {40, 5, 1, 2, 6, 11, 127, -128, -128, 127}, {8, 3, 3, 1, 7, 31, -128, 3, -100, 100},
-                          {24, 1, 2, 0, 4, 15, -128, 0, -128, 127}};
+                          {24, 1, 2, 0, 4, 15, -128, 0, -128, 127},
+                          // AVX-512 VNNI's blocks of 64 channels: two and a half, two and a quarter (tails of 32 and
+                          // 16), 200 (8 past three); 7x7 (13 quads of taps: the pair kernel).
+                          {160, 3, 1, 1, 6, 10, 5, -3, -128, 127},   {144, 3, 2, 1, 7, 9, -128, 4, -60, 127},
+                          {200, 5, 1, 2, 5, 6, 9, 0, -128, 127},    {72, 7, 1, 3, 8, 9, -2, 1, -128, 127}};
     std::mt19937 rng(7);
     size_t case_index = 0;
     std::uniform_int_distribution<int> byte(-128, 127), big(-40000, 40000);

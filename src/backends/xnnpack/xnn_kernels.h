@@ -133,7 +133,8 @@ class DepthwiseConvQS8 {
            std::vector<uint8_t>& scratch) const;
   /// Bytes of the repacked weights, bias and scales.
   size_t bytes() const {
-    return weights_.size() * sizeof(int16_t) + bias_.size() * sizeof(int32_t) + scales_.size() * sizeof(float);
+    return weights_.size() * sizeof(int16_t) + bias_.size() * sizeof(int32_t) + scales_.size() * sizeof(float) +
+           quad_weights_.size() + quad_bias_.size() * sizeof(int32_t) + quad_scales_.size() * sizeof(float);
   }
   /// Everything run() reads (the parameters member by member: Params has padding), for compute::WeightCache.
   compute::WeightBytes content() const {
@@ -141,7 +142,8 @@ class DepthwiseConvQS8 {
     return {bytes_of(p_.channels),       bytes_of(p_.kernel_h),      bytes_of(p_.kernel_w), bytes_of(p_.stride_h),
             bytes_of(p_.stride_w),       bytes_of(p_.pad_top),       bytes_of(p_.pad_left), bytes_of(p_.in_zero_point),
             bytes_of(p_.out_zero_point), bytes_of(p_.out_min),       bytes_of(p_.out_max),  bytes_of(tap_pairs_),
-            bytes_of(weights_),          bytes_of(bias_),            bytes_of(scales_)};
+            bytes_of(weights_),          bytes_of(bias_),            bytes_of(scales_),     bytes_of(quads_),
+            bytes_of(quad_weights_),     bytes_of(quad_bias_),       bytes_of(quad_scales_)};
   }
 
  private:
@@ -153,6 +155,14 @@ class DepthwiseConvQS8 {
   std::vector<int16_t> weights_;  ///< [tap pairs][C][2]: taps 2i and 2i + 1 of each channel side by side.
   std::vector<int32_t> bias_;     ///< bias - in_zp * sum of the channel's taps
   std::vector<float> scales_;
+  /// The AVX-512 VNNI kernel's packing (x86-64): taps in quads, 64 channels a block, zero past the taps and the
+  /// channels. Per block, quad q and sum k, 64 bytes: byte 4j + i is tap 4q + i of the block's channel
+  /// 16 (j / 4) + 4k + j % 4 (the order the kernel's unpacks leave its inputs in). Bias (less 128 x the taps' sum:
+  /// the kernel's inputs are unsigned, 128 more) and scales per block in the same channel order, entry 16k + j.
+  size_t quads_ = 0;
+  std::vector<int8_t> quad_weights_;
+  std::vector<int32_t> quad_bias_;
+  std::vector<float> quad_scales_;
 };
 
 /// Requantizes int8/uint8 data between two per-tensor parameter sets (and converts to/from fp32):
