@@ -244,28 +244,28 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) inline void depthwise
   }
 }
 
-// 3x3 kernels at stride S (1 or 2): P output pixels of one block of 16 channels (`m`: the lanes in use, 8 for the
-// tail of a channel count that is 8 more than a multiple of 16), the nine weight vectors in registers. Each input
-// vector is loaded once and feeds the (up to three) outputs whose taps it is: the same multiply-adds in the same
-// order per output as the other blocks (bias, then taps in (ky, kx) order).
-template <int P, int S>
-__attribute__((target("avx512f"), always_inline)) inline void depthwise3x3_block16(
-    const float* r0, const float* r1, const float* r2, size_t c, const __m512 (&w)[9], __m512 bias, __m512 lo,
-    __m512 hi, __mmask16 m, float* out) {
+// Square K x K kernels (3 or 5) at stride S (1 or 2): P output pixels of one block of 16 channels (`m`: the lanes
+// in use, 8 for the tail of a channel count that is 8 more than a multiple of 16), the K * K weight vectors in
+// registers. Each input vector is loaded once and feeds the (up to K) outputs whose taps it is: the same
+// multiply-adds in the same order per output as the other blocks (bias, then taps in (ky, kx) order).
+template <int K, int P, int S>
+__attribute__((target("avx512f"), always_inline)) inline void depthwise_square_block16(
+    const float* const* rows, size_t off, size_t c, const __m512 (&w)[K * K], __m512 bias, __m512 lo, __m512 hi,
+    __mmask16 m, float* out) {
   __m512 acc[P];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) acc[p] = bias;
-  const float* rows[3] = {r0, r1, r2};
-#pragma GCC unroll 3
-  for (int ky = 0; ky < 3; ++ky) {
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
+    const float* row = rows[ky] + off;
 #pragma GCC unroll 32
-    for (int i = 0; i < (P - 1) * S + 3; ++i) {
-      __m512 x = _mm512_maskz_loadu_ps(m, rows[ky] + i * c);
-      asm("" : "+v"(x));  // one load for its three uses (GCC would fold a load into each multiply-add)
-#pragma GCC unroll 3
-      for (int kx = 0; kx < 3; ++kx) {
+    for (int i = 0; i < (P - 1) * S + K; ++i) {
+      __m512 x = _mm512_maskz_loadu_ps(m, row + i * c);
+      asm("" : "+v"(x));  // one load for all its uses (GCC would fold a load into each multiply-add)
+#pragma GCC unroll 5
+      for (int kx = 0; kx < K; ++kx) {
         const int d = (i - kx) / S;  // input i is tap kx of output d when i - kx == d * S
-        if (i - kx >= 0 && (i - kx) % S == 0 && d < P) acc[d] = _mm512_fmadd_ps(x, w[ky * 3 + kx], acc[d]);
+        if (i - kx >= 0 && (i - kx) % S == 0 && d < P) acc[d] = _mm512_fmadd_ps(x, w[ky * K + kx], acc[d]);
       }
     }
   }
@@ -273,64 +273,62 @@ __attribute__((target("avx512f"), always_inline)) inline void depthwise3x3_block
   for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + p * c, m, clamp16(acc[p], lo, hi));
 }
 
-// Output pixel x of a 3x3 kernel at `stride` that has taps outside the image: channels [ch, ch + 16) (m), the
+// Output pixel x of a K x K kernel at `stride` that has taps outside the image: channels [ch, ch + 16) (m), the
 // taps inside alone.
-__attribute__((target("avx512f"), always_inline)) inline void depthwise3x3_edge16(
+template <int K>
+__attribute__((target("avx512f"), always_inline)) inline void depthwise_square_edge16(
     const float* const* src, size_t w, size_t c, size_t ch, size_t x, size_t stride, size_t pad_left,
     const float* weights, __m512 bias, __m512 lo, __m512 hi, __mmask16 m, float* out) {
   const size_t col = x * stride;  // padded input column of its first tap
   __m512 acc = bias;
-  for (size_t ky = 0; ky < 3; ++ky) {
+  for (size_t ky = 0; ky < K; ++ky) {
     if (src[ky] == nullptr) continue;
-    for (size_t kx = 0; kx < 3; ++kx) {
+    for (size_t kx = 0; kx < K; ++kx) {
       const size_t ix = col + kx - pad_left;  // unsigned wrap-around: left of the image
       if (ix >= w) continue;
       acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, src[ky] + ix * c + ch),
-                            _mm512_maskz_loadu_ps(m, weights + (ky * 3 + kx) * c + ch), acc);
+                            _mm512_maskz_loadu_ps(m, weights + (ky * K + kx) * c + ch), acc);
     }
   }
   _mm512_mask_storeu_ps(out + x * c + ch, m, clamp16(acc, lo, hi));
 }
 
-// One output row of a 3x3 kernel, channels a multiple of 8, one block of 16 channels at a time along the whole
+// One output row of a K x K kernel, channels a multiple of 8, one block of 16 channels at a time along the whole
 // row, so that its weights stay in registers (blocks of pixels over every channel reloaded them, and reached a
 // quarter of the FMA rate). `src[ky]`: the input row of tap row ky, null above or below the image; outputs
 // [left, right) have every tap inside the row and read `zero` for a null row, as the blocks of other kernels do;
-// the others sum only their taps inside the image, as depthwise_edge_pixel_c8 does: the same bits.
-template <int S>
-__attribute__((target("avx512f"))) void depthwise3x3_row_avx512(const float* const* src, const float* zero,
-                                                               size_t w, size_t c, size_t pad_left, size_t left,
-                                                               size_t right, size_t out_w, const float* weights,
-                                                               const float* bias, float lo, float hi, float* out) {
+// the others sum only their taps inside the image, as depthwise_edge_pixel_c8 does: the same bits. Blocks of 8
+// pixels for 3x3 kernels, of 4 for 5x5 ones (25 weight vectors and 8 sums would not fit the 32 registers).
+template <int K, int S>
+__attribute__((target("avx512f"))) void depthwise_square_row_avx512(const float* const* src, const float* zero,
+                                                                   size_t w, size_t c, size_t pad_left, size_t left,
+                                                                   size_t right, size_t out_w, const float* weights,
+                                                                   const float* bias, float lo, float hi,
+                                                                   float* out) {
+  constexpr int kBlock = K == 3 ? 8 : 4;
   const __m512 lo16 = _mm512_set1_ps(lo), hi16 = _mm512_set1_ps(hi);
   const size_t step = S * c;
   const size_t first_col = left * S - pad_left;  // input column of output `left`'s first tap
-  const float* inside[3];
-  for (int ky = 0; ky < 3; ++ky) inside[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c;
+  const float* inside[K];
+  for (int ky = 0; ky < K; ++ky) inside[ky] = (src[ky] != nullptr ? src[ky] : zero) + first_col * c;
   for (size_t ch = 0; ch < c; ch += 16) {
     const __mmask16 m = ch + 16 <= c ? __mmask16(0xffff) : __mmask16(0x00ff);
-    __m512 wv[9];
-#pragma GCC unroll 9
-    for (int t = 0; t < 9; ++t) wv[t] = _mm512_maskz_loadu_ps(m, weights + t * c + ch);
+    __m512 wv[K * K];
+#pragma GCC unroll 25
+    for (int t = 0; t < K * K; ++t) wv[t] = _mm512_maskz_loadu_ps(m, weights + t * c + ch);
     const __m512 b = _mm512_maskz_loadu_ps(m, bias + ch);
     for (size_t x = 0; x < left; ++x) {
-      depthwise3x3_edge16(src, w, c, ch, x, S, pad_left, weights, b, lo16, hi16, m, out);
+      depthwise_square_edge16<K>(src, w, c, ch, x, S, pad_left, weights, b, lo16, hi16, m, out);
     }
-    const float *r0 = inside[0] + ch, *r1 = inside[1] + ch, *r2 = inside[2] + ch;
     float* o = out + left * c + ch;
     const size_t count = right - left;
     size_t x = 0;
-    for (; x + 8 <= count; x += 8) {
-      depthwise3x3_block16<8, S>(r0 + x * step, r1 + x * step, r2 + x * step, c, wv, b, lo16, hi16, m, o + x * c);
+    for (; x + kBlock <= count; x += kBlock) {
+      depthwise_square_block16<K, kBlock, S>(inside, x * step + ch, c, wv, b, lo16, hi16, m, o + x * c);
     }
-    for (; x + 4 <= count; x += 4) {
-      depthwise3x3_block16<4, S>(r0 + x * step, r1 + x * step, r2 + x * step, c, wv, b, lo16, hi16, m, o + x * c);
-    }
-    for (; x < count; ++x) {
-      depthwise3x3_block16<1, S>(r0 + x * step, r1 + x * step, r2 + x * step, c, wv, b, lo16, hi16, m, o + x * c);
-    }
+    for (; x < count; ++x) depthwise_square_block16<K, 1, S>(inside, x * step + ch, c, wv, b, lo16, hi16, m, o + x * c);
     for (size_t x = right; x < out_w; ++x) {
-      depthwise3x3_edge16(src, w, c, ch, x, S, pad_left, weights, b, lo16, hi16, m, out);
+      depthwise_square_edge16<K>(src, w, c, ch, x, S, pad_left, weights, b, lo16, hi16, m, out);
     }
   }
 }
@@ -481,11 +479,11 @@ void depthwise_row_c8_neon(const float* const* rows, size_t kh, size_t kw, size_
 }
 #endif
 
+// A whole output row of a square kernel (depthwise_square_row_avx512's arguments).
+using DepthwiseSquareRow = void (*)(const float* const* src, const float* zero, size_t w, size_t c, size_t pad_left,
+                                    size_t left, size_t right, size_t out_w, const float* weights, const float* bias,
+                                    float lo, float hi, float* out);
 // This architecture's vector kernels (AVX2 or NEON), and whether the CPU level allows them.
-// A whole output row of a 3x3 kernel (depthwise3x3_row_avx512's arguments).
-using DepthwiseRow3x3 = void (*)(const float* const* src, const float* zero, size_t w, size_t c, size_t pad_left,
-                                 size_t left, size_t right, size_t out_w, const float* weights, const float* bias,
-                                 float lo, float hi, float* out);
 #if defined(ETNP_DEPTHWISE_AVX2)
 bool vector_kernels() { return has_avx2_fma(); }
 constexpr auto depthwise_row_vec = depthwise_row_avx2;
@@ -495,17 +493,23 @@ void depthwise_row_c8_vec(const float* const* rows, size_t kh, size_t kw, size_t
       rows, kh, kw, c, stride, weights, bias, out_w, lo, hi, out);
 }
 constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_avx2;
-// Whole rows of 3x3 kernels at stride 1 or 2 where the CPU has AVX-512 (depthwise3x3_row_avx512); else null.
-DepthwiseRow3x3 depthwise3x3_row_vec(size_t stride) {
-  if (cpu_level() < CpuLevel::avx512_vnni || stride > 2) return nullptr;
-  return stride == 1 ? depthwise3x3_row_avx512<1> : depthwise3x3_row_avx512<2>;
+// Whole rows where the CPU has AVX-512 (depthwise_square_row_avx512) and they beat the pixel blocks: 3x3 kernels at
+// stride 1 or 2 (1.2-1.5x on MobileNetV2's layers), 5x5 ones at stride 1 over rows of 14 outputs or more (1.2-1.6x;
+// at stride 2, and over 7 outputs of which 4 are edge ones, 0.9-1.1x). Else null.
+DepthwiseSquareRow depthwise_square_row_vec(size_t kh, size_t kw, size_t stride, size_t out_w) {
+  if (cpu_level() < CpuLevel::avx512_vnni || kh != kw) return nullptr;
+  if (kh == 3 && stride <= 2) return stride == 1 ? depthwise_square_row_avx512<3, 1> : depthwise_square_row_avx512<3, 2>;
+  if (kh == 5 && stride == 1 && out_w >= 14) return depthwise_square_row_avx512<5, 1>;
+  return nullptr;
 }
 #elif defined(ETNP_DEPTHWISE_NEON)
 bool vector_kernels() { return has_neon(); }
 constexpr auto depthwise_row_vec = depthwise_row_neon;
 constexpr auto depthwise_row_c8_vec = depthwise_row_c8_neon;
 constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_neon;
-DepthwiseRow3x3 depthwise3x3_row_vec(size_t /*stride*/) { return nullptr; }
+DepthwiseSquareRow depthwise_square_row_vec(size_t /*kh*/, size_t /*kw*/, size_t /*stride*/, size_t /*out_w*/) {
+  return nullptr;
+}
 #endif
 #if defined(ETNP_DEPTHWISE_AVX2) || defined(ETNP_DEPTHWISE_NEON)
 #define ETNP_DEPTHWISE_VEC 1
@@ -600,7 +604,7 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
     float* zero = rows;
     if (y0 * sh_ < pad_top_ || (y1 - 1) * sh_ + kh_ > h + pad_top_) std::fill(zero, zero + w * c_, 0.0f);
     const size_t first_col = e.left * sw_ - pad_left_;  // input column of the first inside output's first tap
-    const DepthwiseRow3x3 row3x3 = kh_ == 3 && kw_ == 3 ? depthwise3x3_row_vec(sw_) : nullptr;
+    const DepthwiseSquareRow square_row = depthwise_square_row_vec(kh_, kw_, sw_, out_w);
     for (size_t y = y0; y < y1; ++y) {
       const float* src[kMaxKernel];
       for (size_t ky = 0; ky < kh_; ++ky) {
@@ -608,8 +612,8 @@ void DepthwiseConv::run_rows(const float* in, size_t h, size_t w, size_t out_w, 
         src[ky] = iy < h ? in + iy * w * c_ : nullptr;
       }
       float* out_row = out + (y - y0) * out_w * c_;
-      if (row3x3 != nullptr) {
-        row3x3(src, zero, w, c_, pad_left_, e.left, e.right, out_w, weights_.data(), bias_.data(), out_min, out_max,
+      if (square_row != nullptr) {
+        square_row(src, zero, w, c_, pad_left_, e.left, e.right, out_w, weights_.data(), bias_.data(), out_min, out_max,
                out_row);
         continue;
       }

@@ -546,15 +546,16 @@ TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
 
 // Random floats: every vector level gives the first one's bits (AVX2, NEON) (the same fused multiply-adds in the same order
 // per output: bias, then the taps in (ky, kx) order, padding rows as zeros for the outputs whose columns are all
-// inside and skipped for the others). Covers AVX-512's whole-row 3x3 kernel: strides 1 and 2, channel counts with
-// an 8-channel tail, rows narrower than a block and wider than several, one or two edge outputs a side.
+// inside and skipped for the others). Covers AVX-512's whole-row 3x3 and 5x5 kernels: strides 1 and 2, channel
+// counts with an 8-channel tail, rows narrower than a block and wider than several, none to two edge outputs a side.
 TEST(DepthwiseConv, GivesTheSameBitsAtEveryVectorLevel) {
   struct Case {
     size_t c, h, w, kh, kw, s, pad;
   };
   const Case cases[] = {{16, 5, 14, 3, 3, 1, 1},  {144, 4, 56, 3, 3, 1, 1}, {24, 6, 7, 3, 3, 2, 1},
                         {40, 7, 13, 3, 3, 2, 1},  {8, 3, 3, 3, 3, 1, 1},    {96, 5, 21, 3, 3, 2, 0},
-                        {32, 4, 12, 3, 3, 1, 0},  {72, 9, 9, 5, 5, 1, 2},   {16, 5, 30, 3, 3, 1, 2}};
+                        {32, 4, 12, 3, 3, 1, 0},  {72, 9, 9, 5, 5, 1, 2},   {16, 5, 30, 3, 3, 1, 2},
+                        {24, 7, 20, 5, 5, 1, 2},  {40, 6, 31, 5, 5, 2, 2},  {16, 4, 17, 5, 5, 1, 0}};
   for (const Case& t : cases) {
     const size_t out_h = (t.h + 2 * t.pad - t.kh) / t.s + 1, out_w = (t.w + 2 * t.pad - t.kw) / t.s + 1;
     const auto x = random_floats(2 * t.h * t.w * t.c, 71), f = random_floats(t.kh * t.kw * t.c, 72);
