@@ -101,9 +101,10 @@ if [ "${ETNP_TEST_QUICK:-0}" != "1" ]; then
   step "Concurrency tests (TSan)"
   # The contract's tests and the stress harness (Concurrency.Stress*, short here: ETNP_STRESS_SECONDS makes it
   # long), with the kernels that split one product across a pool's threads (the 4-bit GEMM's test checks the
-  # bits, as does the batch matrix multiply's split by product) and a tokenizer shared by threads.
+  # bits, as does the batch matrix multiply's split by product; the depthwise + 1x1 bands, by rows, theirs and
+  # the delegate step's) and a tokenizer shared by threads.
   TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/etnp_tests \
-    --gtest_filter='Concurrency*:ThreadPool.*:Int4Gemm.SplitAcrossThreads*:TokenizerTest.SharedAcrossThreads:*XnnpackWorkspace*:XnnpackWeightCache.*:XnnpackKernels.BatchMatmulSplits*' || failed
+    --gtest_filter='Concurrency*:ThreadPool.*:Int4Gemm.SplitAcrossThreads*:TokenizerTest.SharedAcrossThreads:*XnnpackWorkspace*:XnnpackWeightCache.*:XnnpackKernels.BatchMatmulSplits*:DepthwiseConv.ThenPointwise*:XnnpackBackend.DepthwiseThenPointwise*' || failed
   step "Python thread tests (TSan)"
   # The extension is instrumented, the interpreter and numpy are not: TSan's runtime is preloaded so that it
   # sees every thread and the locks (the GIL is a pthread mutex and condition variable).
