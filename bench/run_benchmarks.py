@@ -830,7 +830,8 @@ def write_results(args, rows, cells, saved, onnx_paths, overhead, cold, profiles
               "/usr/bin/python3 bench/run_benchmarks.py --build-dir build --output bench/RESULTS.md\n"
               "# a smoke run: --quick; some rows: --only mobilenet_v2\n# single measurements:\n"
               "build/etnp bench build/demo/mobilenet_v2_xnnpack.pte --threads 1 --warmup 5 --iters 30 "
-              "--input build/demo/mobilenet_v2_input.npy\n```\n")
+              "--input build/demo/mobilenet_v2_input.npy\n# one kernel at a time, at each CPU level (depthwise, 1x1):\n"
+              "build/bench/etnp_bench_layer_kernels --filter dw\n```\n")
 
     md.append("## 1. Same machine, same files: etnp, the official runtime, onnxruntime, PyTorch eager\n")
     md.append("Each row is one program and case: the same file and the same input arrays for etnp and the official "
