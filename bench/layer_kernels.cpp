@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
       const auto in = floats(d.h * d.w * d.c), f = floats(d.k * d.k * d.c), b = floats(d.c);
       std::vector<float> out(oh * ow * d.c), scratch;
       const etnp::compute::DepthwiseConv conv(f.data(), b.data(), d.c, d.k, d.k, d.s, d.s, pad, pad);
-      report("dw f32 " + shape, macs, [&] { conv.run(in.data(), 1, d.h, d.w, oh, ow, 0.0f, 6.0f, out.data(), scratch); });
+      report("dw f32 " + shape, macs,
+             [&] { conv.run(in.data(), 1, d.h, d.w, oh, ow, 0.0f, 6.0f, out.data(), scratch); });
     }
     if (etnp::xnn::DepthwiseConvQS8::supported(d.c, d.k)) {
       std::vector<int8_t> in(d.h * d.w * d.c), f(d.k * d.k * d.c), out(oh * ow * d.c);

@@ -498,7 +498,8 @@ constexpr auto depthwise_edge_pixel_c8_vec = depthwise_edge_pixel_c8_avx2;
 // at stride 2, and over 7 outputs of which 4 are edge ones, 0.9-1.1x). Else null.
 DepthwiseSquareRow depthwise_square_row_vec(size_t kh, size_t kw, size_t stride, size_t out_w) {
   if (cpu_level() < CpuLevel::avx512_vnni || kh != kw) return nullptr;
-  if (kh == 3 && stride <= 2) return stride == 1 ? depthwise_square_row_avx512<3, 1> : depthwise_square_row_avx512<3, 2>;
+  if (kh == 3 && stride == 1) return depthwise_square_row_avx512<3, 1>;
+  if (kh == 3 && stride == 2) return depthwise_square_row_avx512<3, 2>;
   if (kh == 5 && stride == 1 && out_w >= 14) return depthwise_square_row_avx512<5, 1>;
   return nullptr;
 }

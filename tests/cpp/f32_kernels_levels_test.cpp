@@ -544,10 +544,11 @@ TEST(DepthwiseConv, MatchesTheDefinitionAtEveryCpuLevel) {
   });
 }
 
-// Random floats: every vector level gives the first one's bits (AVX2, NEON) (the same fused multiply-adds in the same order
-// per output: bias, then the taps in (ky, kx) order, padding rows as zeros for the outputs whose columns are all
-// inside and skipped for the others). Covers AVX-512's whole-row 3x3 and 5x5 kernels: strides 1 and 2, channel
-// counts with an 8-channel tail, rows narrower than a block and wider than several, none to two edge outputs a side.
+// Random floats: every vector level gives the first one's bits (AVX2's, or NEON's): the same fused multiply-adds
+// in the same order per output (bias, then the taps in (ky, kx) order, padding rows as zeros for the outputs whose
+// columns are all inside and skipped for the others). Covers AVX-512's whole-row 3x3 and 5x5 kernels: strides 1
+// and 2, channel counts with an 8-channel tail, rows narrower than a block and wider than several, none to two edge
+// outputs a side.
 TEST(DepthwiseConv, GivesTheSameBitsAtEveryVectorLevel) {
   struct Case {
     size_t c, h, w, kh, kw, s, pad;

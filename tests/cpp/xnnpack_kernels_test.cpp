@@ -656,6 +656,15 @@ TEST(XnnpackKernels, DepthwiseQS8MatchesXnnpackExactly) {
       p.out_min = cs.lo;
       p.out_max = cs.hi;
       const DepthwiseConvQS8 own(filter.data(), bias.data(), scales.data(), p);
+      // The VNNI kernel's second packing exists only where that kernel runs (AVX-512 VNNI, 64 | C or C >= 128, at
+      // most 28 taps); the pair kernel's is always there: int16 weights in pairs of taps, int32 bias, float scales.
+      const size_t pair_bytes = (cs.k * cs.k + 1) / 2 * 2 * cs.c * sizeof(int16_t) + cs.c * (4 + 4);
+#if defined(__x86_64__)
+      const bool vnni = level == CpuLevel::avx512_vnni && (cs.c % 64 == 0 || cs.c >= 128) && cs.k * cs.k <= 28;
+#else
+      const bool vnni = false;
+#endif
+      EXPECT_EQ(own.bytes() > pair_bytes, vnni) << cpu_level_name(level) << ": " << cs.c << " channels, k " << cs.k;
       std::vector<int8_t> got(2 * oh * ow * cs.c), want(got.size());
       std::vector<uint8_t> scratch;
       own.run(in.data(), 2, cs.h, cs.w, oh, ow, got.data(), scratch);

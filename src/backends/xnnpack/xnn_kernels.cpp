@@ -1518,6 +1518,9 @@ DepthwiseConvQS8::DepthwiseConvQS8(const int8_t* filter, const int32_t* bias, co
   }
   scales_.assign(scales, scales + c);
 #if defined(__x86_64__) && defined(__GNUC__)
+  // Only where the VNNI kernel runs (a CPU without it, and the channel counts it leaves to the pair kernel, would
+  // hold a second packing never read).
+  if (depthwise_qs8_row_vnni_for((taps + 3) / 4, c) == nullptr) return;
   quads_ = (taps + 3) / 4;
   const size_t blocks = (c + 63) / 64;
   quad_weights_.assign(blocks * quads_ * 4 * 64, 0);
@@ -1567,7 +1570,8 @@ void DepthwiseConvQS8::run_rows(const int8_t* in, size_t h, size_t w, size_t out
   const int8_t* taps[2 * kMaxDepthwiseRows * kMaxDepthwiseRows + 4];
   int8_t* filler = rows + kh * padded;
 #if defined(__x86_64__)
-  const DepthwiseQS8RowVnni vnni = depthwise_qs8_row_vnni_for(quads_, c);
+  // The level a test capped after the packing was made may lack VNNI: the pair kernel then runs.
+  const DepthwiseQS8RowVnni vnni = quads_ == 0 ? nullptr : depthwise_qs8_row_vnni_for(quads_, c);
 #endif
   for (size_t y = y0; y < y1; ++y) {
     for (size_t ky = 0; ky < kh; ++ky) {

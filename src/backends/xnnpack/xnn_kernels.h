@@ -155,10 +155,11 @@ class DepthwiseConvQS8 {
   std::vector<int16_t> weights_;  ///< [tap pairs][C][2]: taps 2i and 2i + 1 of each channel side by side.
   std::vector<int32_t> bias_;     ///< bias - in_zp * sum of the channel's taps
   std::vector<float> scales_;
-  /// The AVX-512 VNNI kernel's packing (x86-64): taps in quads, 64 channels a block, zero past the taps and the
-  /// channels. Per block, quad q and sum k, 64 bytes: byte 4j + i is tap 4q + i of the block's channel
-  /// 16 (j / 4) + 4k + j % 4 (the order the kernel's unpacks leave its inputs in). Bias (less 128 x the taps' sum:
-  /// the kernel's inputs are unsigned, 128 more) and scales per block in the same channel order, entry 16k + j.
+  /// The AVX-512 VNNI kernel's packing (x86-64, made only where that kernel runs; quads_ 0 otherwise): taps in
+  /// quads, 64 channels a block, zero past the taps and the channels. Per block, quad q and sum k, 64 bytes: byte
+  /// 4j + i is tap 4q + i of the block's channel 16 (j / 4) + 4k + j % 4 (the order the kernel's unpacks leave its
+  /// inputs in). Bias (less 128 x the taps' sum: the kernel's inputs are unsigned, 128 more) and scales per block in
+  /// the same channel order, entry 16k + j.
   size_t quads_ = 0;
   std::vector<int8_t> quad_weights_;
   std::vector<int32_t> quad_bias_;
